@@ -1,0 +1,35 @@
+// Causal GQA attention of query rows against K/V held in the paged cache.
+//
+// Numerics follow llama.cpp's non-flash CPU path so greedy tokens match it:
+// q is rounded to f16 before q.k (K is f16), softmax sums in double, and the
+// probabilities are rounded to f16 before they weight V.
+//
+// Stateless apart from per-thread scratch; callers parallelise over
+// (query row, head) pairs.
+#ifndef PDSERVE_COMMON_ATTENTION_H_
+#define PDSERVE_COMMON_ATTENTION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "common/kv_cache.h"
+
+namespace pdserve {
+
+struct AttentionShape {
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+};
+
+// One head of one query: attends over positions [0, n_ctx) of a sequence
+// whose blocks are `block_table`, in layer `layer`. q and out hold
+// head_dim floats; scores needs n_ctx floats of scratch.
+void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx,
+                absl::Span<const int32_t> block_table, KvCache& cache, int layer, float* out,
+                std::vector<float>& scores);
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_ATTENTION_H_

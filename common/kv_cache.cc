@@ -1,0 +1,44 @@
+#include "common/kv_cache.h"
+
+#include <sys/mman.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace pdserve {
+
+KvLayout KvLayout::ForModel(const ModelConfig& c, int32_t block_size) {
+  KvLayout l;
+  l.n_layers = c.n_layers;
+  l.n_kv_heads = c.n_kv_heads;
+  l.head_dim = c.head_dim;
+  l.block_size = block_size;
+  return l;
+}
+
+std::string KvLayout::DebugString() const {
+  return absl::StrCat("{layers=", n_layers, " kv_heads=", n_kv_heads, " head_dim=", head_dim,
+                      " block_size=", block_size, " dtype=", dtype, "}");
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvLayout& layout,
+                                                         int32_t num_blocks) {
+  if (num_blocks <= 0 || layout.block_size <= 0 || layout.n_layers <= 0 || layout.kv_dim() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("kv cache: bad size ", num_blocks,
+                                                   " blocks of ", layout.DebugString()));
+  }
+  const size_t bytes = static_cast<size_t>(num_blocks) * layout.n_layers *
+                       static_cast<size_t>(layout.bytes_per_layer_block());
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrCat("kv cache: cannot map ", bytes, " bytes"));
+  }
+  return std::unique_ptr<KvCache>(
+      new KvCache(layout, num_blocks, static_cast<uint8_t*>(p), bytes));
+}
+
+KvCache::KvCache(const KvLayout& layout, int32_t num_blocks, uint8_t* base, size_t bytes)
+    : layout_(layout), allocator_(num_blocks), base_(base), bytes_(bytes) {}
+
+KvCache::~KvCache() { munmap(base_, bytes_); }
+
+}  // namespace pdserve

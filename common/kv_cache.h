@@ -1,0 +1,80 @@
+// KvCache: the paged key/value memory of one worker, plus its allocator.
+//
+// Layout: for every layer, for every block, the block's K rows followed by
+// its V rows ([block_size][kv_dim] f16 each). One (layer, block) is thus a
+// single contiguous span of bytes_per_layer_block() bytes, which is what the
+// KV transport sends or receives for that layer without copying.
+// The pool is an anonymous mapping, so untouched blocks cost no RSS.
+//
+// Not thread-safe: the engine thread owns it; the KV transport writes only
+// into blocks the engine reserved for that transfer.
+#ifndef PDSERVE_COMMON_KV_CACHE_H_
+#define PDSERVE_COMMON_KV_CACHE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/block_allocator.h"
+#include "common/model_config.h"
+
+namespace pdserve {
+
+struct KvLayout {
+  int32_t n_layers = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t block_size = 16;
+  // Element type of K/V; only "f16" today.
+  std::string dtype = "f16";
+
+  static KvLayout ForModel(const ModelConfig& c, int32_t block_size);
+  int64_t kv_dim() const { return static_cast<int64_t>(n_kv_heads) * head_dim; }
+  int64_t elem_bytes() const { return 2; }
+  // K + V bytes of one block in one layer.
+  int64_t bytes_per_layer_block() const { return 2 * block_size * kv_dim() * elem_bytes(); }
+  // K + V bytes of one token over all layers.
+  int64_t bytes_per_token() const { return 2 * n_layers * kv_dim() * elem_bytes(); }
+  bool operator==(const KvLayout& o) const = default;
+  std::string DebugString() const;
+};
+
+class KvCache {
+ public:
+  static absl::StatusOr<std::unique_ptr<KvCache>> Create(const KvLayout& layout,
+                                                         int32_t num_blocks);
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  const KvLayout& layout() const { return layout_; }
+  BlockAllocator& allocator() { return allocator_; }
+  const BlockAllocator& allocator() const { return allocator_; }
+  int32_t num_blocks() const { return allocator_.num_blocks(); }
+
+  uint8_t* LayerBlock(int layer, int32_t block) {
+    return base_ + (static_cast<int64_t>(layer) * num_blocks() + block) *
+                       layout_.bytes_per_layer_block();
+  }
+  uint16_t* K(int layer, int32_t block) { return reinterpret_cast<uint16_t*>(LayerBlock(layer, block)); }
+  uint16_t* V(int layer, int32_t block) {
+    return K(layer, block) + layout_.block_size * layout_.kv_dim();
+  }
+
+ private:
+  KvCache(const KvLayout& layout, int32_t num_blocks, uint8_t* base, size_t bytes);
+
+  KvLayout layout_;
+  BlockAllocator allocator_;
+  uint8_t* base_;
+  size_t bytes_;
+};
+
+// Blocks needed to hold `tokens` tokens.
+inline int32_t BlocksForTokens(int64_t tokens, int32_t block_size) {
+  return static_cast<int32_t>((tokens + block_size - 1) / block_size);
+}
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_KV_CACHE_H_

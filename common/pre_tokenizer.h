@@ -1,0 +1,51 @@
+// PreTokenizer: splits raw text into the pieces byte-level BPE encodes
+// independently, reproducing llama.cpp's pre-tokenizer for the type named
+// by the GGUF key `tokenizer.ggml.pre`.
+//
+// Pieces are views into the caller's text, in order, non-empty, and their
+// concatenation is exactly the input: nothing is normalised or dropped.
+// Ill-formed UTF-8 never fails: each ill-formed maximal subpart is classed
+// like U+FFFD (neither letter, number nor space) and keeps its original
+// bytes. (llama.cpp instead aborts on such input.)
+//
+// Immutable after construction; Split() is const and thread-safe.
+#ifndef PDSERVE_COMMON_PRE_TOKENIZER_H_
+#define PDSERVE_COMMON_PRE_TOKENIZER_H_
+
+#include <string_view>
+#include <vector>
+
+namespace pdserve {
+
+enum class PreTokenizerType {
+  // GPT-2 regex only:
+  //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+  kGpt2,
+  // Every \p{N} code point becomes its own piece first, then the GPT-2 regex
+  // runs on the text between digits (SmolLM, StarCoder and friends).
+  kSmollm,
+};
+
+// Maps a `tokenizer.ggml.pre` value to a type. "smollm" and the names
+// llama.cpp treats identically (starcoder, refact, command-r, codeshell,
+// exaone, minerva-7b) give kSmollm; "gpt2"/"gpt-2"/"default" and every
+// unknown name give kGpt2, the latter with a LOG(WARNING). Note llama.cpp's
+// own "default" adds extra punctuation/number splits we do not implement.
+PreTokenizerType PreTokenizerTypeFromName(std::string_view name);
+
+class PreTokenizer {
+ public:
+  explicit PreTokenizer(PreTokenizerType type) : type_(type) {}
+
+  PreTokenizerType type() const { return type_; }
+
+  // Appends the pieces of `text` to `pieces`.
+  void Split(std::string_view text, std::vector<std::string_view>* pieces) const;
+
+ private:
+  PreTokenizerType type_;
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_PRE_TOKENIZER_H_

@@ -1,0 +1,27 @@
+// Scalar dequantisation of one row per GGML type (the formulas in
+// shared/reference/smollm2-gguf.md §2). Used for embedding lookups, for
+// norms stored in non-f32 types, and as the reference in kernel tests.
+#ifndef PDSERVE_COMMON_QUANT_DEQUANTIZE_H_
+#define PDSERVE_COMMON_QUANT_DEQUANTIZE_H_
+
+#include <cstdint>
+
+namespace pdserve {
+
+void DequantF32(const void* src, float* dst, int64_t n);
+void DequantF16(const void* src, float* dst, int64_t n);
+void DequantBf16(const void* src, float* dst, int64_t n);
+void DequantQ4_0(const void* src, float* dst, int64_t n);
+void DequantQ4_1(const void* src, float* dst, int64_t n);
+void DequantQ8_0(const void* src, float* dst, int64_t n);
+void DequantQ8_1(const void* src, float* dst, int64_t n);
+void DequantQ4_K(const void* src, float* dst, int64_t n);
+void DequantQ6_K(const void* src, float* dst, int64_t n);
+void DequantQ8_K(const void* src, float* dst, int64_t n);
+
+// The 6-bit scale/min unpacking shared by Q4_K (and Q5_K).
+void UnpackQ4KScaleMin(int j, const uint8_t* q, uint8_t* sc, uint8_t* m);
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_QUANT_DEQUANTIZE_H_

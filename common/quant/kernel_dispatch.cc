@@ -1,0 +1,68 @@
+// The one place that picks kernel implementations for this CPU.
+#include <array>
+#include <atomic>
+
+#include "common/quant/kernels.h"
+
+namespace pdserve {
+namespace {
+
+constexpr uint32_t kMaxTypeId = 32;
+
+struct Tables {
+  std::array<TypeKernels, kMaxTypeId> avx2{};
+  std::array<bool, kMaxTypeId> present{};
+};
+
+const Tables& GetTables() {
+  static const Tables* tables = [] {
+    auto* t = new Tables;
+    for (uint32_t id = 0; id < kMaxTypeId; ++id) {
+      const TypeKernels* s = kernels_scalar::Find(id);
+      if (s == nullptr) continue;
+      t->present[id] = true;
+      t->avx2[id] = kernels_avx2::Upgrade(*s);
+    }
+    return t;
+  }();
+  return *tables;
+}
+
+std::atomic<KernelIsa>& IsaSlot() {
+  static std::atomic<KernelIsa> isa{CpuSupportsAvx2() ? KernelIsa::kAvx2 : KernelIsa::kScalar};
+  return isa;
+}
+
+}  // namespace
+
+bool CpuSupportsAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+}
+
+KernelIsa ActiveKernelIsa() { return IsaSlot().load(std::memory_order_relaxed); }
+
+void ForceKernelIsaForTesting(KernelIsa isa) {
+  if (isa == KernelIsa::kAvx2 && !CpuSupportsAvx2()) isa = KernelIsa::kScalar;
+  IsaSlot().store(isa, std::memory_order_relaxed);
+}
+
+const TypeKernels* FindTypeKernels(uint32_t weight_type) {
+  if (weight_type >= kMaxTypeId || !GetTables().present[weight_type]) return nullptr;
+  if (ActiveKernelIsa() == KernelIsa::kAvx2) return &GetTables().avx2[weight_type];
+  return kernels_scalar::Find(weight_type);
+}
+
+const AttentionKernels& GetAttentionKernels() {
+  return ActiveKernelIsa() == KernelIsa::kAvx2 ? kernels_avx2::kAttention
+                                               : kernels_scalar::kAttention;
+}
+
+int64_t ActivationRowBytes(uint32_t weight_type, int64_t n) {
+  const TypeKernels* k = kernels_scalar::Find(weight_type);
+  if (k == nullptr) return -1;
+  return GgmlRowBytes(static_cast<uint32_t>(k->act_type), n);
+}
+
+}  // namespace pdserve

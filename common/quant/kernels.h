@@ -1,0 +1,75 @@
+// Per-weight-type kernel table: dequantise a row, quantise activations into
+// the type llama.cpp pairs with that weight type (its "vec_dot_type"), and
+// dot one weight row with one quantised activation row.
+//
+// The table is chosen once at start-up from the CPU's features (AVX2+FMA+F16C
+// or scalar); both variants quantise activations bit-identically, so they
+// differ only in float summation order. Thread-safe: the tables are
+// immutable after the first call.
+#ifndef PDSERVE_COMMON_QUANT_KERNELS_H_
+#define PDSERVE_COMMON_QUANT_KERNELS_H_
+
+#include <cstdint>
+
+#include "common/ggml_type.h"
+
+namespace pdserve {
+
+using DequantRowFn = void (*)(const void* src, float* dst, int64_t n);
+using QuantizeActFn = void (*)(const float* src, void* dst, int64_t n);
+using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
+// Dots four weight rows (row stride in bytes) with one activation row.
+using VecDot4Fn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* a,
+                           float* out);
+
+struct TypeKernels {
+  GgmlType weight_type;
+  GgmlType act_type;
+  DequantRowFn dequant;
+  QuantizeActFn quantize_act;
+  VecDotFn vec_dot;
+  VecDot4Fn vec_dot4;  // may be null: callers fall back to vec_dot
+};
+
+// Kernels used by attention over the f16 KV cache.
+struct AttentionKernels {
+  // sum_i k[i] * q[i], k f16, q f32 (already rounded through f16 by caller).
+  float (*dot_f16)(const uint16_t* k, const float* q, int n);
+  // acc[i] += a * v[i], v f16.
+  void (*axpy_f16)(float a, const uint16_t* v, float* acc, int n);
+  // dst[i] = f16(src[i]).
+  void (*to_f16)(const float* src, uint16_t* dst, int n);
+};
+
+enum class KernelIsa { kScalar, kAvx2 };
+
+// The ISA in use: the best the CPU supports unless overridden.
+KernelIsa ActiveKernelIsa();
+// Test hook: forces an ISA (kAvx2 only if supported). Not thread-safe with
+// concurrent kernel lookups; call before any engine work.
+void ForceKernelIsaForTesting(KernelIsa isa);
+bool CpuSupportsAvx2();
+
+// Returns nullptr when `weight_type` has no matmul kernels.
+const TypeKernels* FindTypeKernels(uint32_t weight_type);
+const AttentionKernels& GetAttentionKernels();
+
+// Byte size of the activation buffer for `n` elements quantised for
+// `weight_type` (n must be a multiple of the activation block size).
+int64_t ActivationRowBytes(uint32_t weight_type, int64_t n);
+
+namespace kernels_scalar {
+const TypeKernels* Find(uint32_t weight_type);
+extern const AttentionKernels kAttention;
+}  // namespace kernels_scalar
+
+namespace kernels_avx2 {
+// Fills in AVX2 versions of vec_dot/vec_dot4/quantize_act where they exist,
+// starting from the scalar table entry.
+TypeKernels Upgrade(const TypeKernels& scalar);
+extern const AttentionKernels kAttention;
+}  // namespace kernels_avx2
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_QUANT_KERNELS_H_

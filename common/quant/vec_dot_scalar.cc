@@ -1,0 +1,172 @@
+// Portable kernels: the reference every SIMD variant is tested against and
+// the fallback on CPUs without AVX2.
+#include <cstring>
+
+#include "common/half.h"
+#include "common/quant/dequantize.h"
+#include "common/quant/kernels.h"
+#include "common/quant/quant_blocks.h"
+#include "common/quant/quantize_activations.h"
+
+namespace pdserve::kernels_scalar {
+namespace {
+
+float DotF32(int64_t n, const void* w, const void* a) {
+  const float* x = static_cast<const float*>(w);
+  const float* y = static_cast<const float*>(a);
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+float DotF16(int64_t n, const void* w, const void* a) {
+  const uint16_t* x = static_cast<const uint16_t*>(w);
+  const uint16_t* y = static_cast<const uint16_t*>(a);
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += F16ToF32(x[i]) * F16ToF32(y[i]);
+  return s;
+}
+
+float DotBf16(int64_t n, const void* w, const void* a) {
+  const uint16_t* x = static_cast<const uint16_t*>(w);
+  const uint16_t* y = static_cast<const uint16_t*>(a);
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += Bf16ToF32(x[i]) * Bf16ToF32(y[i]);
+  return s;
+}
+
+float DotQ4_0Q8_0(int64_t n, const void* w, const void* a) {
+  const BlockQ4_0* x = static_cast<const BlockQ4_0*>(w);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(a);
+  float s = 0.0f;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    int sumi = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      sumi += ((x[i].qs[j] & 0x0F) - 8) * y[i].qs[j];
+      sumi += ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + kQK / 2];
+    }
+    s += static_cast<float>(sumi) * (F16ToF32(x[i].d) * F16ToF32(y[i].d));
+  }
+  return s;
+}
+
+float DotQ4_1Q8_1(int64_t n, const void* w, const void* a) {
+  const BlockQ4_1* x = static_cast<const BlockQ4_1*>(w);
+  const BlockQ8_1* y = static_cast<const BlockQ8_1*>(a);
+  float s = 0.0f;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    int sumi = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      sumi += (x[i].qs[j] & 0x0F) * y[i].qs[j];
+      sumi += (x[i].qs[j] >> 4) * y[i].qs[j + kQK / 2];
+    }
+    s += (F16ToF32(x[i].d) * F16ToF32(y[i].d)) * static_cast<float>(sumi) +
+         F16ToF32(x[i].m) * F16ToF32(y[i].s);
+  }
+  return s;
+}
+
+float DotQ8_0Q8_0(int64_t n, const void* w, const void* a) {
+  const BlockQ8_0* x = static_cast<const BlockQ8_0*>(w);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(a);
+  float s = 0.0f;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    int sumi = 0;
+    for (int j = 0; j < kQK; ++j) sumi += x[i].qs[j] * y[i].qs[j];
+    s += static_cast<float>(sumi) * (F16ToF32(x[i].d) * F16ToF32(y[i].d));
+  }
+  return s;
+}
+
+float DotQ4_KQ8_K(int64_t n, const void* w, const void* a) {
+  const BlockQ4_K* x = static_cast<const BlockQ4_K*>(w);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
+  float s = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    int isum = 0, msum = 0;
+    const uint8_t* q = x[i].qs;
+    const int8_t* qy = y[i].qs;
+    for (int c = 0; c < 4; ++c, q += 32, qy += 64) {
+      uint8_t sc0, m0, sc1, m1;
+      UnpackQ4KScaleMin(2 * c, x[i].scales, &sc0, &m0);
+      UnpackQ4KScaleMin(2 * c + 1, x[i].scales, &sc1, &m1);
+      int lo = 0, hi = 0;
+      for (int l = 0; l < 32; ++l) {
+        lo += (q[l] & 0xF) * qy[l];
+        hi += (q[l] >> 4) * qy[l + 32];
+      }
+      isum += sc0 * lo + sc1 * hi;
+      msum += m0 * (y[i].bsums[4 * c] + y[i].bsums[4 * c + 1]) +
+              m1 * (y[i].bsums[4 * c + 2] + y[i].bsums[4 * c + 3]);
+    }
+    s += F16ToF32(x[i].d) * y[i].d * static_cast<float>(isum) -
+         F16ToF32(x[i].dmin) * y[i].d * static_cast<float>(msum);
+  }
+  return s;
+}
+
+float DotQ6_KQ8_K(int64_t n, const void* w, const void* a) {
+  const BlockQ6_K* x = static_cast<const BlockQ6_K*>(w);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
+  float s = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    int8_t q[kQKK];
+    const uint8_t* ql = x[i].ql;
+    const uint8_t* qh = x[i].qh;
+    for (int half = 0; half < 2; ++half, ql += 64, qh += 32) {
+      int8_t* o = q + 128 * half;
+      for (int l = 0; l < 32; ++l) {
+        o[l] = static_cast<int8_t>(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+        o[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+        o[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+        o[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+      }
+    }
+    int isum = 0;
+    for (int g = 0; g < kQKK / 16; ++g) {
+      int gs = 0;
+      for (int l = 0; l < 16; ++l) gs += q[16 * g + l] * y[i].qs[16 * g + l];
+      isum += x[i].scales[g] * gs;
+    }
+    s += F16ToF32(x[i].d) * y[i].d * static_cast<float>(isum);
+  }
+  return s;
+}
+
+float AttnDotF16(const uint16_t* k, const float* q, int n) {
+  float s = 0.0f;
+  for (int i = 0; i < n; ++i) s += F16ToF32(k[i]) * q[i];
+  return s;
+}
+
+void AttnAxpyF16(float a, const uint16_t* v, float* acc, int n) {
+  for (int i = 0; i < n; ++i) acc[i] += a * F16ToF32(v[i]);
+}
+
+void AttnToF16(const float* src, uint16_t* dst, int n) {
+  for (int i = 0; i < n; ++i) dst[i] = F32ToF16(src[i]);
+}
+
+const TypeKernels kTable[] = {
+    {GgmlType::kF32, GgmlType::kF32, DequantF32, QuantizeRowF32, DotF32, nullptr},
+    {GgmlType::kF16, GgmlType::kF16, DequantF16, QuantizeRowF16, DotF16, nullptr},
+    {GgmlType::kBF16, GgmlType::kBF16, DequantBf16, QuantizeRowBf16, DotBf16, nullptr},
+    {GgmlType::kQ4_0, GgmlType::kQ8_0, DequantQ4_0, QuantizeRowQ8_0, DotQ4_0Q8_0, nullptr},
+    {GgmlType::kQ4_1, GgmlType::kQ8_1, DequantQ4_1, QuantizeRowQ8_1, DotQ4_1Q8_1, nullptr},
+    {GgmlType::kQ8_0, GgmlType::kQ8_0, DequantQ8_0, QuantizeRowQ8_0, DotQ8_0Q8_0, nullptr},
+    {GgmlType::kQ4_K, GgmlType::kQ8_K, DequantQ4_K, QuantizeRowQ8_K, DotQ4_KQ8_K, nullptr},
+    {GgmlType::kQ6_K, GgmlType::kQ8_K, DequantQ6_K, QuantizeRowQ8_K, DotQ6_KQ8_K, nullptr},
+};
+
+}  // namespace
+
+const AttentionKernels kAttention = {AttnDotF16, AttnAxpyF16, AttnToF16};
+
+const TypeKernels* Find(uint32_t weight_type) {
+  for (const TypeKernels& k : kTable) {
+    if (static_cast<uint32_t>(k.weight_type) == weight_type) return &k;
+  }
+  return nullptr;
+}
+
+}  // namespace pdserve::kernels_scalar
