@@ -40,6 +40,8 @@ std::string GgmlTypeName(uint32_t id) {
 int64_t GgmlRowBytes(uint32_t id, int64_t elems) {
   const GgmlTypeTraits* t = FindGgmlTypeTraits(id);
   if (t == nullptr || elems < 0 || elems % t->block_elems != 0) return -1;
+  // Guard the multiplication: GGUF dims come from untrusted files.
+  if (elems / t->block_elems > INT64_MAX / t->block_bytes) return -1;
   return elems / t->block_elems * t->block_bytes;
 }
 

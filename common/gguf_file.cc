@@ -27,8 +27,8 @@ absl::StatusOr<const GgufValue*> Lookup(const GgufFile& file, std::string_view k
 template <typename T>
 absl::StatusOr<T> Keyed(std::string_view key, absl::StatusOr<T> r) {
   if (r.ok()) return r;
-  return absl::Status(r.status().code(), absl::StrCat("gguf: key ", QuoteGgufName(key), " ",
-                                                      r.status().message()));
+  return absl::Status(r.status().code(),
+                      absl::StrCat("gguf: key ", QuoteGgufName(key), " ", r.status().message()));
 }
 
 }  // namespace
@@ -37,10 +37,13 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("gguf: cannot open ", path));
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
     const int err = errno;
     close(fd);
-    if (err != 0) return absl::ErrnoToStatus(err, absl::StrCat("gguf: cannot stat ", path));
+    return absl::ErrnoToStatus(err, absl::StrCat("gguf: cannot stat ", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
     return absl::InvalidArgumentError(absl::StrCat("gguf: ", path, " is not a regular file"));
   }
   std::unique_ptr<GgufFile> file(new GgufFile());
@@ -111,8 +114,7 @@ absl::StatusOr<std::string_view> GgufFile::GetString(std::string_view key) const
   return Keyed(key, GgufValueToString(*v));
 }
 
-absl::StatusOr<std::vector<std::string_view>> GgufFile::GetStringArray(
-    std::string_view key) const {
+absl::StatusOr<std::vector<std::string_view>> GgufFile::GetStringArray(std::string_view key) const {
   ASSIGN_OR_RETURN(const GgufValue* v, Lookup(*this, key));
   return Keyed(key, GgufArrayToStrings(*v));
 }

@@ -17,18 +17,19 @@
 namespace pdserve {
 
 // Scalars are memcpy'd straight out of the file, which is little-endian.
-static_assert(std::endian::native == std::endian::little, "GGUF decoding needs a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "GGUF decoding needs a little-endian host");
 
 namespace {
 
 constexpr char kMagic[] = "GGUF";
 constexpr char kAlignmentKey[] = "general.alignment";
-constexpr uint64_t kMaxKeyBytes = 65535;       // llama.cpp's limit
-constexpr uint64_t kMaxTensorNameBytes = 64;   // GGML_MAX_NAME
-constexpr uint64_t kMaxDims = 4;               // GGML_MAX_DIMS
+constexpr uint64_t kMaxKeyBytes = 65535;      // llama.cpp's limit
+constexpr uint64_t kMaxTensorNameBytes = 64;  // GGML_MAX_NAME
+constexpr uint64_t kMaxDims = 4;              // GGML_MAX_DIMS
 // Smallest possible encodings; a count that cannot fit in the bytes left at
 // these sizes is rejected before anything is sized by it.
-constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;            // key len, key, type, u8
+constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;              // key len, key, type, u8
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name len, n_dims, ne0, type, offset
 
 absl::Status WithContext(const absl::Status& s, absl::string_view where) {
@@ -68,9 +69,9 @@ absl::Status GgufFile::Parser::Need(uint64_t n, absl::string_view what) const {
 absl::Status GgufFile::Parser::CheckCount(uint64_t count, uint64_t min_bytes,
                                           absl::string_view what) const {
   if (count <= Left() / min_bytes) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, " count ", count, " (at least ", min_bytes, " bytes each) cannot fit in the ",
-                   Left(), " bytes left after byte offset ", pos_));
+  return absl::InvalidArgumentError(absl::StrCat(what, " count ", count, " (at least ", min_bytes,
+                                                 " bytes each) cannot fit in the ", Left(),
+                                                 " bytes left after byte offset ", pos_));
 }
 
 template <typename T>
@@ -84,7 +85,7 @@ absl::Status GgufFile::Parser::Read(T* out, absl::string_view what) {
 absl::Status GgufFile::Parser::ReadString(uint64_t max_len, absl::string_view what,
                                           std::string_view* out) {
   uint64_t len = 0;
-  RETURN_IF_ERROR(Read(&len, absl::StrCat(what, " length")));
+  RETURN_IF_ERROR(Read(&len, what));
   if (len > max_len) {
     return absl::InvalidArgumentError(absl::StrCat(what, " length ", len, " at byte offset ",
                                                    pos_ - 8, " exceeds the limit of ", max_len));
@@ -103,8 +104,8 @@ absl::Status GgufFile::Parser::ReadHeader(uint64_t* tensor_count, uint64_t* kv_c
   RETURN_IF_ERROR(Need(4, "magic"));
   const absl::string_view magic(reinterpret_cast<const char*>(Here()), 4);
   if (magic != absl::string_view(kMagic, 4)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad magic \"", absl::CHexEscape(magic), "\" at byte offset 0, want \"GGUF\""));
+    return absl::InvalidArgumentError(absl::StrCat("bad magic \"", absl::CHexEscape(magic),
+                                                   "\" at byte offset 0, want \"GGUF\""));
   }
   pos_ = 4;
   RETURN_IF_ERROR(Read(&f_->version_, "version"));
@@ -119,7 +120,8 @@ absl::Status GgufFile::Parser::CheckVersion(uint32_t version) const {
   if (version == 2 || version == 3) return absl::OkStatus();
   const uint32_t swapped = __builtin_bswap32(version);
   if (swapped == 2 || swapped == 3) {
-    return absl::UnimplementedError(absl::StrCat("big-endian GGUF v", swapped, " is not supported"));
+    return absl::UnimplementedError(
+        absl::StrCat("big-endian GGUF v", swapped, " is not supported"));
   }
   if (version == 0) return absl::InvalidArgumentError("invalid GGUF version 0");
   return absl::UnimplementedError(
@@ -133,9 +135,8 @@ absl::Status GgufFile::Parser::ReadKv(uint64_t index) {
   if (s.ok() && key.empty()) s = absl::InvalidArgumentError("empty key");
   if (!s.ok()) return WithContext(s, absl::StrCat("kv #", index, " at byte offset ", start));
   if (f_->kv_.contains(absl::string_view(key.data(), key.size()))) {
-    return absl::InvalidArgumentError(absl::StrCat("duplicate key ", QuoteGgufName(key),
-                                                   " (kv #", index, " at byte offset ", start,
-                                                   ")"));
+    return absl::InvalidArgumentError(absl::StrCat("duplicate key ", QuoteGgufName(key), " (kv #",
+                                                   index, " at byte offset ", start, ")"));
   }
   uint32_t raw_type = 0;
   GgufValue value;
@@ -158,7 +159,7 @@ absl::Status GgufFile::Parser::ReadValue(uint32_t raw_type, GgufValue* out) {
     return ReadString(std::numeric_limits<uint64_t>::max(), "string", &out->str);
   }
   const uint64_t size = GgufScalarSize(out->type);
-  RETURN_IF_ERROR(Need(size, absl::StrCat(GgufValueTypeName(out->type), " value")));
+  RETURN_IF_ERROR(Need(size, GgufValueTypeName(out->type)));
   DecodeGgufScalar(out->type, Here(), out);
   pos_ += size;
   return absl::OkStatus();
@@ -206,8 +207,8 @@ absl::Status GgufFile::Parser::ResolveAlignment() {
                                                    GgufValueTypeName(v->type), ", want u32"));
   }
   if (!std::has_single_bit(v->u)) {
-    return absl::InvalidArgumentError(absl::StrCat("key '", kAlignmentKey, "' = ", v->u,
-                                                   " is not a non-zero power of two"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("key '", kAlignmentKey, "' = ", v->u, " is not a non-zero power of two"));
   }
   f_->alignment_ = v->u;
   return absl::OkStatus();
@@ -224,8 +225,8 @@ absl::Status GgufFile::Parser::ReadTensorInfo(uint64_t index) {
   if (!s.ok()) return WithContext(s, absl::StrCat("tensor ", QuoteGgufName(name)));
   if (!f_->tensor_index_.emplace(t.name, f_->tensors_.size()).second) {
     return absl::InvalidArgumentError(absl::StrCat("duplicate tensor ", QuoteGgufName(name),
-                                                   " (tensor #", index, " at byte offset ",
-                                                   start, ")"));
+                                                   " (tensor #", index, " at byte offset ", start,
+                                                   ")"));
   }
   f_->tensors_.push_back(std::move(t));
   return absl::OkStatus();
@@ -243,8 +244,8 @@ absl::Status GgufFile::Parser::ReadTensorBody(GgufTensorInfo* t) {
     uint64_t ne = 0;
     RETURN_IF_ERROR(Read(&ne, "dimension"));
     if (ne == 0 || ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ne[", d, "] = ", ne, " at byte offset ", pos_ - 8, " must be in [1, 2^63)"));
+      return absl::InvalidArgumentError(absl::StrCat("ne[", d, "] = ", ne, " at byte offset ",
+                                                     pos_ - 8, " must be in [1, 2^63)"));
     }
     t->ne[d] = static_cast<int64_t>(ne);
   }
@@ -262,8 +263,8 @@ absl::Status GgufFile::Parser::ReadTensorBody(GgufTensorInfo* t) {
   return SizeTensor(t);
 }
 
-// Sizes are bounded by the file size before they are multiplied, so none of
-// the arithmetic below can overflow.
+// Every product below is overflow-checked or bounded by the file size first,
+// so a hostile shape cannot wrap into a small, plausible byte count.
 absl::Status GgufFile::Parser::SizeTensor(GgufTensorInfo* t) const {
   const GgmlTypeTraits& traits = *FindGgmlTypeTraits(t->type);
   const std::string type_name = GgmlTypeName(t->type);
@@ -275,8 +276,9 @@ absl::Status GgufFile::Parser::SizeTensor(GgufTensorInfo* t) const {
     }
   }
   if (t->ne[0] % traits.block_elems != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("ne[0] = ", t->ne[0], " is not a multiple of the ",
-                                                   type_name, " block size ", traits.block_elems));
+    return absl::InvalidArgumentError(absl::StrCat("ne[0] = ", t->ne[0],
+                                                   " is not a multiple of the ", type_name,
+                                                   " block size ", traits.block_elems));
   }
   const uint64_t size = f_->size_;
   const uint64_t blocks = static_cast<uint64_t>(t->ne[0] / traits.block_elems);
@@ -298,14 +300,15 @@ absl::Status GgufFile::Parser::PlaceTensors() {
   for (GgufTensorInfo& t : f_->tensors_) {
     uint64_t begin = 0;
     uint64_t end = 0;
-    if (__builtin_add_overflow(data_offset, t.offset, &begin)) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor ", QuoteGgufName(t.name),
-                                                     " data offset ", t.offset, " overflows"));
+    if (__builtin_add_overflow(data_offset, t.offset, &begin) ||
+        __builtin_add_overflow(begin, static_cast<uint64_t>(t.nbytes), &end)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", QuoteGgufName(t.name), " data offset ", t.offset, " overflows"));
     }
-    if (__builtin_add_overflow(begin, static_cast<uint64_t>(t.nbytes), &end) || end > f_->size_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor ", QuoteGgufName(t.name), " data [", begin, ", ",
-          begin + static_cast<uint64_t>(t.nbytes), ") exceeds file size ", f_->size_));
+    if (end > f_->size_) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", QuoteGgufName(t.name), " data [",
+                                                     begin, ", ", end, ") exceeds file size ",
+                                                     f_->size_));
     }
     t.data = f_->base_ + begin;
   }
@@ -324,8 +327,8 @@ absl::Status GgufFile::Parser::CheckNoOverlap() const {
     const GgufTensorInfo& prev = ts[order[i - 1]];
     const GgufTensorInfo& cur = ts[order[i]];
     if (prev.offset + static_cast<uint64_t>(prev.nbytes) > cur.offset) {
-      return absl::InvalidArgumentError(absl::StrCat("tensors ", QuoteGgufName(prev.name),
-                                                     " and ", QuoteGgufName(cur.name),
+      return absl::InvalidArgumentError(absl::StrCat("tensors ", QuoteGgufName(prev.name), " and ",
+                                                     QuoteGgufName(cur.name),
                                                      " overlap in the data section"));
     }
   }

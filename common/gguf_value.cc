@@ -48,9 +48,8 @@ GgufValue ArrayElement(const GgufValue& v, uint64_t index) {
 }  // namespace
 
 const char* GgufValueTypeName(GgufValueType type) {
-  static constexpr const char* kNames[] = {"u8",  "i8",     "u16",   "i16", "u32",
-                                                "i32", "f32",    "bool",  "string",
-                                                "array", "u64", "i64",   "f64"};
+  static constexpr const char* kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                           "bool", "string", "array", "u64", "i64", "f64"};
   const auto index = static_cast<uint32_t>(type);
   return index < std::size(kNames) ? kNames[index] : "unknown";
 }
@@ -86,18 +85,40 @@ std::string GgufValueDescription(const GgufValue& v) {
 
 void DecodeGgufScalar(GgufValueType type, const uint8_t* p, GgufValue* out) {
   switch (type) {
-    case GgufValueType::kU8: out->u = Load<uint8_t>(p); break;
-    case GgufValueType::kI8: out->i = Load<int8_t>(p); break;
-    case GgufValueType::kU16: out->u = Load<uint16_t>(p); break;
-    case GgufValueType::kI16: out->i = Load<int16_t>(p); break;
-    case GgufValueType::kU32: out->u = Load<uint32_t>(p); break;
-    case GgufValueType::kI32: out->i = Load<int32_t>(p); break;
-    case GgufValueType::kF32: out->f = Load<float>(p); break;
+    case GgufValueType::kU8:
+      out->u = Load<uint8_t>(p);
+      break;
+    case GgufValueType::kI8:
+      out->i = Load<int8_t>(p);
+      break;
+    case GgufValueType::kU16:
+      out->u = Load<uint16_t>(p);
+      break;
+    case GgufValueType::kI16:
+      out->i = Load<int16_t>(p);
+      break;
+    case GgufValueType::kU32:
+      out->u = Load<uint32_t>(p);
+      break;
+    case GgufValueType::kI32:
+      out->i = Load<int32_t>(p);
+      break;
+    case GgufValueType::kF32:
+      out->f = Load<float>(p);
+      break;
     // The spec says 0 or 1; llama.cpp reads any non-zero byte as true.
-    case GgufValueType::kBool: out->u = Load<uint8_t>(p) != 0; break;
-    case GgufValueType::kU64: out->u = Load<uint64_t>(p); break;
-    case GgufValueType::kI64: out->i = Load<int64_t>(p); break;
-    case GgufValueType::kF64: out->f = Load<double>(p); break;
+    case GgufValueType::kBool:
+      out->u = Load<uint8_t>(p) != 0;
+      break;
+    case GgufValueType::kU64:
+      out->u = Load<uint64_t>(p);
+      break;
+    case GgufValueType::kI64:
+      out->i = Load<int64_t>(p);
+      break;
+    case GgufValueType::kF64:
+      out->f = Load<double>(p);
+      break;
     case GgufValueType::kString:
     case GgufValueType::kArray:
       break;

@@ -82,7 +82,9 @@ void GgufWriter::PutArray(std::string_view key, GgufValueType elem_type,
   Put(key, GgufValueType::kArray, std::move(bytes));
 }
 
-void GgufWriter::AddUint8(std::string_view key, uint8_t v) { PutScalar(key, GgufValueType::kU8, v); }
+void GgufWriter::AddUint8(std::string_view key, uint8_t v) {
+  PutScalar(key, GgufValueType::kU8, v);
+}
 void GgufWriter::AddInt8(std::string_view key, int8_t v) { PutScalar(key, GgufValueType::kI8, v); }
 void GgufWriter::AddUint16(std::string_view key, uint16_t v) {
   PutScalar(key, GgufValueType::kU16, v);
@@ -159,8 +161,10 @@ absl::Status GgufWriter::CheckTensor(std::string_view name, uint32_t type,
   }
   int64_t nbytes = 0;
   if (__builtin_mul_overflow(dims[0] / traits->block_elems, traits->block_bytes, &nbytes) ||
-      __builtin_mul_overflow(nbytes, rows, &nbytes) ||
-      static_cast<uint64_t>(nbytes) != data_size) {
+      __builtin_mul_overflow(nbytes, rows, &nbytes)) {
+    return TensorError(name, "byte size overflows");
+  }
+  if (static_cast<uint64_t>(nbytes) != data_size) {
     return TensorError(name, absl::StrCat("data is ", data_size, " bytes, shape needs ", nbytes));
   }
   return absl::OkStatus();

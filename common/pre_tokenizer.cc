@@ -68,9 +68,7 @@ class Gpt2Matcher {
  private:
   static constexpr int kOutside = -1;
 
-  int ClassAt(size_t i) const {
-    return i < end_ ? static_cast<int>(units_[i].cls) : kOutside;
-  }
+  int ClassAt(size_t i) const { return i < end_ ? static_cast<int>(units_[i].cls) : kOutside; }
   char32_t CpAt(size_t i) const { return i < end_ ? units_[i].cp : 0; }
 
   // 's|'t|'re|'ve|'m|'ll|'d (case-sensitive). Returns the end or 0.

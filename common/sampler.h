@@ -29,8 +29,7 @@ class Sampler {
   // `history` holds the prompt and the tokens generated so far; penalties
   // look at its last penalty_last_n entries. `step` is the index of the token
   // being generated (0 for the first) and selects the random draw.
-  int32_t Sample(absl::Span<float> logits, absl::Span<const int32_t> history,
-                 uint64_t step) const;
+  int32_t Sample(absl::Span<float> logits, absl::Span<const int32_t> history, uint64_t step) const;
 
   const SamplingParams& params() const { return params_; }
 

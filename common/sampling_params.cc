@@ -11,8 +11,8 @@ namespace {
 
 // Bounds are inclusive unless the flag says otherwise; NaN and infinities
 // fail every check because each comparison is written as "value is inside".
-absl::Status CheckRange(std::string_view field, float value, float lo, bool lo_open,
-                        float hi, std::string_view expected) {
+absl::Status CheckRange(std::string_view field, float value, float lo, bool lo_open, float hi,
+                        std::string_view expected) {
   const bool above_lo = lo_open ? value > lo : value >= lo;
   if (std::isfinite(value) && above_lo && value <= hi) return absl::OkStatus();
   return absl::InvalidArgumentError(
@@ -22,8 +22,8 @@ absl::Status CheckRange(std::string_view field, float value, float lo, bool lo_o
 }  // namespace
 
 absl::Status ValidateSamplingParams(const SamplingParams& p) {
-  absl::Status s = CheckRange("temperature", p.temperature, 0.0f, false, 100.0f,
-                              "in [0, 100] (0 = greedy)");
+  absl::Status s =
+      CheckRange("temperature", p.temperature, 0.0f, false, 100.0f, "in [0, 100] (0 = greedy)");
   if (s.ok()) s = CheckRange("top_p", p.top_p, 0.0f, true, 1.0f, "in (0, 1]");
   if (s.ok()) s = CheckRange("min_p", p.min_p, 0.0f, false, 1.0f, "in [0, 1]");
   if (s.ok()) {

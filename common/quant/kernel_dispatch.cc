@@ -11,6 +11,7 @@ constexpr uint32_t kMaxTypeId = 32;
 
 struct Tables {
   std::array<TypeKernels, kMaxTypeId> avx2{};
+  std::array<TypeKernels, kMaxTypeId> vnni{};
   std::array<bool, kMaxTypeId> present{};
 };
 
@@ -22,14 +23,21 @@ const Tables& GetTables() {
       if (s == nullptr) continue;
       t->present[id] = true;
       t->avx2[id] = kernels_avx2::Upgrade(*s);
+      t->vnni[id] = kernels_avx512vnni::Upgrade(*s);
     }
     return t;
   }();
   return *tables;
 }
 
+KernelIsa BestIsa() {
+  if (CpuSupportsAvx512Vnni()) return KernelIsa::kAvx512Vnni;
+  if (CpuSupportsAvx2()) return KernelIsa::kAvx2;
+  return KernelIsa::kScalar;
+}
+
 std::atomic<KernelIsa>& IsaSlot() {
-  static std::atomic<KernelIsa> isa{CpuSupportsAvx2() ? KernelIsa::kAvx2 : KernelIsa::kScalar};
+  static std::atomic<KernelIsa> isa{BestIsa()};
   return isa;
 }
 
@@ -41,22 +49,43 @@ bool CpuSupportsAvx2() {
          __builtin_cpu_supports("f16c");
 }
 
+bool CpuSupportsAvx512Vnni() {
+  __builtin_cpu_init();
+  return CpuSupportsAvx2() && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
 KernelIsa ActiveKernelIsa() { return IsaSlot().load(std::memory_order_relaxed); }
 
 void ForceKernelIsaForTesting(KernelIsa isa) {
+  if (isa == KernelIsa::kAvx512Vnni && !CpuSupportsAvx512Vnni()) isa = KernelIsa::kAvx2;
   if (isa == KernelIsa::kAvx2 && !CpuSupportsAvx2()) isa = KernelIsa::kScalar;
   IsaSlot().store(isa, std::memory_order_relaxed);
 }
 
 const TypeKernels* FindTypeKernels(uint32_t weight_type) {
   if (weight_type >= kMaxTypeId || !GetTables().present[weight_type]) return nullptr;
-  if (ActiveKernelIsa() == KernelIsa::kAvx2) return &GetTables().avx2[weight_type];
+  switch (ActiveKernelIsa()) {
+    case KernelIsa::kAvx512Vnni:
+      return &GetTables().vnni[weight_type];
+    case KernelIsa::kAvx2:
+      return &GetTables().avx2[weight_type];
+    case KernelIsa::kScalar:
+      break;
+  }
   return kernels_scalar::Find(weight_type);
 }
 
 const AttentionKernels& GetAttentionKernels() {
-  return ActiveKernelIsa() == KernelIsa::kAvx2 ? kernels_avx2::kAttention
-                                               : kernels_scalar::kAttention;
+  switch (ActiveKernelIsa()) {
+    case KernelIsa::kAvx512Vnni:
+      return kernels_avx512vnni::kAttention;
+    case KernelIsa::kAvx2:
+      return kernels_avx2::kAttention;
+    case KernelIsa::kScalar:
+      break;
+  }
+  return kernels_scalar::kAttention;
 }
 
 int64_t ActivationRowBytes(uint32_t weight_type, int64_t n) {

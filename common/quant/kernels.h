@@ -41,14 +41,15 @@ struct AttentionKernels {
   void (*to_f16)(const float* src, uint16_t* dst, int n);
 };
 
-enum class KernelIsa { kScalar, kAvx2 };
+enum class KernelIsa { kScalar, kAvx2, kAvx512Vnni };
 
 // The ISA in use: the best the CPU supports unless overridden.
 KernelIsa ActiveKernelIsa();
-// Test hook: forces an ISA (kAvx2 only if supported). Not thread-safe with
+// Test hook: forces an ISA (falls back to the best supported one below it). Not thread-safe with
 // concurrent kernel lookups; call before any engine work.
 void ForceKernelIsaForTesting(KernelIsa isa);
 bool CpuSupportsAvx2();
+bool CpuSupportsAvx512Vnni();
 
 // Returns nullptr when `weight_type` has no matmul kernels.
 const TypeKernels* FindTypeKernels(uint32_t weight_type);
@@ -69,6 +70,11 @@ namespace kernels_avx2 {
 TypeKernels Upgrade(const TypeKernels& scalar);
 extern const AttentionKernels kAttention;
 }  // namespace kernels_avx2
+
+namespace kernels_avx512vnni {
+TypeKernels Upgrade(const TypeKernels& scalar);
+extern const AttentionKernels kAttention;
+}  // namespace kernels_avx512vnni
 
 }  // namespace pdserve
 

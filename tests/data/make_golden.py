@@ -8,6 +8,11 @@ llama.cpp sampler, stop logic or logit post-processing sits between the
 model and the recorded token. EOS/EOG is not a stop condition: every prompt
 gets exactly --steps tokens so comparisons have a fixed length.
 
+On CPUs with Intel AMX, llama.cpp's AMX kernels for Q4_1 give wrong logits
+(see no_amx_preload.c), so the script re-runs itself with that shim
+preloaded and refuses to write output if the model still landed in an AMX
+buffer.
+
 Usage:
   python3 tests/data/make_golden.py [--model PATH] [--out PATH] [--steps 64]
 """
@@ -18,6 +23,8 @@ import hashlib
 import json
 import os
 import platform
+import subprocess
+import tempfile
 import sys
 
 import jinja2
@@ -32,7 +39,8 @@ EXPECTED_SHA256 = (
 EOG_IDS = (0, 2)  # <|endoftext|>, <|im_end|>
 TOP_N_FIRST_STEP = 20
 LLAMA_PARAMS = dict(n_ctx=2048, n_batch=512, n_threads=2, logits_all=False,
-                    verbose=False, seed=0)
+                    seed=0)
+SHIM_ENV = "PDSERVE_NO_AMX_SHIM"
 
 # A ~400-token passage written for this file (no copyrighted source), long
 # enough to exercise multi-block KV and attention over hundreds of positions.
@@ -114,6 +122,47 @@ CHAT_PROMPTS = [
                             "sentences.\n\n" + LONG_PASSAGE + "\n\n" +
                             LONG_PASSAGE}]),
 ]
+
+
+def cpu_has_amx():
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      return " amx_int8" in f.read()
+  except OSError:
+    return False
+
+
+def reexec_without_amx():
+  """Re-runs this script with no_amx_preload.so in LD_PRELOAD (once)."""
+  if not cpu_has_amx() or os.environ.get(SHIM_ENV):
+    return
+  here = os.path.dirname(os.path.abspath(__file__))
+  shim = os.path.join(tempfile.mkdtemp(prefix="pdserve_noamx_"),
+                      "no_amx_preload.so")
+  subprocess.run(["cc", "-O2", "-shared", "-fPIC",
+                  os.path.join(here, "no_amx_preload.c"), "-o", shim, "-ldl"],
+                 check=True)
+  env = dict(os.environ)
+  env["LD_PRELOAD"] = ":".join(x for x in (shim, env.get("LD_PRELOAD")) if x)
+  env[SHIM_ENV] = shim
+  os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def load_model(path):
+  """Loads the model with its load log captured, to see the weight buffers."""
+  with tempfile.TemporaryFile(mode="w+") as log:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(log.fileno(), 2)
+    try:
+      llm = llama_cpp.Llama(model_path=path, verbose=True, **LLAMA_PARAMS)
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+    log.seek(0)
+    buffers = [line.strip() for line in log if "model buffer size" in line]
+  return llm, buffers
 
 
 def sha256_of(path):
@@ -198,12 +247,19 @@ def main():
   parser.add_argument("--model", default=DEFAULT_MODEL)
   parser.add_argument("--out", default=os.path.join(here, "golden_greedy.json"))
   parser.add_argument("--steps", type=int, default=64)
+  parser.add_argument("--allow-amx", action="store_true",
+                      help="do not disable llama.cpp's AMX kernels "
+                           "(for experiments only; gives wrong logits)")
   args = parser.parse_args()
+  if not args.allow_amx:
+    reexec_without_amx()
 
   digest = sha256_of(args.model)
   if digest != EXPECTED_SHA256:
     sys.exit(f"model sha256 {digest} != expected {EXPECTED_SHA256}")
-  llm = llama_cpp.Llama(model_path=args.model, **LLAMA_PARAMS)
+  llm, buffers = load_model(args.model)
+  if any("AMX" in b for b in buffers) and not args.allow_amx:
+    sys.exit(f"weights are in an AMX buffer ({buffers}); golden unusable")
   template = llm.metadata["tokenizer.chat_template"]
 
   cases = []
@@ -229,6 +285,11 @@ def main():
       "model_file": os.path.basename(args.model),
       "model_sha256": digest,
       "llama_params": LLAMA_PARAMS,
+      "weight_buffers": buffers,
+      "amx": ("disabled: tests/data/no_amx_preload.c preloaded "
+              "(llama.cpp AMX Q4_1 kernels give wrong logits)"
+              if os.environ.get(SHIM_ENV) else
+              "not disabled (CPU without AMX, or --allow-amx)"),
       "tokenize": "llm.tokenize(text.encode(), add_bos=False, special=True)",
       "chat_template": template,
       "chat_render": "jinja2 trim_blocks+lstrip_blocks, "

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -154,14 +155,53 @@ TEST(SamplerTest, TopPKeepsSmallestPrefixReachingP) {
   EXPECT_EQ(Support(Histogram(p, logits, 2000)), std::set<int32_t>({0, 1, 3}));
 }
 
-TEST(SamplerTest, TopPOnLargeVocabularyGrowsThePrefix) {
-  // 5000 equal logits: a nucleus of 0.5 needs 2500 tokens, far beyond the
-  // first sorted prefix, and ties must resolve to the lowest ids.
+TEST(SamplerTest, TopPBreaksTiesByLowestId) {
+  // 5000 equal logits: the nucleus of 0.5 is exactly ids 0..2499 because
+  // ties resolve to the lowest ids.
   SamplingParams p = Random(1.0f);
   p.top_p = 0.5f;
-  const auto h = Histogram(p, std::vector<float>(5000, 1.0f), 3000);
-  EXPECT_LT(h.rbegin()->first, 2501);
+  const auto h = Histogram(p, std::vector<float>(5000, 1.0f), 500);
+  EXPECT_LT(h.rbegin()->first, 2500);
   EXPECT_GT(h.rbegin()->first, 2000);
+}
+
+// Ids of the smallest most-probable prefix with mass >= p, by full sort.
+std::set<int32_t> NaiveNucleus(const std::vector<float>& logits, double p) {
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+  });
+  double total = 0.0;
+  for (float l : logits) total += std::exp(static_cast<double>(l) - logits[order[0]]);
+  std::set<int32_t> kept;
+  double cumulative = 0.0;
+  for (int32_t id : order) {
+    kept.insert(id);
+    cumulative += std::exp(static_cast<double>(logits[id]) - logits[order[0]]);
+    if (cumulative >= p * total) break;
+  }
+  return kept;
+}
+
+TEST(SamplerTest, TopPOnFullVocabularyMatchesFullSort) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(49152);
+  for (float& l : logits) l = normal(rng);
+  SamplingParams p = Random(1.0f);
+  p.top_p = 0.9f;
+  // Allow for rounding at the boundary: draws must come from the slightly
+  // larger nucleus, and the slightly smaller one must be reachable.
+  const std::set<int32_t> outer = NaiveNucleus(logits, 0.9 + 1e-4);
+  const std::set<int32_t> inner = NaiveNucleus(logits, 0.9 - 1e-4);
+  const auto h = Histogram(p, logits, 1000);
+  int in_inner = 0;
+  for (const auto& [id, n] : h) {
+    EXPECT_TRUE(outer.count(id)) << id;
+    in_inner += inner.count(id) ? n : 0;
+  }
+  EXPECT_GT(in_inner, 950);
 }
 
 TEST(SamplerTest, MinPNearOneIsGreedy) {

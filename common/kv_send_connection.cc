@@ -1,0 +1,286 @@
+#include "common/kv_send_connection.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace pdserve {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using boost::system::error_code;
+
+// Bytes per sendmsg for frame writes: large steps mean few syscalls, and
+// progress (for the idle timeout) is still seen at least this often.
+constexpr size_t kWriteStep = 1 << 20;
+
+}  // namespace
+
+KvSendConnection::KvSendConnection(asio::io_context& io, const HostPort& address,
+                                   const KvSendConnectionOptions& options)
+    : host_(address.host),
+      port_(std::to_string(address.port)),
+      endpoint_(FormatHostPort(address.host, address.port)),
+      options_(options),
+      socket_(io),
+      resolver_(io),
+      watchdog_(io) {}
+
+bool KvSendConnection::TryReserveSlot() {
+  if (slots_used_.fetch_add(1) >= options_.max_queued_frames) {
+    slots_used_.fetch_sub(1);
+    return false;
+  }
+  return true;
+}
+
+void KvSendConnection::Enqueue(KvOutFrame frame) {
+  if (frame.transfer != nullptr) {
+    if (absl::Status st = frame.transfer->status(); !st.ok()) {
+      Release(frame, st);
+      return;
+    }
+    const Key key{frame.transfer->transfer_id(), frame.transfer->epoch()};
+    active_.try_emplace(key, frame.transfer);
+  }
+  queue_.push_back(std::move(frame));
+  if (state_ == State::kDisconnected) {
+    Connect();
+  } else {
+    WriteNext();
+  }
+}
+
+void KvSendConnection::DropTransfer(const std::shared_ptr<KvSendTransfer>& transfer) {
+  absl::Status why = transfer->status();
+  if (why.ok()) why = absl::CancelledError("kv transfer dropped");
+  std::deque<KvOutFrame> keep;
+  for (KvOutFrame& f : queue_) {
+    if (f.transfer == transfer) {
+      Release(f, why);
+    } else {
+      keep.push_back(std::move(f));
+    }
+  }
+  queue_.swap(keep);
+  const Key key{transfer->transfer_id(), transfer->epoch()};
+  active_.erase(key);
+  awaiting_ack_.erase(key);
+  if (inflight_.has_value() && inflight_->transfer == transfer && !inflight_->payload.empty()) {
+    Fail(absl::UnavailableError(absl::StrCat("kv connection to ", endpoint_, " reset: transfer ",
+                                             transfer->transfer_id(),
+                                             " was abandoned in the middle of a frame")));
+  }
+}
+
+void KvSendConnection::Connect() {
+  state_ = State::kConnecting;
+  // A fresh generation: completions still queued for the closed socket
+  // (e.g. its last ack read) must not fail the new attempt.
+  ++generation_;
+  last_progress_ = Clock::now();
+  EnsureWatchdog();
+  resolver_.async_resolve(
+      host_, port_,
+      [self = shared_from_this(), gen = generation_](const error_code& ec,
+                                                     const tcp::resolver::results_type& results) {
+        if (gen != self->generation_) return;
+        if (ec) return self->Fail(self->IoError("resolving", ec));
+        asio::async_connect(self->socket_, results,
+                            [self, gen](const error_code& ec, const tcp::endpoint&) {
+                              self->OnConnected(gen, ec);
+                            });
+      });
+}
+
+void KvSendConnection::OnConnected(uint64_t generation, const error_code& ec) {
+  if (generation != generation_) return;
+  if (ec) return Fail(IoError("connecting", ec));
+  error_code ignored;
+  socket_.set_option(tcp::no_delay(true), ignored);
+  state_ = State::kConnected;
+  last_progress_ = Clock::now();
+  ReadAck();
+  WriteNext();
+}
+
+void KvSendConnection::WriteNext() {
+  if (state_ != State::kConnected || inflight_.has_value()) return;
+  while (!queue_.empty() && !inflight_.has_value()) {
+    KvOutFrame f = std::move(queue_.front());
+    queue_.pop_front();
+    absl::Status st = f.transfer ? f.transfer->status() : absl::OkStatus();
+    if (st.ok()) {
+      inflight_ = std::move(f);
+    } else {
+      Release(f, st);  // its transfer failed while the frame waited
+    }
+  }
+  if (!inflight_.has_value()) return;
+  write_buffers_.clear();
+  write_buffers_.push_back(asio::buffer(inflight_->head));
+  write_buffers_.insert(write_buffers_.end(), inflight_->payload.begin(),
+                        inflight_->payload.end());
+  last_progress_ = Clock::now();
+  EnsureWatchdog();
+  asio::async_write(
+      socket_, write_buffers_,
+      [this](const error_code& ec, size_t n) -> size_t {
+        if (ec) return 0;
+        if (n > 0) last_progress_ = Clock::now();
+        return kWriteStep;
+      },
+      [self = shared_from_this(), gen = generation_](const error_code& ec, size_t) {
+        self->OnWritten(gen, ec);
+      });
+}
+
+void KvSendConnection::OnWritten(uint64_t generation, const error_code& ec) {
+  if (generation != generation_) return;
+  if (ec) return Fail(IoError("writing a frame", ec));
+  KvOutFrame f = std::move(*inflight_);
+  inflight_.reset();
+  last_progress_ = Clock::now();
+  if (f.is_commit && f.transfer != nullptr) {
+    awaiting_ack_.insert(Key{f.transfer->transfer_id(), f.transfer->epoch()});
+  }
+  Release(f, absl::OkStatus());
+  WriteNext();
+}
+
+void KvSendConnection::ReadAck() {
+  asio::async_read(socket_, asio::buffer(ack_prefix_),
+                   [self = shared_from_this(), gen = generation_](const error_code& ec, size_t) {
+                     self->OnAckPrefix(gen, ec);
+                   });
+}
+
+void KvSendConnection::OnAckPrefix(uint64_t generation, const error_code& ec) {
+  if (generation != generation_) return;
+  if (ec) return Fail(IoError("reading an ack", ec));
+  const uint32_t length = DecodeKvLength(ack_prefix_.data());
+  if (absl::Status st = CheckKvMessageLength(length); !st.ok()) {
+    return Fail(absl::UnavailableError(
+        absl::StrCat("kv connection to ", endpoint_, ": bad ack: ", st.message())));
+  }
+  ack_body_.resize(length);
+  asio::async_read(socket_, asio::buffer(ack_body_),
+                   [self = shared_from_this(), gen = generation_](const error_code& ec, size_t) {
+                     self->OnAckBody(gen, ec);
+                   });
+}
+
+void KvSendConnection::OnAckBody(uint64_t generation, const error_code& ec) {
+  if (generation != generation_) return;
+  if (ec) return Fail(IoError("reading an ack", ec));
+  v1::KvAck ack;
+  if (!ack.ParseFromString(ack_body_)) {
+    return Fail(absl::UnavailableError(
+        absl::StrCat("kv connection to ", endpoint_, ": ack does not parse")));
+  }
+  HandleAck(ack);
+  if (generation == generation_) ReadAck();  // HandleAck may have reset the connection
+}
+
+void KvSendConnection::HandleAck(const v1::KvAck& ack) {
+  last_progress_ = Clock::now();
+  const Key key{ack.transfer_id(), ack.epoch()};
+  awaiting_ack_.erase(key);
+  auto it = active_.find(key);
+  if (it == active_.end()) {
+    VLOG(1) << "kv connection to " << endpoint_ << ": ack for finished transfer "
+            << ack.transfer_id();
+    return;
+  }
+  std::shared_ptr<KvSendTransfer> transfer = std::move(it->second);
+  active_.erase(it);
+  const absl::Status status = KvAckToStatus(ack);
+  if (status.ok()) {
+    transfer->Acked();
+    return;
+  }
+  // The receiver refused the transfer; nothing more of it is worth sending.
+  transfer->Fail(status);
+  DropTransfer(transfer);
+}
+
+void KvSendConnection::Release(KvOutFrame& frame, const absl::Status& why) {
+  slots_used_.fetch_sub(1);
+  if (frame.transfer == nullptr) return;
+  if (!why.ok()) frame.transfer->Fail(why);
+  if (!frame.payload.empty()) frame.transfer->FrameReleased();
+}
+
+void KvSendConnection::Fail(const absl::Status& why) {
+  // Fire-and-forget frames (ABORT) alone are not worth a warning.
+  if (!active_.empty()) {
+    LOG(WARNING) << "kv connection to " << endpoint_ << " failed: " << why;
+  } else {
+    VLOG(1) << "kv connection to " << endpoint_ << " closed: " << why;
+  }
+  ++generation_;
+  state_ = State::kDisconnected;
+  error_code ignored;
+  socket_.close(ignored);
+  resolver_.cancel();
+  watchdog_.cancel();
+  watchdog_armed_ = false;
+  if (inflight_.has_value()) {
+    Release(*inflight_, why);
+    inflight_.reset();
+  }
+  for (KvOutFrame& f : queue_) Release(f, why);
+  queue_.clear();
+  for (auto& [key, transfer] : active_) transfer->Fail(why);
+  active_.clear();
+  awaiting_ack_.clear();
+}
+
+bool KvSendConnection::Busy() const {
+  return state_ == State::kConnecting || inflight_.has_value() || !awaiting_ack_.empty();
+}
+
+void KvSendConnection::EnsureWatchdog() {
+  if (watchdog_armed_) return;
+  watchdog_armed_ = true;
+  watchdog_.expires_after(absl::ToChronoNanoseconds(
+      state_ == State::kConnecting ? options_.connect_timeout : options_.idle_timeout));
+  watchdog_.async_wait([self = shared_from_this(), gen = generation_](const error_code& ec) {
+    self->OnWatchdog(gen, ec);
+  });
+}
+
+void KvSendConnection::OnWatchdog(uint64_t generation, const error_code& ec) {
+  if (generation != generation_) return;  // of a socket closed since
+  watchdog_armed_ = false;
+  if (ec || !Busy()) return;
+  const bool connecting = state_ == State::kConnecting;
+  const absl::Duration limit = connecting ? options_.connect_timeout : options_.idle_timeout;
+  const Clock::time_point due = last_progress_ + absl::ToChronoNanoseconds(limit);
+  if (Clock::now() >= due) {
+    return Fail(absl::UnavailableError(
+        absl::StrCat("kv connection to ", endpoint_,
+                     connecting ? ": connect timed out after " : ": no progress for ",
+                     absl::FormatDuration(limit))));
+  }
+  watchdog_armed_ = true;
+  watchdog_.expires_at(due);
+  watchdog_.async_wait([self = shared_from_this(), gen = generation_](const error_code& ec) {
+    self->OnWatchdog(gen, ec);
+  });
+}
+
+absl::Status KvSendConnection::IoError(const char* what, const error_code& ec) const {
+  if (ec == asio::error::eof) {
+    return absl::UnavailableError(
+        absl::StrCat("kv connection to ", endpoint_, ": receiver closed it while ", what));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("kv connection to ", endpoint_, ": ", what, ": ", ec.message()));
+}
+
+}  // namespace pdserve

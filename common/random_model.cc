@@ -1,0 +1,156 @@
+#include "common/random_model.h"
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/ggml_type.h"
+#include "common/gguf_writer.h"
+#include "common/quant/kernels.h"
+#include "common/quant/quantize_activations.h"
+#include "common/status_macros.h"
+
+namespace pdserve {
+namespace {
+
+// Quantises random N(0, scale) values into `type`'s format.
+absl::StatusOr<std::string> RandomTensor(uint32_t type, int64_t ne0, int64_t ne1, float scale,
+                                         std::mt19937_64& rng) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> row(ne0);
+  const int64_t row_bytes = GgmlRowBytes(type, ne0);
+  if (row_bytes < 0) return absl::InvalidArgumentError("random model: bad type/shape");
+  std::string out(static_cast<size_t>(row_bytes * ne1), '\0');
+  for (int64_t r = 0; r < ne1; ++r) {
+    for (float& v : row) v = dist(rng);
+    void* dst = out.data() + r * row_bytes;
+    switch (static_cast<GgmlType>(type)) {
+      case GgmlType::kQ4_0: QuantizeRowQ4_0(row.data(), dst, ne0); break;
+      case GgmlType::kQ4_1: QuantizeRowQ4_1(row.data(), dst, ne0); break;
+      case GgmlType::kQ8_0: QuantizeRowQ8_0(row.data(), dst, ne0); break;
+      case GgmlType::kF16: QuantizeRowF16(row.data(), dst, ne0); break;
+      case GgmlType::kBF16: QuantizeRowBf16(row.data(), dst, ne0); break;
+      case GgmlType::kF32: QuantizeRowF32(row.data(), dst, ne0); break;
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("random model: cannot write type ", GgmlTypeName(type)));
+    }
+  }
+  return out;
+}
+
+std::string OnesNorm(int64_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(0.8f, 1.2f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return std::string(reinterpret_cast<const char*>(v.data()), n * sizeof(float));
+}
+
+// Byte-level vocabulary: 3 ChatML specials, the 256 byte symbols, then
+// two-byte merges of common letters until n_vocab is reached.
+void AddVocab(const RandomModelSpec& s, GgufWriter& w) {
+  std::vector<std::string> tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  std::vector<int32_t> types = {3, 3, 3};
+  int shifted = 0;
+  for (int b = 0; b < 256; ++b) {
+    // GPT-2 byte-to-unicode: printable bytes map to themselves, others to U+0100+.
+    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    const char32_t cp = printable ? static_cast<char32_t>(b) : 0x100 + shifted++;
+    std::string utf8;
+    if (cp < 0x80) {
+      utf8 = std::string(1, static_cast<char>(cp));
+    } else {
+      utf8 = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+    }
+    tokens.push_back(utf8);
+    types.push_back(1);
+  }
+  std::vector<std::string> merges;
+  const std::string letters = "etaoinshrdlucmfwypvbgk";
+  for (size_t i = 0; tokens.size() < static_cast<size_t>(s.n_vocab); ++i) {
+    const char a = letters[i % letters.size()], b = letters[(i / letters.size()) % letters.size()];
+    tokens.push_back(std::string{a, b});
+    types.push_back(1);
+    merges.push_back(std::string{a, ' ', b});
+  }
+  w.AddString("tokenizer.ggml.model", "gpt2");
+  w.AddString("tokenizer.ggml.pre", "smollm");
+  w.AddStringArray("tokenizer.ggml.tokens", tokens);
+  w.AddInt32Array("tokenizer.ggml.token_type", types);
+  w.AddStringArray("tokenizer.ggml.merges", merges);
+  w.AddUint32("tokenizer.ggml.bos_token_id", 1);
+  w.AddUint32("tokenizer.ggml.eos_token_id", 2);
+  w.AddBool("tokenizer.ggml.add_bos_token", false);
+  w.AddString("tokenizer.chat_template",
+              "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+              "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}");
+}
+
+void AddHyperParams(const RandomModelSpec& s, GgufWriter& w) {
+  w.AddString("general.architecture", "llama");
+  w.AddString("general.name", "pdserve random llama");
+  w.AddUint32("llama.block_count", s.n_layers);
+  w.AddUint32("llama.context_length", s.context_length);
+  w.AddUint32("llama.embedding_length", s.n_embd);
+  w.AddUint32("llama.feed_forward_length", s.n_ff);
+  w.AddUint32("llama.attention.head_count", s.n_heads);
+  w.AddUint32("llama.attention.head_count_kv", s.n_kv_heads);
+  w.AddFloat32("llama.rope.freq_base", s.rope_base);
+  w.AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.AddUint32("llama.vocab_size", s.n_vocab);
+  w.AddUint32("llama.rope.dimension_count", s.n_embd / s.n_heads);
+}
+
+}  // namespace
+
+RandomModelSpec RandomModelSpec::SmolLm2Shapes() {
+  RandomModelSpec s;
+  s.n_layers = 30;
+  s.n_embd = 576;
+  s.n_ff = 1536;
+  s.n_heads = 9;
+  s.n_kv_heads = 3;
+  s.n_vocab = 49152;
+  s.context_length = 8192;
+  s.rope_base = 100000.0f;
+  return s;
+}
+
+absl::StatusOr<std::string> MakeRandomModelGguf(const RandomModelSpec& s) {
+  GgufWriter w;
+  AddHyperParams(s, w);
+  AddVocab(s, w);
+  std::mt19937_64 rng(s.seed);
+  const int64_t d = s.n_embd, hd = s.n_embd / s.n_heads, kv = hd * s.n_kv_heads;
+  const float ws = 1.0f / std::sqrt(static_cast<float>(d));
+  ASSIGN_OR_RETURN(std::string embd, RandomTensor(s.embd_type, d, s.n_vocab, 1.0f, rng));
+  RETURN_IF_ERROR(w.AddTensor("token_embd.weight", s.embd_type, {d, s.n_vocab}, std::move(embd)));
+  RETURN_IF_ERROR(w.AddTensor("output_norm.weight", 0, {d}, OnesNorm(d, rng)));
+  struct Mat { const char* name; int64_t in, out; };
+  const Mat mats[] = {{"attn_q", d, d},        {"attn_k", d, kv},      {"attn_v", d, kv},
+                      {"attn_output", d, d},   {"ffn_gate", d, s.n_ff}, {"ffn_up", d, s.n_ff},
+                      {"ffn_down", s.n_ff, d}};
+  for (int l = 0; l < s.n_layers; ++l) {
+    const std::string p = absl::StrCat("blk.", l, ".");
+    RETURN_IF_ERROR(w.AddTensor(p + "attn_norm.weight", 0, {d}, OnesNorm(d, rng)));
+    RETURN_IF_ERROR(w.AddTensor(p + "ffn_norm.weight", 0, {d}, OnesNorm(d, rng)));
+    for (const Mat& m : mats) {
+      ASSIGN_OR_RETURN(std::string t, RandomTensor(s.matrix_type, m.in, m.out, ws, rng));
+      RETURN_IF_ERROR(w.AddTensor(absl::StrCat(p, m.name, ".weight"), s.matrix_type,
+                                  {m.in, m.out}, std::move(t)));
+    }
+  }
+  return w.Serialize();
+}
+
+absl::Status WriteRandomModelGguf(const RandomModelSpec& spec, const std::string& path) {
+  ASSIGN_OR_RETURN(std::string bytes, MakeRandomModelGguf(spec));
+  std::ofstream f(path, std::ios::binary);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!f) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+}  // namespace pdserve

@@ -1,0 +1,57 @@
+// Sequence: the per-request state one engine keeps — tokens, the KV blocks
+// that hold them, how far the forward pass has got, and when to stop.
+// Owned and mutated only by the engine thread.
+#ifndef PDSERVE_COMMON_SEQUENCE_H_
+#define PDSERVE_COMMON_SEQUENCE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "common/sampler.h"
+#include "common/sampling_params.h"
+
+namespace pdserve {
+
+enum class FinishReason { kNone, kLength, kEos, kStop, kCancelled, kContextFull };
+std::string_view FinishReasonName(FinishReason r);
+
+// One generated token (or the end of a sequence) as the engine reports it.
+struct TokenEvent {
+  int64_t seq_id = 0;
+  int32_t token = -1;  // -1 when the event only reports a finish
+  int32_t index = 0;   // 0 for the first generated token
+  FinishReason finish = FinishReason::kNone;
+};
+
+struct SequenceOptions {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int32_t max_tokens = 16;
+  bool ignore_eos = false;
+};
+
+struct Sequence {
+  Sequence(int64_t id, SequenceOptions opts, std::function<void(const TokenEvent&)> cb)
+      : id(id), options(std::move(opts)), sampler(options.sampling), on_event(std::move(cb)) {
+    tokens = options.prompt;
+  }
+
+  int32_t prompt_len() const { return static_cast<int32_t>(options.prompt.size()); }
+  int32_t generated() const { return static_cast<int32_t>(tokens.size()) - prompt_len(); }
+  bool prefilling() const { return num_computed < prompt_len(); }
+
+  const int64_t id;
+  const SequenceOptions options;
+  const Sampler sampler;
+  std::function<void(const TokenEvent&)> on_event;
+  std::vector<int32_t> tokens;  // prompt followed by generated tokens
+  std::vector<int32_t> blocks;  // KV block table
+  int32_t num_computed = 0;     // tokens whose K/V are in the cache
+  FinishReason finish = FinishReason::kNone;
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_SEQUENCE_H_

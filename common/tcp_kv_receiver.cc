@@ -1,0 +1,359 @@
+#include "common/tcp_kv_receiver.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/host_port.h"
+#include "common/io_thread.h"
+#include "common/kv_frame.h"
+#include "common/kv_receive_connection.h"
+#include "common/kv_reservation.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pdserve {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using boost::system::error_code;
+using ConnPtr = std::shared_ptr<KvReceiveConnection>;
+
+constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
+
+// One pending Expect and the I/O state around its KvReservation.
+struct Pending {
+  explicit Pending(asio::io_context& io) : deadline_timer(io) {}
+  std::unique_ptr<KvReservation> reservation;
+  KvReceiver::DoneCallback on_done;
+  asio::steady_timer deadline_timer;
+  // Connections reading a payload into this reservation's blocks right now;
+  // closed when the reservation ends so they stop writing at once.
+  absl::flat_hash_set<ConnPtr> writers;
+};
+
+// How a frame's (transfer_id, epoch) relates to the pending reservations.
+enum class Match { kUnknown, kStale, kFuture, kCurrent };
+
+class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
+ public:
+  TcpKvReceiverImpl(KvCache* cache, const TcpKvReceiverOptions& options)
+      : cache_(cache),
+        options_(options),
+        io_("kv-recv-io"),
+        acceptor_(io_.context()),
+        accept_retry_(io_.context()) {}
+  ~TcpKvReceiverImpl() override;
+
+  absl::Status Listen();
+  uint16_t port() const override { return port_; }
+  absl::Status Expect(uint64_t transfer_id, uint64_t epoch, std::vector<int32_t> dst_block_ids,
+                      int num_layers, absl::Time deadline, DoneCallback on_done) override;
+  void Cancel(uint64_t transfer_id) override;
+  size_t num_pending() const override { return num_pending_.load(); }
+
+  KvFramePlan OnHeader(const ConnPtr& conn, const v1::KvFrameHeader& header) override;
+  void OnPayloadWritten(const ConnPtr& conn, const v1::KvFrameHeader& header) override;
+  void OnPayloadLost(const ConnPtr& conn, const v1::KvFrameHeader& header,
+                     const absl::Status& why) override;
+  void OnClosed(const ConnPtr& conn) override { connections_.erase(conn); }
+
+ private:
+  void Accept();
+  absl::Status Install(std::unique_ptr<KvReservation> reservation, absl::Time deadline,
+                       DoneCallback on_done);
+  void OnDeadline(uint64_t transfer_id, uint64_t epoch);
+  // Ends a reservation: stops every write into its blocks, then on_done.
+  void Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result);
+  Match Lookup(const v1::KvFrameHeader& header, Pending** pending);
+  KvFramePlan PlanLayer(const ConnPtr& conn, const v1::KvFrameHeader& header);
+  KvFramePlan PlanCommit(const v1::KvFrameHeader& header);
+  KvFramePlan PlanAbort(const v1::KvFrameHeader& header);
+  // A frame that does not validate: fail its reservation (if it is the
+  // current one), answer with the error and close the connection.
+  KvFramePlan Reject(const v1::KvFrameHeader& header, const absl::Status& status);
+
+  KvCache* const cache_;
+  const TcpKvReceiverOptions options_;
+  const int64_t bytes_per_layer_block_ = cache_->layout().bytes_per_layer_block();
+  std::atomic<size_t> num_pending_{0};
+  uint16_t port_ = 0;
+
+  // Everything below lives on the I/O thread. io_ goes first so that it is
+  // destroyed last, after the sockets and timers that use it.
+  IoThread io_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer accept_retry_;
+  bool stopping_ = false;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Pending>> pending_;
+  absl::flat_hash_set<ConnPtr> connections_;
+};
+
+TcpKvReceiverImpl::~TcpKvReceiverImpl() {
+  io_.RunSync([this] {
+    stopping_ = true;
+    error_code ignored;
+    acceptor_.close(ignored);
+    accept_retry_.cancel();
+    std::vector<uint64_t> ids;
+    for (const auto& [id, p] : pending_) ids.push_back(id);
+    for (uint64_t id : ids) Finish(id, absl::CancelledError("kv receiver shutting down"));
+    const std::vector<ConnPtr> conns(connections_.begin(), connections_.end());
+    for (const ConnPtr& c : conns) c->Close(absl::OkStatus());
+  });
+  io_.Stop();
+}
+
+absl::Status TcpKvReceiverImpl::Listen() {
+  ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(options_.listen_address));
+  error_code ec;
+  const asio::ip::address address =
+      hp.host.empty() ? asio::ip::address(asio::ip::address_v4::any())
+                      : asio::ip::make_address(hp.host, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv receiver: bad listen address ", options_.listen_address));
+  }
+  const tcp::endpoint endpoint(address, hp.port);
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrCat("kv receiver: cannot listen on ", options_.listen_address, ": ", ec.message()));
+  }
+  port_ = acceptor_.local_endpoint(ec).port();
+  asio::post(io_.context(), [this] { Accept(); });
+  LOG(INFO) << "kv receiver listening on " << FormatHostPort(address.to_string(), port_);
+  return absl::OkStatus();
+}
+
+void TcpKvReceiverImpl::Accept() {
+  acceptor_.async_accept([this](const error_code& ec, tcp::socket socket) {
+    if (stopping_) return;
+    if (ec) {
+      // E.g. out of file descriptors: keep serving, but don't spin.
+      LOG(WARNING) << "kv receiver: accept failed: " << ec.message();
+      accept_retry_.expires_after(kAcceptRetryDelay);
+      accept_retry_.async_wait([this](const error_code& e) {
+        if (!e && !stopping_) Accept();
+      });
+      return;
+    }
+    error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    auto conn = std::make_shared<KvReceiveConnection>(std::move(socket), this,
+                                                      options_.idle_timeout);
+    connections_.insert(conn);
+    conn->Start();
+    Accept();
+  });
+}
+
+absl::Status TcpKvReceiverImpl::Expect(uint64_t transfer_id, uint64_t epoch,
+                                       std::vector<int32_t> dst_block_ids, int num_layers,
+                                       absl::Time deadline, DoneCallback on_done) {
+  RETURN_IF_ERROR(KvReservation::Validate(dst_block_ids, num_layers, cache_->layout(),
+                                          cache_->num_blocks()));
+  if (!on_done) return absl::InvalidArgumentError("kv reservation: no on_done callback");
+  if (deadline <= absl::Now()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("kv reservation ", transfer_id, ": deadline already passed"));
+  }
+  auto reservation = std::make_unique<KvReservation>(
+      transfer_id, epoch, std::move(dst_block_ids), num_layers, bytes_per_layer_block_);
+  absl::Status status;
+  io_.RunSync([&] { status = Install(std::move(reservation), deadline, std::move(on_done)); });
+  return status;
+}
+
+absl::Status TcpKvReceiverImpl::Install(std::unique_ptr<KvReservation> reservation,
+                                        absl::Time deadline, DoneCallback on_done) {
+  const uint64_t id = reservation->transfer_id();
+  const uint64_t epoch = reservation->epoch();
+  if (auto it = pending_.find(id); it != pending_.end()) {
+    const uint64_t current = it->second->reservation->epoch();
+    if (current >= epoch) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kv reservation ", id, ": epoch ", epoch, " is not newer than pending epoch ", current));
+    }
+    Finish(id, absl::AbortedError(absl::StrCat("kv transfer ", id, " epoch ", current,
+                                               " superseded by epoch ", epoch)));
+  }
+  auto p = std::make_unique<Pending>(io_.context());
+  p->reservation = std::move(reservation);
+  p->on_done = std::move(on_done);
+  p->deadline_timer.expires_after(absl::ToChronoNanoseconds(deadline - absl::Now()));
+  p->deadline_timer.async_wait([this, id, epoch](const error_code& ec) {
+    if (!ec) OnDeadline(id, epoch);
+  });
+  pending_.emplace(id, std::move(p));
+  num_pending_.fetch_add(1);
+  return absl::OkStatus();
+}
+
+void TcpKvReceiverImpl::OnDeadline(uint64_t transfer_id, uint64_t epoch) {
+  auto it = pending_.find(transfer_id);
+  if (it == pending_.end() || it->second->reservation->epoch() != epoch) return;
+  Finish(transfer_id,
+         absl::DeadlineExceededError(absl::StrCat(
+             "kv transfer ", transfer_id, " epoch ", epoch, ": deadline passed with ",
+             it->second->reservation->written_bytes(), " bytes received")));
+}
+
+void TcpKvReceiverImpl::Cancel(uint64_t transfer_id) {
+  io_.RunSync([&] {
+    if (!pending_.contains(transfer_id)) return;
+    Finish(transfer_id, absl::CancelledError(
+                            absl::StrCat("kv transfer ", transfer_id, " cancelled by receiver")));
+  });
+}
+
+void TcpKvReceiverImpl::Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result) {
+  auto it = pending_.find(transfer_id);
+  CHECK(it != pending_.end());
+  std::unique_ptr<Pending> p = std::move(it->second);
+  pending_.erase(it);
+  num_pending_.fetch_sub(1);
+  p->deadline_timer.cancel();
+  // Closing a socket on this thread ends its pending read: no byte of a
+  // later packet can land in these blocks once on_done hands them back.
+  const absl::Status why = result.ok() ? absl::OkStatus() : result.status();
+  for (const ConnPtr& c : p->writers) {
+    c->Close(absl::AbortedError(absl::StrCat("kv transfer ", transfer_id, " ended: ", why.message())));
+  }
+  if (!result.ok()) VLOG(1) << "kv transfer " << transfer_id << " failed: " << why;
+  p->on_done(std::move(result));
+}
+
+Match TcpKvReceiverImpl::Lookup(const v1::KvFrameHeader& header, Pending** pending) {
+  auto it = pending_.find(header.transfer_id());
+  if (it == pending_.end()) return Match::kUnknown;
+  *pending = it->second.get();
+  const uint64_t epoch = it->second->reservation->epoch();
+  if (header.epoch() < epoch) return Match::kStale;
+  if (header.epoch() > epoch) return Match::kFuture;
+  return Match::kCurrent;
+}
+
+KvFramePlan TcpKvReceiverImpl::OnHeader(const ConnPtr& conn, const v1::KvFrameHeader& header) {
+  const absl::Status shape =
+      CheckKvFrameShape(header, bytes_per_layer_block_, cache_->num_blocks());
+  if (!shape.ok()) return Reject(header, shape);
+  switch (header.kind()) {
+    case v1::KvFrameHeader::LAYER_BLOCKS:
+      return PlanLayer(conn, header);
+    case v1::KvFrameHeader::COMMIT:
+      return PlanCommit(header);
+    default:
+      return PlanAbort(header);
+  }
+}
+
+KvFramePlan TcpKvReceiverImpl::Reject(const v1::KvFrameHeader& header,
+                                      const absl::Status& status) {
+  Pending* p = nullptr;
+  if (Lookup(header, &p) == Match::kCurrent) Finish(header.transfer_id(), status);
+  KvFramePlan plan;
+  plan.action = KvFramePlan::Action::kClose;
+  plan.ack = MakeKvAck(header.transfer_id(), header.epoch(), status);
+  return plan;
+}
+
+// Answers a frame that names no current reservation. Stale-epoch layer
+// frames are dropped quietly: their sender was replaced on purpose.
+KvFramePlan SkipNonCurrent(const v1::KvFrameHeader& header, Match match) {
+  KvFramePlan plan;
+  plan.action = KvFramePlan::Action::kSkip;
+  const std::string what = absl::StrCat("kv transfer ", header.transfer_id(), " epoch ",
+                                        header.epoch());
+  if (match == Match::kUnknown) {
+    LOG_EVERY_N(WARNING, 100) << what << ": unknown transfer, frame dropped";
+    plan.ack = MakeKvAck(header.transfer_id(), header.epoch(),
+                         absl::NotFoundError(absl::StrCat(what, ": no such transfer pending")));
+  } else if (match == Match::kFuture) {
+    LOG_EVERY_N(WARNING, 100) << what << ": epoch from the future, frame dropped";
+    plan.ack = MakeKvAck(header.transfer_id(), header.epoch(),
+                         absl::FailedPreconditionError(absl::StrCat(what, ": epoch not reserved")));
+  } else {
+    LOG_EVERY_N(INFO, 100) << what << ": stale epoch, frame dropped";
+    if (header.kind() == v1::KvFrameHeader::COMMIT) {
+      plan.ack = MakeKvAck(header.transfer_id(), header.epoch(),
+                           absl::FailedPreconditionError(absl::StrCat(what, ": stale epoch")));
+    }
+  }
+  return plan;
+}
+
+KvFramePlan TcpKvReceiverImpl::PlanLayer(const ConnPtr& conn, const v1::KvFrameHeader& header) {
+  Pending* p = nullptr;
+  const Match match = Lookup(header, &p);
+  if (match != Match::kCurrent) return SkipNonCurrent(header, match);
+  if (absl::Status st = p->reservation->ClaimLayerBlocks(header); !st.ok()) {
+    return Reject(header, st);
+  }
+  KvFramePlan plan;
+  plan.action = KvFramePlan::Action::kWrite;
+  plan.dst.reserve(header.block_indices_size());
+  for (uint32_t logical : header.block_indices()) {
+    plan.dst.emplace_back(cache_->LayerBlock(header.layer(), p->reservation->dst_block(logical)),
+                          static_cast<size_t>(bytes_per_layer_block_));
+  }
+  p->writers.insert(conn);
+  return plan;
+}
+
+KvFramePlan TcpKvReceiverImpl::PlanCommit(const v1::KvFrameHeader& header) {
+  Pending* p = nullptr;
+  const Match match = Lookup(header, &p);
+  if (match != Match::kCurrent) return SkipNonCurrent(header, match);
+  absl::StatusOr<KvCommit> commit = p->reservation->CheckCommit(header);
+  KvFramePlan plan;
+  plan.action = KvFramePlan::Action::kSkip;
+  plan.ack = MakeKvAck(header.transfer_id(), header.epoch(), commit.status());
+  Finish(header.transfer_id(), std::move(commit));
+  return plan;
+}
+
+KvFramePlan TcpKvReceiverImpl::PlanAbort(const v1::KvFrameHeader& header) {
+  Pending* p = nullptr;
+  if (Lookup(header, &p) == Match::kCurrent) {
+    Finish(header.transfer_id(),
+           absl::AbortedError(absl::StrCat("kv sender aborted transfer ", header.transfer_id(),
+                                           ": ", header.error())));
+  }
+  return KvFramePlan{};
+}
+
+void TcpKvReceiverImpl::OnPayloadWritten(const ConnPtr& conn, const v1::KvFrameHeader& header) {
+  Pending* p = nullptr;
+  if (Lookup(header, &p) != Match::kCurrent || !p->writers.erase(conn)) return;
+  p->reservation->AddWrittenBytes(header.payload_bytes());
+}
+
+void TcpKvReceiverImpl::OnPayloadLost(const ConnPtr& conn, const v1::KvFrameHeader& header,
+                                      const absl::Status& why) {
+  Pending* p = nullptr;
+  if (Lookup(header, &p) != Match::kCurrent || !p->writers.contains(conn)) return;
+  Finish(header.transfer_id(),
+         absl::DataLossError(absl::StrCat("kv transfer ", header.transfer_id(),
+                                          ": frame cut short: ", why.message())));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TcpKvReceiver>> TcpKvReceiver::Create(
+    KvCache* cache, const TcpKvReceiverOptions& options) {
+  if (options.idle_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("kv receiver: idle_timeout must be positive");
+  }
+  auto receiver = std::make_unique<TcpKvReceiverImpl>(cache, options);
+  RETURN_IF_ERROR(receiver->Listen());
+  return receiver;
+}
+
+}  // namespace pdserve

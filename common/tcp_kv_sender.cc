@@ -1,0 +1,254 @@
+#include "common/tcp_kv_sender.h"
+
+#include <utility>
+
+#include <boost/asio/post.hpp>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/host_port.h"
+#include "common/io_thread.h"
+#include "common/kv_frame.h"
+#include "common/kv_send_connection.h"
+#include "common/kv_send_transfer.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pdserve {
+namespace {
+
+using ConnPtr = std::shared_ptr<KvSendConnection>;
+using TransferPtr = std::shared_ptr<KvSendTransfer>;
+
+absl::Status ValidateLayer(int layer, absl::Span<const int32_t> logical_blocks,
+                           const KvCache& cache, absl::Span<const int32_t> src_block_ids) {
+  if (layer < 0 || layer >= cache.layout().n_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv send: layer ", layer, " not in [0, ", cache.layout().n_layers, ")"));
+  }
+  if (logical_blocks.empty() || logical_blocks.size() != src_block_ids.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("kv send: ", logical_blocks.size(),
+                                                   " logical blocks for ", src_block_ids.size(),
+                                                   " source blocks"));
+  }
+  for (size_t i = 0; i < logical_blocks.size(); ++i) {
+    if (logical_blocks[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kv send: negative logical block ", logical_blocks[i]));
+    }
+    if (src_block_ids[i] < 0 || src_block_ids[i] >= cache.num_blocks()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kv send: source block ", src_block_ids[i], " not in [0, ", cache.num_blocks(), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+v1::KvFrameHeader HeaderFor(const KvTransferTarget& target, v1::KvFrameHeader::Kind kind) {
+  v1::KvFrameHeader header;
+  header.set_transfer_id(target.transfer_id);
+  header.set_epoch(target.epoch);
+  header.set_kind(kind);
+  return header;
+}
+
+class TcpKvSenderImpl final : public TcpKvSender {
+ public:
+  explicit TcpKvSenderImpl(const TcpKvSenderOptions& options)
+      : io_("kv-send-io"),
+        options_{options.connect_timeout, options.idle_timeout, options.max_queued_frames} {}
+  ~TcpKvSenderImpl() override;
+
+  absl::Status SendLayer(const KvTransferTarget& target, int layer,
+                         absl::Span<const int32_t> logical_blocks, KvCache& src_cache,
+                         absl::Span<const int32_t> src_block_ids) override;
+  absl::Status Commit(const KvTransferTarget& target, const KvCommit& commit) override;
+  void Abort(const KvTransferTarget& target, std::string reason) override;
+
+ private:
+  using TransferKey = std::pair<std::string, uint64_t>;  // endpoint, transfer_id
+
+  absl::StatusOr<ConnPtr> Connection(const std::string& endpoint);
+  // The transfer's state; created when `create`, else null if there is none.
+  absl::StatusOr<TransferPtr> FindTransfer(const KvTransferTarget& target, bool create);
+  // Takes a queue slot and hands the frame to the I/O thread.
+  absl::Status Post(const ConnPtr& conn, KvOutFrame frame);
+  // Ends a failed transfer: no frame of it references source memory after
+  // this, D is told (best effort), and its state is forgotten.
+  void Abandon(const ConnPtr& conn, const KvTransferTarget& target, const TransferPtr& transfer,
+               const absl::Status& why);
+  void PostAbortFrame(const ConnPtr& conn, const KvTransferTarget& target,
+                      absl::string_view reason);
+  void Forget(const KvTransferTarget& target);
+
+  IoThread io_;  // first, so that it is destroyed after the connections
+  const KvSendConnectionOptions options_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, ConnPtr> connections_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<TransferKey, TransferPtr> transfers_ ABSL_GUARDED_BY(mu_);
+};
+
+TcpKvSenderImpl::~TcpKvSenderImpl() {
+  std::vector<ConnPtr> conns;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [endpoint, conn] : connections_) conns.push_back(conn);
+  }
+  io_.RunSync([&] {
+    for (const ConnPtr& c : conns) c->Fail(absl::CancelledError("kv sender shutting down"));
+  });
+  io_.Stop();
+}
+
+absl::StatusOr<ConnPtr> TcpKvSenderImpl::Connection(const std::string& endpoint) {
+  absl::MutexLock lock(&mu_);
+  auto it = connections_.find(endpoint);
+  if (it != connections_.end()) return it->second;
+  ASSIGN_OR_RETURN(HostPort address, ParseHostPort(endpoint));
+  if (address.host.empty() || address.port == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("kv send: bad endpoint \"", endpoint, "\""));
+  }
+  auto conn = std::make_shared<KvSendConnection>(io_.context(), address, options_);
+  connections_.emplace(endpoint, conn);
+  return conn;
+}
+
+absl::StatusOr<TransferPtr> TcpKvSenderImpl::FindTransfer(const KvTransferTarget& target,
+                                                          bool create) {
+  absl::MutexLock lock(&mu_);
+  const TransferKey key{target.endpoint, target.transfer_id};
+  auto it = transfers_.find(key);
+  if (it != transfers_.end()) {
+    if (it->second->epoch() != target.epoch) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kv send: transfer ", target.transfer_id, " to ", target.endpoint, " is in flight with epoch ",
+          it->second->epoch(), ", not ", target.epoch, "; Commit or Abort it first"));
+    }
+    return it->second;
+  }
+  if (!create) return TransferPtr();
+  auto transfer = std::make_shared<KvSendTransfer>(target.transfer_id, target.epoch);
+  transfers_.emplace(key, transfer);
+  return transfer;
+}
+
+absl::Status TcpKvSenderImpl::Post(const ConnPtr& conn, KvOutFrame frame) {
+  if (!conn->TryReserveSlot()) {
+    return absl::ResourceExhaustedError(absl::StrCat("kv send: queue to ", conn->endpoint(),
+                                                     " is full (", options_.max_queued_frames,
+                                                     " frames)"));
+  }
+  if (frame.transfer != nullptr && !frame.payload.empty()) {
+    frame.transfer->FrameQueued(frame.payload.size() * frame.payload.front().size());
+  }
+  boost::asio::post(io_.context(), [conn, frame = std::move(frame)]() mutable {
+    conn->Enqueue(std::move(frame));
+  });
+  return absl::OkStatus();
+}
+
+absl::Status TcpKvSenderImpl::SendLayer(const KvTransferTarget& target, int layer,
+                                        absl::Span<const int32_t> logical_blocks,
+                                        KvCache& src_cache,
+                                        absl::Span<const int32_t> src_block_ids) {
+  RETURN_IF_ERROR(ValidateLayer(layer, logical_blocks, src_cache, src_block_ids));
+  ASSIGN_OR_RETURN(ConnPtr conn, Connection(target.endpoint));
+  ASSIGN_OR_RETURN(TransferPtr transfer, FindTransfer(target, /*create=*/true));
+  RETURN_IF_ERROR(transfer->status());
+  if (absl::Now() >= target.deadline) {
+    const absl::Status st = absl::DeadlineExceededError(
+        absl::StrCat("kv send: transfer ", target.transfer_id, " is past its deadline"));
+    transfer->Fail(st);
+    return st;
+  }
+  const size_t block_bytes = static_cast<size_t>(src_cache.layout().bytes_per_layer_block());
+  v1::KvFrameHeader header = HeaderFor(target, v1::KvFrameHeader::LAYER_BLOCKS);
+  header.set_layer(layer);
+  KvOutFrame frame;
+  frame.transfer = transfer;
+  for (size_t i = 0; i < logical_blocks.size(); ++i) {
+    header.add_block_indices(static_cast<uint32_t>(logical_blocks[i]));
+    frame.payload.emplace_back(src_cache.LayerBlock(layer, src_block_ids[i]), block_bytes);
+  }
+  header.set_payload_bytes(logical_blocks.size() * block_bytes);
+  frame.head = EncodeKvMessage(header);
+  if (absl::Status st = Post(conn, std::move(frame)); !st.ok()) {
+    transfer->Fail(st);
+    return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TcpKvSenderImpl::Commit(const KvTransferTarget& target, const KvCommit& commit) {
+  ASSIGN_OR_RETURN(ConnPtr conn, Connection(target.endpoint));
+  ASSIGN_OR_RETURN(TransferPtr transfer, FindTransfer(target, /*create=*/true));
+  absl::Status status = transfer->status();
+  if (status.ok()) {
+    v1::KvFrameHeader header = HeaderFor(target, v1::KvFrameHeader::COMMIT);
+    header.set_num_layers(static_cast<uint32_t>(commit.num_layers));
+    header.set_total_bytes(transfer->queued_bytes());
+    header.set_first_token(commit.first_token);
+    KvOutFrame frame;
+    frame.transfer = transfer;
+    frame.head = EncodeKvMessage(header);
+    frame.is_commit = true;
+    status = Post(conn, std::move(frame));
+    if (status.ok()) status = transfer->AwaitAck(target.deadline);
+  }
+  if (status.ok()) {
+    Forget(target);
+    return status;
+  }
+  Abandon(conn, target, transfer, status);
+  return status;
+}
+
+void TcpKvSenderImpl::Abort(const KvTransferTarget& target, std::string reason) {
+  absl::StatusOr<ConnPtr> conn = Connection(target.endpoint);
+  if (!conn.ok()) {
+    LOG(WARNING) << "kv abort of transfer " << target.transfer_id << ": " << conn.status();
+    return;
+  }
+  absl::StatusOr<TransferPtr> transfer = FindTransfer(target, /*create=*/false);
+  if (!transfer.ok()) {
+    LOG(WARNING) << "kv abort: " << transfer.status();
+  } else if (*transfer != nullptr) {
+    Abandon(*conn, target, *transfer, absl::AbortedError(reason));
+    return;
+  }
+  // Nothing in flight here, but D may hold a reservation for it.
+  PostAbortFrame(*conn, target, reason);
+}
+
+void TcpKvSenderImpl::Abandon(const ConnPtr& conn, const KvTransferTarget& target,
+                              const TransferPtr& transfer, const absl::Status& why) {
+  transfer->Fail(why);
+  io_.RunSync([&] { conn->DropTransfer(transfer); });
+  transfer->AwaitReleased();
+  PostAbortFrame(conn, target, why.message());
+  Forget(target);
+}
+
+void TcpKvSenderImpl::PostAbortFrame(const ConnPtr& conn, const KvTransferTarget& target,
+                                     absl::string_view reason) {
+  v1::KvFrameHeader header = HeaderFor(target, v1::KvFrameHeader::ABORT);
+  header.set_error(std::string(reason));
+  KvOutFrame frame;
+  frame.head = EncodeKvMessage(header);
+  // Best effort: with a full queue D learns of it from its own deadline.
+  Post(conn, std::move(frame)).IgnoreError();
+}
+
+void TcpKvSenderImpl::Forget(const KvTransferTarget& target) {
+  absl::MutexLock lock(&mu_);
+  transfers_.erase(TransferKey{target.endpoint, target.transfer_id});
+}
+
+}  // namespace
+
+std::unique_ptr<TcpKvSender> TcpKvSender::Create(const TcpKvSenderOptions& options) {
+  return std::make_unique<TcpKvSenderImpl>(options);
+}
+
+}  // namespace pdserve

@@ -1,0 +1,39 @@
+// TcpKvSender: the prefill worker's end of the TCP KV data plane
+// (docs/PROTOCOL.md, "KV data plane (TCP)"). It keeps one persistent
+// connection per receiver endpoint, shared by all transfers to it and
+// reopened after a failure, and runs all socket I/O on its own thread:
+// SendLayer only validates, encodes a header and queues; the bytes are
+// written later straight from the caller's KvCache blocks.
+//
+// Thread-safety and memory contract: as KvSender. Do not destroy the sender
+// while a call on it is in progress.
+#ifndef PDSERVE_COMMON_TCP_KV_SENDER_H_
+#define PDSERVE_COMMON_TCP_KV_SENDER_H_
+
+#include <memory>
+
+#include "absl/time/time.h"
+#include "common/kv_transport.h"
+
+namespace pdserve {
+
+struct TcpKvSenderOptions {
+  absl::Duration connect_timeout = absl::Seconds(5);
+  // A connection with a frame on the wire or a commit awaiting its ack that
+  // makes no progress this long is reset (its transfers fail UNAVAILABLE).
+  absl::Duration idle_timeout = absl::Seconds(10);
+  // Frames queued per endpoint before SendLayer says RESOURCE_EXHAUSTED.
+  // Frames hold pointers, not copies, so this bounds latency, not memory.
+  int max_queued_frames = 1024;
+};
+
+class TcpKvSender : public KvSender {
+ public:
+  static std::unique_ptr<TcpKvSender> Create(const TcpKvSenderOptions& options = {});
+  // Fails every transfer still in flight and closes all connections.
+  ~TcpKvSender() override = default;
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_TCP_KV_SENDER_H_

@@ -1,0 +1,145 @@
+// Tokenizer: GPT-2 style byte-level BPE built from GGUF tokenizer metadata,
+// reproducing llama.cpp's tokenization (llama-vocab.cpp) token for token.
+//
+// Owns copies of the vocabulary, the merge table (keyed by token-id pair),
+// the byte <-> symbol maps and each token's decoded bytes; it does not keep
+// the GgufFile alive. Immutable after construction, so every method is
+// const and safe to call from any number of threads at once. Encode keeps
+// all scratch state on its own stack: nothing is cached between calls.
+//
+// Encode pipeline (llama.cpp order): split out special tokens, pre-tokenize
+// each remaining stretch (pre_tokenizer.h), map every byte to its byte-level
+// symbol, merge adjacent symbol pairs by lowest merge rank (leftmost first on
+// ties) until none applies. Encode never adds BOS/EOS; callers consult
+// add_bos(). Known deviations from llama.cpp are listed in tokenizer.cc.
+#ifndef PDSERVE_COMMON_TOKENIZER_H_
+#define PDSERVE_COMMON_TOKENIZER_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/bpe_merger.h"
+#include "common/gguf_file.h"
+#include "common/pre_tokenizer.h"
+
+namespace pdserve {
+
+// `tokenizer.ggml.token_type` values (llama.h, enum llama_token_type).
+enum class TokenType : int32_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+// The tokenizer metadata of a model, decoupled from the GGUF container so
+// tests can build small vocabularies directly. Ids of -1 mean "absent".
+struct TokenizerVocab {
+  std::string model = "gpt2";   // tokenizer.ggml.model; only "gpt2" is supported
+  std::string pre = "default";  // tokenizer.ggml.pre
+  std::vector<std::string> tokens;
+  std::vector<int32_t> token_types;  // same length as tokens
+  std::vector<std::string> merges;   // "left right", rank = index
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  int32_t eot_id = -1;
+  int32_t eom_id = -1;
+  int32_t fim_pad_id = -1;
+  int32_t fim_rep_id = -1;
+  int32_t fim_sep_id = -1;
+  bool add_bos = false;
+};
+
+class Tokenizer {
+ public:
+  // Reads tokenizer.ggml.* from `gguf`. INVALID_ARGUMENT (naming the key)
+  // for missing or malformed metadata, UNIMPLEMENTED for non-BPE models.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& gguf);
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromVocab(const TokenizerVocab& vocab);
+
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  // With `parse_special`, texts of CONTROL/UNKNOWN tokens (e.g.
+  // "<|im_start|>") become those tokens; without, they are plain text.
+  // USER_DEFINED tokens are always matched, as in llama.cpp.
+  std::vector<int32_t> Encode(std::string_view text, bool parse_special) const;
+
+  // Raw bytes the token stands for (inverse byte-level map). CONTROL and
+  // UNKNOWN tokens give "" unless `render_special`, then their text;
+  // UNUSED/BYTE/UNDEFINED tokens and invalid ids give "".
+  std::string TokenBytes(int32_t id, bool render_special = false) const;
+  std::string Decode(absl::Span<const int32_t> ids, bool render_special = false) const;
+
+  // The vocabulary string as stored (byte-level alphabet); "" if invalid.
+  std::string_view TokenText(int32_t id) const;
+  TokenType GetTokenType(int32_t id) const;
+
+  int32_t vocab_size() const { return static_cast<int32_t>(types_.size()); }
+  int32_t bos_id() const { return bos_id_; }
+  int32_t eos_id() const { return eos_id_; }
+  bool add_bos() const { return add_bos_; }
+  PreTokenizerType pre_tokenizer_type() const { return pre_tokenizer_.type(); }
+  bool IsValidId(int32_t id) const { return id >= 0 && id < vocab_size(); }
+  // End of generation: EOS, EOT/EOM and tokens llama.cpp recognises by text
+  // ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", ...).
+  bool IsEog(int32_t id) const;
+  // Sorted ascending.
+  const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
+
+ private:
+  struct Fragment;  // a special token or a stretch of raw text
+
+  explicit Tokenizer(PreTokenizerType pre);
+  absl::Status Init(const TokenizerVocab& vocab);
+  absl::Status InitTokens(const TokenizerVocab& vocab);
+  absl::Status InitMerges(const std::vector<std::string>& merges);
+  absl::Status InitSpecialIds(const TokenizerVocab& vocab);
+  void InitByteMaps();
+  void InitEog(const TokenizerVocab& vocab);
+  void InitSpecialTokens();
+  void InitDecodedBytes();
+
+  int32_t FindToken(std::string_view text) const;
+  std::vector<Fragment> SplitSpecial(std::string_view text, bool parse_special) const;
+  void EncodePiece(std::string_view piece, std::vector<int32_t>* out) const;
+
+  PreTokenizer pre_tokenizer_;
+
+  // Token texts and decoded bytes live in two arenas; token i spans
+  // [offsets[i], offsets[i + 1]).
+  std::string text_arena_;
+  std::vector<uint32_t> text_offsets_;
+  std::string bytes_arena_;
+  std::vector<uint32_t> bytes_offsets_;
+  std::vector<TokenType> types_;
+  absl::flat_hash_map<std::string_view, int32_t> text_to_id_;  // views into text_arena_
+
+  BpeMergeMap merges_;
+
+  // Token for each raw byte's byte-level symbol, or -1 when the vocabulary
+  // lacks it; then llama.cpp emits the tokens (if any) whose text is a single
+  // byte of the symbol's UTF-8, which byte_fallback_ holds.
+  std::array<int32_t, 256> byte_token_;
+  std::array<std::vector<int32_t>, 256> byte_fallback_;
+
+  std::vector<int32_t> special_tokens_;  // longest text first
+  std::vector<int32_t> eog_ids_;         // sorted; a handful at most
+  int32_t bos_id_ = -1;
+  int32_t eos_id_ = -1;
+  bool add_bos_ = false;
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_TOKENIZER_H_

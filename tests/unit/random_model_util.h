@@ -1,0 +1,65 @@
+// Test helper: a random llama model (common/random_model.h) parsed and bound
+// the way a worker loads a real one.
+#ifndef PDSERVE_TESTS_UNIT_RANDOM_MODEL_UTIL_H_
+#define PDSERVE_TESTS_UNIT_RANDOM_MODEL_UTIL_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/gguf_file.h"
+#include "common/model_config.h"
+#include "common/model_weights.h"
+#include "common/random_model.h"
+#include "gtest/gtest.h"
+
+namespace pdserve::test {
+
+struct TestModel {
+  std::unique_ptr<GgufFile> gguf;  // the weights point into it
+  ModelConfig config;
+  ModelWeights weights;
+};
+
+// nullptr (with a test failure recorded) if any stage fails.
+inline std::unique_ptr<TestModel> LoadTestModel(const RandomModelSpec& spec) {
+  auto bytes = MakeRandomModelGguf(spec);
+  if (!bytes.ok()) {
+    ADD_FAILURE() << bytes.status();
+    return nullptr;
+  }
+  auto m = std::make_unique<TestModel>();
+  auto gguf = GgufFile::FromBuffer(std::move(*bytes));
+  if (!gguf.ok()) {
+    ADD_FAILURE() << gguf.status();
+    return nullptr;
+  }
+  m->gguf = std::move(*gguf);
+  auto config = ModelConfig::FromGguf(*m->gguf);
+  if (!config.ok()) {
+    ADD_FAILURE() << config.status();
+    return nullptr;
+  }
+  m->config = *config;
+  auto weights = ModelWeights::Load(*m->gguf, m->config);
+  if (!weights.ok()) {
+    ADD_FAILURE() << weights.status();
+    return nullptr;
+  }
+  m->weights = std::move(*weights);
+  return m;
+}
+
+inline std::vector<int32_t> RandomTokens(int n, int32_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
+  std::vector<int32_t> t(n);
+  for (int32_t& x : t) x = dist(rng);
+  return t;
+}
+
+}  // namespace pdserve::test
+
+#endif  // PDSERVE_TESTS_UNIT_RANDOM_MODEL_UTIL_H_

@@ -1,0 +1,352 @@
+// TcpKvSender -> TcpKvReceiver on loopback, between two real KvCaches.
+// Malformed frames from a raw client are in tcp_kv_transport_fault_test.cc.
+#include <sys/socket.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/tcp_kv_receiver.h"
+#include "common/tcp_kv_sender.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/kv_test_util.h"
+
+namespace pdserve {
+namespace {
+
+using ::pdserve::testing::BlockIs;
+using ::pdserve::testing::DoneProbe;
+using ::pdserve::testing::ExpectGuardBlocksUntouched;
+using ::pdserve::testing::LayerHeader;
+using ::pdserve::testing::MakeCache;
+using ::pdserve::testing::MakeRandomCache;
+using ::pdserve::testing::RawKvClient;
+using ::pdserve::testing::SameBlock;
+using ::testing::HasSubstr;
+
+constexpr uint8_t kGuard = 0x5a;
+constexpr int kLayers = 3;
+
+class TcpKvTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TcpKvReceiverOptions options;
+    options.listen_address = "127.0.0.1:0";
+    auto receiver = TcpKvReceiver::Create(dst_.get(), options);
+    ASSERT_TRUE(receiver.ok()) << receiver.status();
+    receiver_ = std::move(receiver).value();
+    sender_ = TcpKvSender::Create();
+  }
+
+  std::string endpoint() const { return absl::StrCat("127.0.0.1:", receiver_->port()); }
+  int64_t block_bytes() const { return src_->layout().bytes_per_layer_block(); }
+
+  KvTransferTarget Target(uint64_t id, uint64_t epoch = 1) {
+    return KvTransferTarget{endpoint(), id, epoch, absl::Now() + absl::Seconds(10)};
+  }
+
+  absl::Status ExpectTransfer(uint64_t id, uint64_t epoch, std::vector<int32_t> dst,
+                              DoneProbe& probe) {
+    return receiver_->Expect(id, epoch, std::move(dst), kLayers,
+                             absl::Now() + absl::Seconds(10), probe.Callback());
+  }
+
+  // Sends every layer of logical blocks 0..src.size()-1 in one frame each.
+  absl::Status SendLayers(KvSender& sender, const KvTransferTarget& target,
+                          const std::vector<int32_t>& src, int layers = kLayers) {
+    std::vector<int32_t> logical(src.size());
+    for (size_t i = 0; i < src.size(); ++i) logical[i] = static_cast<int32_t>(i);
+    for (int l = 0; l < layers; ++l) {
+      absl::Status st = sender.SendLayer(target, l, logical, *src_, src);
+      if (!st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+  void ExpectCopied(const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {
+    for (int l = 0; l < kLayers; ++l) {
+      for (size_t i = 0; i < src.size(); ++i) {
+        EXPECT_TRUE(SameBlock(*src_, src[i], *dst_, dst[i], l))
+            << "layer " << l << " logical block " << i;
+      }
+    }
+  }
+
+  std::unique_ptr<KvCache> src_ = MakeRandomCache(16, 1234);
+  std::unique_ptr<KvCache> dst_ = MakeCache(16, kGuard);
+  std::unique_ptr<TcpKvReceiver> receiver_;
+  std::unique_ptr<TcpKvSender> sender_;
+};
+
+TEST_F(TcpKvTransportTest, RoundTripWithNonIdentityBlockMapping) {
+  const std::vector<int32_t> src = {7, 2, 9, 0, 11};
+  const std::vector<int32_t> dst = {3, 14, 1, 8, 5};
+  DoneProbe probe;
+  ASSERT_TRUE(ExpectTransfer(1, 1, dst, probe).ok());
+  const KvTransferTarget target = Target(1);
+  // Layer 1 arrives in two frames, blocks out of order.
+  ASSERT_TRUE(sender_->SendLayer(target, 0, {0, 1, 2, 3, 4}, *src_, src).ok());
+  ASSERT_TRUE(sender_->SendLayer(target, 1, {4, 2}, *src_, {11, 9}).ok());
+  ASSERT_TRUE(sender_->SendLayer(target, 1, {0, 3, 1}, *src_, {7, 0, 2}).ok());
+  ASSERT_TRUE(sender_->SendLayer(target, 2, {0, 1, 2, 3, 4}, *src_, src).ok());
+  ASSERT_TRUE(sender_->Commit(target, KvCommit{kLayers, 0, 42}).ok());
+
+  absl::StatusOr<KvCommit> done = probe.Wait();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->num_layers, kLayers);
+  EXPECT_EQ(done->first_token, 42);
+  EXPECT_EQ(done->total_bytes, static_cast<uint64_t>(kLayers * 5 * block_bytes()));
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+  ExpectCopied(src, dst);
+  ExpectGuardBlocksUntouched(*dst_, dst, kGuard);
+}
+
+TEST_F(TcpKvTransportTest, ConcurrentTransfersInterleave) {
+  const std::vector<int32_t> src_a = {1, 2, 3}, dst_a = {0, 1, 2};
+  const std::vector<int32_t> src_b = {4, 5}, dst_b = {10, 11};
+  const std::vector<int32_t> src_c = {6, 7, 8, 9}, dst_c = {12, 13, 14, 15};
+  DoneProbe a, b, c;
+  ASSERT_TRUE(ExpectTransfer(1, 1, dst_a, a).ok());
+  ASSERT_TRUE(ExpectTransfer(2, 1, dst_b, b).ok());
+  ASSERT_TRUE(ExpectTransfer(3, 1, dst_c, c).ok());
+  // C comes from another prefill worker (its own connection) at the same time.
+  std::thread other([&] {
+    auto sender = TcpKvSender::Create();
+    EXPECT_TRUE(SendLayers(*sender, Target(3), src_c).ok());
+    EXPECT_TRUE(sender->Commit(Target(3), KvCommit{kLayers, 0, 3}).ok());
+  });
+  for (int l = 0; l < kLayers; ++l) {
+    ASSERT_TRUE(sender_->SendLayer(Target(1), l, {0, 1, 2}, *src_, src_a).ok());
+    ASSERT_TRUE(sender_->SendLayer(Target(2), l, {0, 1}, *src_, src_b).ok());
+  }
+  EXPECT_TRUE(sender_->Commit(Target(2), KvCommit{kLayers, 0, 2}).ok());
+  EXPECT_TRUE(sender_->Commit(Target(1), KvCommit{kLayers, 0, 1}).ok());
+  other.join();
+  for (auto [probe, token] : {std::pair{&a, 1}, {&b, 2}, {&c, 3}}) {
+    absl::StatusOr<KvCommit> done = probe->Wait();
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_EQ(done->first_token, token);
+  }
+  ExpectCopied(src_a, dst_a);
+  ExpectCopied(src_b, dst_b);
+  ExpectCopied(src_c, dst_c);
+}
+
+TEST_F(TcpKvTransportTest, BlocksTheReceiverHoldsAreNotSent) {
+  DoneProbe probe;
+  ASSERT_TRUE(ExpectTransfer(1, 1, {kKvBlockNotSent, 6, 7}, probe).ok());
+  for (int l = 0; l < kLayers; ++l) {
+    ASSERT_TRUE(sender_->SendLayer(Target(1), l, {1, 2}, *src_, {4, 5}).ok());
+  }
+  ASSERT_TRUE(sender_->Commit(Target(1), KvCommit{kLayers, 0, 0}).ok());
+  ASSERT_TRUE(probe.Wait().ok());
+  for (int l = 0; l < kLayers; ++l) {
+    EXPECT_TRUE(SameBlock(*src_, 4, *dst_, 6, l));
+    EXPECT_TRUE(SameBlock(*src_, 5, *dst_, 7, l));
+  }
+  ExpectGuardBlocksUntouched(*dst_, {6, 7}, kGuard);
+
+  // Sending a block the receiver holds is a protocol error.
+  DoneProbe held;
+  ASSERT_TRUE(ExpectTransfer(2, 1, {kKvBlockNotSent, 8}, held).ok());
+  ASSERT_TRUE(sender_->SendLayer(Target(2), 0, {0}, *src_, {4}).ok());
+  EXPECT_FALSE(sender_->Commit(Target(2), KvCommit{kLayers, 0, 0}).ok());
+  EXPECT_EQ(held.Wait().status().code(), absl::StatusCode::kInvalidArgument);
+  ExpectGuardBlocksUntouched(*dst_, {6, 7, 8}, kGuard);
+}
+
+TEST_F(TcpKvTransportTest, StaleEpochFrameIsDiscardedAfterReExpect) {
+  const std::vector<int32_t> dst = {3, 4}, src = {7, 2};
+  DoneProbe old_epoch, new_epoch;
+  ASSERT_TRUE(ExpectTransfer(5, 1, dst, old_epoch).ok());
+  ASSERT_TRUE(ExpectTransfer(5, 2, dst, new_epoch).ok());
+  EXPECT_EQ(old_epoch.Wait().status().code(), absl::StatusCode::kAborted);
+  DoneProbe unused;
+  EXPECT_EQ(ExpectTransfer(5, 2, dst, unused).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ExpectTransfer(5, 1, dst, unused).code(), absl::StatusCode::kFailedPrecondition);
+
+  // The old prefill worker is still sending epoch 1: dropped without a word,
+  // and the same connection then carries the whole of epoch 2.
+  RawKvClient client(receiver_->port());
+  ASSERT_TRUE(client.SendHeader(LayerHeader(5, 1, 0, {0, 1}, block_bytes())));
+  ASSERT_TRUE(client.Write(std::string(2 * block_bytes(), '\xee')));
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    ASSERT_TRUE(client.SendHeader(LayerHeader(5, 2, l, {0, 1}, block_bytes())));
+    for (int32_t s : src) ASSERT_TRUE(client.Write(src_->LayerBlock(l, s), block_bytes()));
+  }
+  v1::KvFrameHeader commit;
+  commit.set_transfer_id(5);
+  commit.set_epoch(2);
+  commit.set_kind(v1::KvFrameHeader::COMMIT);
+  commit.set_num_layers(kLayers);
+  commit.set_total_bytes(kLayers * 2 * block_bytes());
+  ASSERT_TRUE(client.SendHeader(commit));
+  std::optional<v1::KvAck> ack = client.ReadAck();
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_TRUE(ack->ok()) << ack->error();
+  EXPECT_EQ(ack->epoch(), 2u);
+  ASSERT_TRUE(new_epoch.Wait().ok());
+  ExpectCopied(src, dst);
+  ExpectGuardBlocksUntouched(*dst_, dst, kGuard);
+  EXPECT_EQ(unused.calls(), 0);
+}
+
+TEST_F(TcpKvTransportTest, DeadlineExpiresWithoutData) {
+  DoneProbe probe;
+  ASSERT_TRUE(receiver_->Expect(1, 1, {0, 1}, kLayers, absl::Now() + absl::Milliseconds(100),
+                                probe.Callback()).ok());
+  EXPECT_EQ(probe.Wait().status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+  EXPECT_EQ(probe.calls(), 1);
+}
+
+TEST_F(TcpKvTransportTest, CancelFiresExactlyOnceAndLateFramesAreRefused) {
+  DoneProbe probe;
+  ASSERT_TRUE(ExpectTransfer(1, 1, {0, 1}, probe).ok());
+  receiver_->Cancel(1);
+  EXPECT_EQ(probe.calls(), 1);  // before Cancel returned
+  receiver_->Cancel(1);
+  receiver_->Cancel(99);
+  EXPECT_EQ(probe.Wait().status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+
+  ASSERT_TRUE(SendLayers(*sender_, Target(1), {2, 3}).ok());
+  EXPECT_EQ(sender_->Commit(Target(1), KvCommit{kLayers, 0, 0}).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(probe.calls(), 1);
+  ExpectGuardBlocksUntouched(*dst_, {}, kGuard);
+}
+
+TEST_F(TcpKvTransportTest, SenderAbortReachesReceiver) {
+  DoneProbe probe;
+  ASSERT_TRUE(ExpectTransfer(1, 1, {0, 1}, probe).ok());
+  ASSERT_TRUE(sender_->SendLayer(Target(1), 0, {0, 1}, *src_, {2, 3}).ok());
+  sender_->Abort(Target(1), "prefill ran out of memory");
+  absl::StatusOr<KvCommit> done = probe.Wait();
+  EXPECT_EQ(done.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(done.status().message(), HasSubstr("prefill ran out of memory"));
+  sender_->Abort(Target(1), "again");  // idempotent
+  EXPECT_EQ(probe.calls(), 1);
+}
+
+TEST_F(TcpKvTransportTest, CommitWithMissingLayerIsDataLoss) {
+  DoneProbe probe;
+  ASSERT_TRUE(ExpectTransfer(1, 1, {0, 1}, probe).ok());
+  ASSERT_TRUE(SendLayers(*sender_, Target(1), {2, 3}, /*layers=*/2).ok());
+  EXPECT_EQ(sender_->Commit(Target(1), KvCommit{kLayers, 0, 0}).code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(probe.Wait().status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(TcpKvTransportTest, SenderReconnectsAfterReceiverDropsConnection) {
+  DoneProbe bad, good;
+  ASSERT_TRUE(ExpectTransfer(1, 1, {0, 1}, bad).ok());
+  // Logical block 5 is outside D's reservation: D fails the transfer and
+  // closes the connection.
+  ASSERT_TRUE(sender_->SendLayer(Target(1), 0, {0, 5}, *src_, {2, 3}).ok());
+  EXPECT_FALSE(sender_->Commit(Target(1), KvCommit{kLayers, 0, 0}).ok());
+  EXPECT_EQ(bad.Wait().status().code(), absl::StatusCode::kInvalidArgument);
+  ExpectGuardBlocksUntouched(*dst_, {0, 1}, kGuard);
+
+  ASSERT_TRUE(ExpectTransfer(2, 1, {4, 6}, good).ok());
+  ASSERT_TRUE(SendLayers(*sender_, Target(2), {8, 9}).ok());
+  ASSERT_TRUE(sender_->Commit(Target(2), KvCommit{kLayers, 0, 0}).ok());
+  ASSERT_TRUE(good.Wait().ok());
+  ExpectCopied({8, 9}, {4, 6});
+}
+
+// A port with nothing listening on it.
+uint16_t DeadPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST_F(TcpKvTransportTest, DeadEndpointIsUnavailableWithinDeadline) {
+  const KvTransferTarget target{absl::StrCat("127.0.0.1:", DeadPort()), 1, 1,
+                                absl::Now() + absl::Seconds(10)};
+  const absl::Time start = absl::Now();
+  const absl::Status sent = sender_->SendLayer(target, 0, {0}, *src_, {1});
+  EXPECT_TRUE(sent.ok() || absl::IsUnavailable(sent)) << sent;
+  const absl::Status committed = sender_->Commit(target, KvCommit{kLayers, 0, 0});
+  EXPECT_EQ(committed.code(), absl::StatusCode::kUnavailable) << committed;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST_F(TcpKvTransportTest, SilentReceiverHitsTheDeadline) {
+  // Listens (the kernel completes handshakes) but never reads or acks.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 4), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const KvTransferTarget target{absl::StrCat("127.0.0.1:", ntohs(addr.sin_port)), 1, 1,
+                                absl::Now() + absl::Milliseconds(300)};
+  ASSERT_TRUE(sender_->SendLayer(target, 0, {0}, *src_, {1}).ok());
+  const absl::Status committed = sender_->Commit(target, KvCommit{kLayers, 0, 0});
+  EXPECT_EQ(committed.code(), absl::StatusCode::kDeadlineExceeded) << committed;
+  EXPECT_LT(absl::Now() - target.deadline, absl::Seconds(2));
+  close(fd);
+}
+
+TEST_F(TcpKvTransportTest, SendLayerValidatesArguments) {
+  const KvTransferTarget t = Target(1);
+  EXPECT_EQ(sender_->SendLayer(t, -1, {0}, *src_, {0}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sender_->SendLayer(t, kLayers, {0}, *src_, {0}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sender_->SendLayer(t, 0, {0, 1}, *src_, {0}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sender_->SendLayer(t, 0, {}, *src_, {}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sender_->SendLayer(t, 0, {0}, *src_, {16}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sender_->SendLayer(t, 0, {-1}, *src_, {0}).code(),
+            absl::StatusCode::kInvalidArgument);
+  KvTransferTarget bad = t;
+  bad.endpoint = "no-port";
+  EXPECT_EQ(sender_->SendLayer(bad, 0, {0}, *src_, {0}).code(),
+            absl::StatusCode::kInvalidArgument);
+  KvTransferTarget other_epoch = t;
+  ASSERT_TRUE(sender_->SendLayer(t, 0, {0}, *src_, {0}).ok());
+  other_epoch.epoch = 2;
+  EXPECT_EQ(sender_->SendLayer(other_epoch, 0, {0}, *src_, {0}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  sender_->Abort(t, "test over");
+}
+
+TEST_F(TcpKvTransportTest, ExpectValidatesArguments) {
+  DoneProbe probe;
+  const absl::Time later = absl::Now() + absl::Seconds(10);
+  EXPECT_EQ(receiver_->Expect(1, 1, {0, 16}, kLayers, later, probe.Callback()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(receiver_->Expect(1, 1, {2, 2}, kLayers, later, probe.Callback()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(receiver_->Expect(1, 1, {0}, 0, later, probe.Callback()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(receiver_->Expect(1, 1, {0}, kLayers + 1, later, probe.Callback()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(receiver_->Expect(1, 1, {0}, kLayers, absl::Now() - absl::Seconds(1),
+                              probe.Callback()).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+  EXPECT_EQ(probe.calls(), 0);
+}
+
+TEST_F(TcpKvTransportTest, ReceiverShutdownCancelsPendingTransfers) {
+  DoneProbe probe;
+  ASSERT_TRUE(ExpectTransfer(1, 1, {0}, probe).ok());
+  receiver_.reset();
+  EXPECT_EQ(probe.calls(), 1);
+  EXPECT_EQ(probe.Wait().status().code(), absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace pdserve

@@ -1,0 +1,323 @@
+#include "common/tokenizer.h"
+
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/gguf_file.h"
+#include "common/gguf_writer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/golden/test_model.h"
+#include "tests/unit/tokenizer_test_util.h"
+
+namespace pdserve {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using tokenizer_test::AddToken;
+using tokenizer_test::ByteVocab;
+using tokenizer_test::Spell;
+
+std::unique_ptr<Tokenizer> Build(const TokenizerVocab& v) {
+  auto t = Tokenizer::FromVocab(v);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+int32_t Id(const Tokenizer& t, std::string_view raw) {
+  for (int32_t id = 0; id < t.vocab_size(); ++id) {
+    if (t.TokenText(id) == Spell(raw)) return id;
+  }
+  return -1;
+}
+
+TEST(TokenizerTest, SingleBytesWithoutMerges) {
+  auto t = Build(ByteVocab());
+  EXPECT_THAT(t->Encode("ab", false), ElementsAre('a', 'b'));
+  EXPECT_TRUE(t->Encode("", false).empty());
+}
+
+TEST(TokenizerTest, LowestRankMergesFirstWherever) {
+  auto t = Build(ByteVocab({{"b", "c"}, {"a", "b"}, {"a", "bc"}}));
+  EXPECT_THAT(t->Encode("abc", false), ElementsAre(Id(*t, "abc")));
+  auto partial = Build(ByteVocab({{"b", "c"}, {"a", "b"}}));
+  EXPECT_THAT(partial->Encode("abc", false), ElementsAre('a', Id(*partial, "bc")));
+}
+
+TEST(TokenizerTest, EqualRanksMergeLeftmostFirst) {
+  auto t = Build(ByteVocab({{"a", "a"}}));
+  EXPECT_THAT(t->Encode("aaa", false), ElementsAre(Id(*t, "aa"), 'a'));
+  EXPECT_THAT(t->Encode("aaaa", false), ElementsAre(Id(*t, "aa"), Id(*t, "aa")));
+}
+
+TEST(TokenizerTest, MergesNeverCrossPreTokenizerPieces) {
+  auto t = Build(ByteVocab({{"o", " "}, {" ", "w"}}));
+  EXPECT_THAT(t->Encode("o w", false), ElementsAre('o', Id(*t, " w")));
+}
+
+TEST(TokenizerTest, ByteWithoutTokenFallsBackLikeLlamaCpp) {
+  TokenizerVocab v = ByteVocab();
+  v.tokens[4] = "<unused4>";  // the byte 0x04 ("Ą" = C4 84) has no token now
+  v.token_types[4] = static_cast<int32_t>(TokenType::kUnused);
+  auto dropped = Build(v);
+  EXPECT_THAT(dropped->Encode("a\004b", false), ElementsAre('a', 'b'));
+  // llama.cpp then looks up each byte of the symbol's UTF-8 as a token.
+  const int32_t c4 = AddToken(&v, "\xc4");
+  auto fallback = Build(v);
+  EXPECT_THAT(fallback->Encode("\x04", false), ElementsAre(c4));
+}
+
+TEST(TokenizerTest, IllFormedUtf8RoundTrips) {
+  auto t = Build(ByteVocab({{"a", "b"}}));
+  std::mt19937 rng(7);
+  for (int iter = 0; iter < 500; ++iter) {
+    std::string bytes(rng() % 20, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng() % 256);
+    EXPECT_EQ(t->Decode(t->Encode(bytes, true)), bytes);
+  }
+}
+
+TokenizerVocab ChatVocab() {
+  TokenizerVocab v = ByteVocab({{"h", "i"}});
+  AddToken(&v, "<|endoftext|>", TokenType::kControl);
+  AddToken(&v, "<|im_start|>", TokenType::kControl);
+  AddToken(&v, "<|im_end|>", TokenType::kControl);
+  v.eos_id = AddToken(&v, "</s>", TokenType::kControl);
+  v.bos_id = v.eos_id;
+  return v;
+}
+
+TEST(TokenizerTest, ControlTokensOnlyWithParseSpecial) {
+  auto t = Build(ChatVocab());
+  const int32_t start = 258, end = 259, hi = 256;
+  EXPECT_THAT(t->Encode("<|im_start|>hi<|im_end|>", true), ElementsAre(start, hi, end));
+  const std::vector<int32_t> plain = t->Encode("<|im_start|>hi", false);
+  EXPECT_EQ(plain.size(), std::string("<|im_start|>").size() + 1);
+  EXPECT_EQ(plain.back(), hi);
+}
+
+TEST(TokenizerTest, UserDefinedTokensAlwaysSplitOut) {
+  TokenizerVocab v = ByteVocab();
+  const int32_t tool = AddToken(&v, "<tool>", TokenType::kUserDefined);
+  auto t = Build(v);
+  EXPECT_THAT(t->Encode("a<tool>b", false), ElementsAre('a', tool, 'b'));
+  EXPECT_EQ(t->TokenBytes(tool), "<tool>");
+}
+
+TEST(TokenizerTest, LongestSpecialTokenWins) {
+  TokenizerVocab v = ByteVocab();
+  const int32_t shorter = AddToken(&v, "<x>", TokenType::kControl);
+  const int32_t longer = AddToken(&v, "<x><y>", TokenType::kControl);
+  auto t = Build(v);
+  EXPECT_THAT(t->Encode("<x><y><x>", true), ElementsAre(longer, shorter));
+}
+
+TEST(TokenizerTest, TokenBytesAndDecode) {
+  auto t = Build(ChatVocab());
+  EXPECT_EQ(t->TokenBytes(' '), " ");
+  EXPECT_EQ(t->TokenText(' '), "\xc4\xa0");  // "Ġ"
+  EXPECT_EQ(t->TokenBytes(259), "");
+  EXPECT_EQ(t->TokenBytes(259, /*render_special=*/true), "<|im_end|>");
+  EXPECT_EQ(t->TokenBytes(-1), "");
+  EXPECT_EQ(t->TokenBytes(t->vocab_size()), "");
+  EXPECT_EQ(t->Decode({258, 256, 259}), "hi");
+  EXPECT_EQ(t->Decode({258, 256, 259}, true), "<|im_start|>hi<|im_end|>");
+}
+
+TEST(TokenizerTest, EndOfGenerationSet) {
+  TokenizerVocab v = ChatVocab();
+  const int32_t eot = AddToken(&v, "<|eot_id|>", TokenType::kNormal);
+  auto t = Build(v);
+  EXPECT_THAT(t->eog_ids(), ElementsAre(257, 259, 260, eot));
+  EXPECT_TRUE(t->IsEog(259));
+  EXPECT_FALSE(t->IsEog(258));
+  // A NORMAL-typed end token is treated as CONTROL, like llama.cpp does.
+  EXPECT_EQ(t->GetTokenType(eot), TokenType::kControl);
+  EXPECT_EQ(t->TokenBytes(eot), "");
+}
+
+TEST(TokenizerTest, UnknownPreTokenizerFallsBackToGpt2) {
+  TokenizerVocab v = ByteVocab();
+  v.pre = "brand-new-pre";
+  EXPECT_EQ(Build(v)->pre_tokenizer_type(), PreTokenizerType::kGpt2);
+}
+
+absl::Status BuildStatus(const TokenizerVocab& v) { return Tokenizer::FromVocab(v).status(); }
+
+TEST(TokenizerTest, RejectsMalformedVocabularies) {
+  TokenizerVocab empty;
+  EXPECT_EQ(BuildStatus(empty).code(), absl::StatusCode::kInvalidArgument);
+  TokenizerVocab types = ByteVocab();
+  types.token_types.pop_back();
+  EXPECT_THAT(BuildStatus(types).message(), HasSubstr("token_type"));
+  TokenizerVocab no_space = ByteVocab();
+  no_space.merges.push_back("ab");
+  EXPECT_THAT(BuildStatus(no_space).message(), HasSubstr("merges[0]"));
+  TokenizerVocab unknown_part = ByteVocab();
+  unknown_part.merges.push_back("xyz a");
+  EXPECT_THAT(BuildStatus(unknown_part).message(), HasSubstr("not a token"));
+  TokenizerVocab unknown_result = ByteVocab();
+  unknown_result.merges.push_back("a b");  // "ab" is not a token
+  EXPECT_THAT(BuildStatus(unknown_result).message(), HasSubstr("not a token"));
+  TokenizerVocab bad_eos = ByteVocab();
+  bad_eos.eos_id = 256;
+  EXPECT_THAT(BuildStatus(bad_eos).message(), HasSubstr("eos_token_id"));
+  TokenizerVocab spm = ByteVocab();
+  spm.model = "llama";
+  EXPECT_EQ(BuildStatus(spm).code(), absl::StatusCode::kUnimplemented);
+}
+
+std::string VocabGguf(const TokenizerVocab& v, bool with_merges = true) {
+  GgufWriter w;
+  w.AddString("tokenizer.ggml.model", v.model);
+  w.AddString("tokenizer.ggml.pre", v.pre);
+  w.AddStringArray("tokenizer.ggml.tokens", v.tokens);
+  w.AddInt32Array("tokenizer.ggml.token_type", v.token_types);
+  if (with_merges) w.AddStringArray("tokenizer.ggml.merges", v.merges);
+  w.AddUint32("tokenizer.ggml.eos_token_id", 259);
+  w.AddBool("tokenizer.ggml.add_bos_token", true);
+  return w.Serialize();
+}
+
+TEST(TokenizerTest, FromGgufReadsMetadata) {
+  auto gguf = GgufFile::FromBuffer(VocabGguf(ChatVocab()));
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  auto t = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->vocab_size(), 261);
+  EXPECT_EQ((*t)->eos_id(), 259);
+  EXPECT_EQ((*t)->bos_id(), -1);
+  EXPECT_TRUE((*t)->add_bos());
+  EXPECT_EQ((*t)->pre_tokenizer_type(), PreTokenizerType::kSmollm);
+  EXPECT_THAT((*t)->Encode("hi", false), ElementsAre(256));
+}
+
+TEST(TokenizerTest, FromGgufNamesMissingKey) {
+  auto gguf = GgufFile::FromBuffer(VocabGguf(ChatVocab(), /*with_merges=*/false));
+  ASSERT_TRUE(gguf.ok());
+  const absl::Status s = Tokenizer::FromGguf(**gguf).status();
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("tokenizer.ggml.merges"));
+}
+
+TEST(TokenizerTest, ConcurrentEncodesAgree) {
+  auto t = Build(ByteVocab({{"a", "b"}, {"ab", "c"}, {" ", "a"}}));
+  const std::string text = "abc ab abcabc a b c 123 abcc";
+  const std::vector<int32_t> expected = t->Encode(text, true);
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < 500; ++k) mismatches[i] += t->Encode(text, true) != expected;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_THAT(mismatches, ElementsAre(0, 0, 0, 0));
+}
+
+// --- The real SmolLM2 vocabulary --------------------------------------------
+
+class RealTokenizerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = testing::RealModelPath();
+    if (path.empty()) return;
+    auto gguf = GgufFile::Open(path);
+    ASSERT_TRUE(gguf.ok()) << gguf.status();
+    auto t = Tokenizer::FromGguf(**gguf);
+    ASSERT_TRUE(t.ok()) << t.status();
+    tokenizer_ = t->release();
+  }
+  static void TearDownTestSuite() { delete tokenizer_; }
+  void SetUp() override {
+    if (tokenizer_ == nullptr) GTEST_SKIP() << "SmolLM2 model not found";
+  }
+  static const Tokenizer* tokenizer_;
+};
+
+const Tokenizer* RealTokenizerTest::tokenizer_ = nullptr;
+
+TEST_F(RealTokenizerTest, Metadata) {
+  EXPECT_EQ(tokenizer_->vocab_size(), 49152);
+  EXPECT_EQ(tokenizer_->bos_id(), 1);
+  EXPECT_EQ(tokenizer_->eos_id(), 2);
+  EXPECT_FALSE(tokenizer_->add_bos());
+  EXPECT_EQ(tokenizer_->pre_tokenizer_type(), PreTokenizerType::kSmollm);
+  EXPECT_THAT(tokenizer_->eog_ids(), ElementsAre(0, 2));
+  EXPECT_EQ(tokenizer_->TokenText(1), "<|im_start|>");
+}
+
+TEST_F(RealTokenizerTest, ReferenceSelfCheckVectors) {
+  const Tokenizer& t = *tokenizer_;
+  EXPECT_THAT(t.Encode("Hello, we can use", false), ElementsAre(19556, 28, 392, 416, 722));
+  EXPECT_THAT(t.Encode("The capital of France is", false), ElementsAre(504, 3575, 282, 4649, 314));
+  EXPECT_THAT(t.Encode("\n", false), ElementsAre(198));
+  EXPECT_THAT(t.Encode("Hello world! 123", false), ElementsAre(19556, 905, 17, 216, 33, 34, 35));
+  EXPECT_THAT(t.Encode("  multiple   spaces", false), ElementsAre(216, 2701, 256, 5600));
+  EXPECT_THAT(t.Encode("Caf\u00e9 d\u00e9j\u00e0 vu.", false),
+              ElementsAre(51, 1939, 2756, 32564, 90, 16739, 386, 101, 30));
+  EXPECT_THAT(
+      t.Encode("You are a helpful AI assistant named SmolLM, trained by Hugging Face", false),
+      ElementsAre(2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407,
+                  19712, 8182));
+  EXPECT_THAT(t.Encode("<|im_start|>user\nhi<|im_end|>", true), ElementsAre(1, 4093, 198, 6004, 2));
+}
+
+TEST_F(RealTokenizerTest, BytesWithoutTokensAreDroppedLikeLlamaCpp) {
+  EXPECT_THAT(tokenizer_->Encode("a\004b", false), ElementsAre(81, 82));
+}
+
+TEST_F(RealTokenizerTest, DecodeInvertsEncode) {
+  // Random mixtures of scripts, digits, spaces and specials; avoids the few
+  // control bytes the vocabulary has no token for.
+  const std::string_view alphabet[] = {"a",
+                                       "Z",
+                                       "the",
+                                       " ",
+                                       "  ",
+                                       "\n",
+                                       "\t",
+                                       "\r\n",
+                                       "'s",
+                                       "'ll",
+                                       "!",
+                                       "?",
+                                       "0",
+                                       "42",
+                                       ".",
+                                       "\xc3\xa9",
+                                       "\xc3\x9f",
+                                       "\xd0\x96",
+                                       "\xe4\xb8\xad",
+                                       "\xe6\x96\x87",
+                                       "\xed\x95\x9c",
+                                       "\xd8\xa8",
+                                       "\xf0\x9f\x98\x80",
+                                       "\xf0\x9f\x87\xba\xf0\x9f\x87\xb8",
+                                       "\xe2\x80\x8d",
+                                       "\xc2\xa0",
+                                       "\xe3\x80\x80",
+                                       "<|im_start|>",
+                                       "<|im_end|>",
+                                       std::string_view("\0", 1),
+                                       "\x7f",
+                                       "{",
+                                       "}"};
+  std::mt19937 rng(1);
+  for (int iter = 0; iter < 1000; ++iter) {
+    std::string text;
+    for (int i = static_cast<int>(rng() % 40); i > 0; --i)
+      text += alphabet[rng() % std::size(alphabet)];
+    EXPECT_EQ(tokenizer_->Decode(tokenizer_->Encode(text, false)), text);
+    EXPECT_EQ(tokenizer_->Decode(tokenizer_->Encode(text, true), true), text);
+  }
+}
+
+}  // namespace
+}  // namespace pdserve

@@ -1,0 +1,151 @@
+#include "tools/bench_engine.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/cpu_model_runner.h"
+#include "common/engine.h"
+#include "common/model.h"
+#include "common/status_macros.h"
+#include "tools/cli_flags.h"
+
+ABSL_FLAG(std::string, bench_threads, "1,2", "Thread counts to measure");
+ABSL_FLAG(int32_t, bench_pp, 512, "Prompt length for the prompt-processing test");
+ABSL_FLAG(int32_t, bench_tg, 128, "Tokens for the single-stream decode test");
+ABSL_FLAG(std::string, bench_batches, "1,4,8,16", "Batch sizes for batched decode");
+ABSL_FLAG(int32_t, bench_batch_tokens, 64, "Decode steps per batched-decode test");
+ABSL_FLAG(int32_t, bench_repeats, 3, "Repetitions; the best run is reported");
+ABSL_FLAG(std::string, bench_json, "", "Also write results as JSON to this file");
+
+namespace pdserve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Result {
+  std::string test;
+  int threads;
+  double tokens_per_s;
+};
+
+// Deterministic pseudo-random prompt: ids from the ordinary-token range.
+std::vector<int32_t> SyntheticPrompt(int n, int vocab, uint32_t salt) {
+  std::vector<int32_t> p(n);
+  uint32_t x = 2463534242u ^ salt;
+  for (int i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    p[i] = 100 + static_cast<int32_t>(x % static_cast<uint32_t>(vocab - 200));
+  }
+  return p;
+}
+
+// Runs `batch` sequences of `prompt_len` tokens generating `gen` tokens each
+// and returns (prefill seconds, decode seconds): prefill ends when every
+// sequence has its first token.
+absl::StatusOr<std::pair<double, double>> TimeRun(const Model& model, ModelRunner& runner,
+                                                  KvCache& cache, int batch, int prompt_len,
+                                                  int gen) {
+  Engine engine(&model.tokenizer(), &runner, &cache,
+                {.max_batch_tokens = std::max(512, prompt_len), .max_running = batch});
+  int first_tokens = 0;
+  Clock::time_point start = Clock::now(), prefilled;
+  for (int b = 0; b < batch; ++b) {
+    SequenceOptions o;
+    o.prompt = SyntheticPrompt(prompt_len, model.config().n_vocab, b);
+    o.max_tokens = gen;
+    o.ignore_eos = true;
+    RETURN_IF_ERROR(engine
+                        .Add(std::move(o),
+                             [&](const TokenEvent& e) {
+                               if (e.index == 0 && e.token >= 0 && ++first_tokens == batch) {
+                                 prefilled = Clock::now();
+                               }
+                             })
+                        .status());
+  }
+  while (engine.HasWork()) RETURN_IF_ERROR(engine.Step());
+  const Clock::time_point end = Clock::now();
+  return std::make_pair(std::chrono::duration<double>(prefilled - start).count(),
+                        std::chrono::duration<double>(end - prefilled).count());
+}
+
+absl::StatusOr<std::vector<Result>> BenchThreads(const Model& model, KvCache& cache, int threads) {
+  CpuModelRunner runner(model.config(), &model.weights(), threads);
+  std::vector<Result> out;
+  const int reps = absl::GetFlag(FLAGS_bench_repeats);
+  const int pp = absl::GetFlag(FLAGS_bench_pp), tg = absl::GetFlag(FLAGS_bench_tg);
+  double best_pp = 0, best_tg = 0;
+  for (int r = 0; r < reps; ++r) {
+    ASSIGN_OR_RETURN(auto t_pp, TimeRun(model, runner, cache, 1, pp, 1));
+    best_pp = std::max(best_pp, pp / t_pp.first);
+    ASSIGN_OR_RETURN(auto t_tg, TimeRun(model, runner, cache, 1, 16, tg + 1));
+    best_tg = std::max(best_tg, tg / t_tg.second);
+  }
+  out.push_back({absl::StrCat("pp", pp), threads, best_pp});
+  out.push_back({absl::StrCat("tg", tg), threads, best_tg});
+  const int steps = absl::GetFlag(FLAGS_bench_batch_tokens);
+  for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_bench_batches), ',')) {
+    int batch = 0;
+    if (!absl::SimpleAtoi(b, &batch) || batch < 1) {
+      return absl::InvalidArgumentError("bad --bench_batches entry");
+    }
+    double best = 0;
+    for (int r = 0; r < reps; ++r) {
+      ASSIGN_OR_RETURN(auto t, TimeRun(model, runner, cache, batch, 16, steps + 1));
+      best = std::max(best, batch * steps / t.second);
+    }
+    out.push_back({absl::StrCat("decode_b", batch), threads, best});
+  }
+  return out;
+}
+
+void Report(const std::vector<Result>& results, long peak_rss_kb) {
+  std::printf("%-14s %8s %12s\n", "test", "threads", "tokens/s");
+  for (const Result& r : results) {
+    std::printf("%-14s %8d %12.1f\n", r.test.c_str(), r.threads, r.tokens_per_s);
+  }
+  std::printf("peak RSS: %.1f MiB\n", peak_rss_kb / 1024.0);
+  const std::string path = absl::GetFlag(FLAGS_bench_json);
+  if (path.empty()) return;
+  std::ofstream f(path);
+  f << "{\"peak_rss_kb\": " << peak_rss_kb << ", \"results\": [";
+  for (size_t i = 0; i < results.size(); ++i) {
+    f << (i ? ", " : "") << "{\"test\": \"" << results[i].test
+      << "\", \"threads\": " << results[i].threads
+      << ", \"tokens_per_s\": " << results[i].tokens_per_s << "}";
+  }
+  f << "]}\n";
+}
+
+}  // namespace
+
+absl::Status BenchEngineCommand() {
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(absl::GetFlag(FLAGS_model)));
+  ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache,
+                   KvCache::Create(KvLayout::ForModel(model->config(), 16),
+                                   absl::GetFlag(FLAGS_kv_blocks)));
+  std::vector<Result> all;
+  for (absl::string_view t : absl::StrSplit(absl::GetFlag(FLAGS_bench_threads), ',')) {
+    int threads = 0;
+    if (!absl::SimpleAtoi(t, &threads) || threads < 1) {
+      return absl::InvalidArgumentError("bad --bench_threads entry");
+    }
+    ASSIGN_OR_RETURN(std::vector<Result> r, BenchThreads(*model, *cache, threads));
+    all.insert(all.end(), r.begin(), r.end());
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  Report(all, ru.ru_maxrss);
+  return absl::OkStatus();
+}
+
+}  // namespace pdserve

@@ -1,0 +1,36 @@
+#include "tools/cli_flags.h"
+
+#include "absl/flags/flag.h"
+
+ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+          "Path to a llama-family GGUF file");
+ABSL_FLAG(int32_t, threads, 2, "Engine threads (matmul/attention)");
+ABSL_FLAG(int32_t, kv_blocks, 1024, "KV cache blocks of 16 tokens");
+ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (prefill chunk size)");
+ABSL_FLAG(float, temperature, 0.0f, "Sampling temperature; 0 = greedy");
+ABSL_FLAG(int32_t, top_k, 0, "Top-k; 0 = off");
+ABSL_FLAG(float, top_p, 1.0f, "Top-p (nucleus); 1 = off");
+ABSL_FLAG(float, min_p, 0.0f, "Min-p; 0 = off");
+ABSL_FLAG(float, repetition_penalty, 1.0f, "Repetition penalty (llama.cpp semantics); 1 = off");
+ABSL_FLAG(float, presence_penalty, 0.0f, "Presence penalty");
+ABSL_FLAG(float, frequency_penalty, 0.0f, "Frequency penalty");
+ABSL_FLAG(int32_t, penalty_last_n, 64, "Window of tokens the penalties look at");
+ABSL_FLAG(uint64_t, seed, 0, "Sampling seed (with the token index, fixes every draw)");
+
+namespace pdserve {
+
+SamplingParams SamplingParamsFromFlags() {
+  SamplingParams p;
+  p.temperature = absl::GetFlag(FLAGS_temperature);
+  p.top_k = absl::GetFlag(FLAGS_top_k);
+  p.top_p = absl::GetFlag(FLAGS_top_p);
+  p.min_p = absl::GetFlag(FLAGS_min_p);
+  p.repetition_penalty = absl::GetFlag(FLAGS_repetition_penalty);
+  p.presence_penalty = absl::GetFlag(FLAGS_presence_penalty);
+  p.frequency_penalty = absl::GetFlag(FLAGS_frequency_penalty);
+  p.penalty_last_n = absl::GetFlag(FLAGS_penalty_last_n);
+  p.seed = absl::GetFlag(FLAGS_seed);
+  return p;
+}
+
+}  // namespace pdserve

@@ -1,0 +1,22 @@
+// Flags shared by the `pdserve` CLI's subcommands (run, bench-engine), and
+// the helpers that turn them into engine options.
+#ifndef PDSERVE_TOOLS_CLI_FLAGS_H_
+#define PDSERVE_TOOLS_CLI_FLAGS_H_
+
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "common/sampling_params.h"
+
+ABSL_DECLARE_FLAG(std::string, model);
+ABSL_DECLARE_FLAG(int32_t, threads);
+ABSL_DECLARE_FLAG(int32_t, kv_blocks);
+ABSL_DECLARE_FLAG(int32_t, max_batch_tokens);
+
+namespace pdserve {
+
+SamplingParams SamplingParamsFromFlags();
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_TOOLS_CLI_FLAGS_H_

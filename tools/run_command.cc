@@ -1,0 +1,73 @@
+#include "tools/run_command.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_join.h"
+#include "common/cpu_model_runner.h"
+#include "common/detokenizer.h"
+#include "common/engine.h"
+#include "common/model.h"
+#include "common/status_macros.h"
+#include "tools/cli_flags.h"
+
+ABSL_FLAG(std::string, prompt, "", "Prompt text (a user message with --chat)");
+ABSL_FLAG(std::string, system, "", "System message for --chat (default: the model's own)");
+ABSL_FLAG(bool, chat, false, "Wrap the prompt in the model's chat template");
+ABSL_FLAG(int32_t, max_tokens, 128, "Tokens to generate at most");
+ABSL_FLAG(bool, ignore_eos, false, "Keep generating past end-of-generation tokens");
+ABSL_FLAG(bool, print_token_ids, false, "Print generated token ids (one line) instead of text");
+
+namespace pdserve {
+namespace {
+
+absl::StatusOr<std::vector<int32_t>> PromptTokens(const Model& model) {
+  const std::string prompt = absl::GetFlag(FLAGS_prompt);
+  if (!absl::GetFlag(FLAGS_chat)) return model.tokenizer().Encode(prompt, /*parse_special=*/true);
+  std::vector<ChatMessage> messages;
+  if (!absl::GetFlag(FLAGS_system).empty()) {
+    messages.push_back({"system", absl::GetFlag(FLAGS_system)});
+  }
+  messages.push_back({"user", prompt});
+  ASSIGN_OR_RETURN(std::string text, model.chat_template().Render(messages, true));
+  return model.tokenizer().Encode(text, /*parse_special=*/true);
+}
+
+}  // namespace
+
+absl::Status RunCommand() {
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(absl::GetFlag(FLAGS_model)));
+  CpuModelRunner runner(model->config(), &model->weights(), absl::GetFlag(FLAGS_threads));
+  ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache,
+                   KvCache::Create(KvLayout::ForModel(model->config(), 16),
+                                   absl::GetFlag(FLAGS_kv_blocks)));
+  Engine engine(&model->tokenizer(), &runner, cache.get(),
+                {.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens), .max_running = 1});
+  SequenceOptions opts;
+  ASSIGN_OR_RETURN(opts.prompt, PromptTokens(*model));
+  opts.sampling = SamplingParamsFromFlags();
+  opts.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  opts.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  const bool ids = absl::GetFlag(FLAGS_print_token_ids);
+  IncrementalDetokenizer detok(model->tokenizer());
+  std::vector<int32_t> generated;
+  RETURN_IF_ERROR(engine
+                      .Add(std::move(opts),
+                           [&](const TokenEvent& e) {
+                             if (e.token < 0) return;
+                             generated.push_back(e.token);
+                             if (!ids) std::fputs(detok.Push(e.token).c_str(), stdout);
+                             std::fflush(stdout);
+                           })
+                      .status());
+  while (engine.HasWork()) RETURN_IF_ERROR(engine.Step());
+  if (ids) {
+    std::printf("%s\n", absl::StrJoin(generated, " ").c_str());
+  } else {
+    std::printf("%s\n", detok.Flush().c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pdserve
