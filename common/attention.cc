@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/half.h"
+#include "common/llama_numerics.h"
 #include "common/quant/kernels.h"
 
 namespace pdserve {
@@ -20,6 +21,19 @@ void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx
   float q16[512];
   uint16_t qh[512];
   k.to_f16(q, qh, dh);
+  if (dh % 16 == 0 && LlamaExactNumericsActive()) {
+    const int64_t need = LlamaAttendScratchFloats(dh, n_ctx);
+    if (static_cast<int64_t>(scores.size()) < need) scores.resize(need);
+    const uint16_t* k0 = cache.K(layer, 0);
+    const KvHeadRows rows{k0 + kv_head * dh,
+                          block_table.data(),
+                          cache.layout().bytes_per_layer_block() / 2,
+                          cache.V(layer, 0) - k0,
+                          kv_dim,
+                          bs};
+    LlamaAttendHead(qh, dh, scale, n_ctx, rows, scores.data(), out);
+    return;
+  }
   for (int i = 0; i < dh; ++i) q16[i] = F16ToF32(qh[i]);
 
   if (static_cast<int>(scores.size()) < n_ctx) scores.resize(n_ctx);

@@ -2,7 +2,10 @@
 //
 // Numerics follow llama.cpp's non-flash CPU path so greedy tokens match it:
 // q is rounded to f16 before q.k (K is f16), softmax sums in double, and the
-// probabilities are rounded to f16 before they weight V.
+// probabilities are rounded to f16 before they weight V. Where
+// LlamaExactNumericsActive() (AVX512F+DQ), the llama_numerics.h kernels
+// reproduce that path bit for bit, exp and summation order included;
+// elsewhere the portable path below agrees to rounding.
 //
 // Stateless apart from per-thread scratch; callers parallelise over
 // (query row, head) pairs.
@@ -25,7 +28,7 @@ struct AttentionShape {
 
 // One head of one query: attends over positions [0, n_ctx) of a sequence
 // whose blocks are `block_table`, in layer `layer`. q and out hold
-// head_dim floats; scores needs n_ctx floats of scratch.
+// head_dim floats; `scores` is per-thread scratch, grown as needed.
 void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx,
                 absl::Span<const int32_t> block_table, KvCache& cache, int layer, float* out,
                 std::vector<float>& scores);

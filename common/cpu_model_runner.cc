@@ -4,6 +4,7 @@
 
 #include "common/attention.h"
 #include "common/half.h"
+#include "common/llama_numerics.h"
 #include "common/quant/kernels.h"
 #include "common/status_macros.h"
 
@@ -11,7 +12,11 @@ namespace pdserve {
 
 CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights* weights,
                                int num_threads)
-    : config_(config), weights_(weights), pool_(num_threads), matmul_(&pool_) {
+    : config_(config),
+      weights_(weights),
+      packed_(PackedModelWeights::Pack(*weights)),
+      pool_(num_threads),
+      matmul_(&pool_) {
   scores_.resize(pool_.num_threads());
 }
 
@@ -110,16 +115,18 @@ void CpuModelRunner::ApplyRope(float* rows, int n_heads) {
 
 void CpuModelRunner::RunLayer(const ForwardBatch& batch, KvCache& cache, int l) {
   const LayerWeights& w = weights_->layers[l];
+  const PackedLayerWeights& pw = packed_.layers[l];
   const int64_t T = n_tokens_;
   RmsNorm(x_.data(), w.attn_norm, h_.data(), T);
-  const MatmulJob qkv[] = {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}};
+  const MatmulJob qkv[] = {
+      {&w.wq, q_.data(), &pw.wq}, {&w.wk, k_.data(), &pw.wk}, {&w.wv, v_.data(), &pw.wv}};
   matmul_.Run(qkv, h_.data(), T);
   ApplyRope(q_.data(), config_.n_heads);
   ApplyRope(k_.data(), config_.n_kv_heads);
   StoreKv(batch, cache, l);
   if (batch.on_layer_done) batch.on_layer_done(l);
   Attention(batch, cache, l);
-  const MatmulJob out[] = {{&w.wo, h_.data()}};
+  const MatmulJob out[] = {{&w.wo, h_.data(), &pw.wo}};
   matmul_.Run(out, attn_.data(), T);
   for (int64_t i = 0; i < T * config_.n_embd; ++i) x_[i] += h_[i];
   FeedForward(l);
@@ -156,15 +163,21 @@ void CpuModelRunner::Attention(const ForwardBatch& batch, KvCache& cache, int l)
 
 void CpuModelRunner::FeedForward(int l) {
   const LayerWeights& w = weights_->layers[l];
+  const PackedLayerWeights& pw = packed_.layers[l];
   const int64_t T = n_tokens_;
   RmsNorm(x_.data(), w.ffn_norm, h_.data(), T);
-  const MatmulJob gate_up[] = {{&w.w_gate, gate_.data()}, {&w.w_up, up_.data()}};
+  const MatmulJob gate_up[] = {{&w.w_gate, gate_.data(), &pw.w_gate},
+                               {&w.w_up, up_.data(), &pw.w_up}};
   matmul_.Run(gate_up, h_.data(), T);
-  for (int64_t i = 0; i < T * config_.n_ff; ++i) {
-    const float g = gate_[i];
-    gate_[i] = (g / (1.0f + std::exp(-g))) * up_[i];
+  if (LlamaExactNumericsActive()) {
+    LlamaSiluMulRows(gate_.data(), up_.data(), T, config_.n_ff);
+  } else {
+    for (int64_t i = 0; i < T * config_.n_ff; ++i) {
+      const float g = gate_[i];
+      gate_[i] = (g / (1.0f + std::exp(-g))) * up_[i];
+    }
   }
-  const MatmulJob down[] = {{&w.w_down, h_.data()}};
+  const MatmulJob down[] = {{&w.w_down, h_.data(), &pw.w_down}};
   matmul_.Run(down, gate_.data(), T);
   for (int64_t i = 0; i < T * config_.n_embd; ++i) x_[i] += h_[i];
 }
@@ -184,7 +197,7 @@ void CpuModelRunner::ComputeLogits(const ForwardBatch& batch, std::vector<float>
   }
   RmsNorm(last.data(), weights_->output_norm, last.data(), static_cast<int64_t>(rows.size()));
   logits->resize(rows.size() * static_cast<size_t>(config_.n_vocab));
-  const MatmulJob out[] = {{&weights_->output, logits->data()}};
+  const MatmulJob out[] = {{&weights_->output, logits->data(), &packed_.output}};
   matmul_.Run(out, last.data(), static_cast<int64_t>(rows.size()));
 }
 

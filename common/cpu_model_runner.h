@@ -3,8 +3,8 @@
 // ragged set of sequence chunks, with matmuls and attention spread over a
 // ThreadPool.
 //
-// Owns its scratch buffers and thread pool; borrows the weights (and thus
-// the GgufFile). Not thread-safe: one engine thread calls Forward().
+// Owns its scratch buffers, thread pool and packed weight copies; borrows
+// the weights (and thus the GgufFile). Not thread-safe: one engine thread calls Forward().
 #ifndef PDSERVE_COMMON_CPU_MODEL_RUNNER_H_
 #define PDSERVE_COMMON_CPU_MODEL_RUNNER_H_
 
@@ -14,6 +14,7 @@
 #include "common/matmul.h"
 #include "common/model_runner.h"
 #include "common/model_weights.h"
+#include "common/packed_weights.h"
 #include "common/thread_pool.h"
 
 namespace pdserve {
@@ -44,6 +45,9 @@ class CpuModelRunner : public ModelRunner {
 
   const ModelConfig config_;
   const ModelWeights* weights_;
+  // Packed copies of the matrices, for the packed kernels of the ISA active
+  // at construction; the matmuls read these instead of weights_ where present.
+  const PackedModelWeights packed_;
   ThreadPool pool_;
   Matmul matmul_;
 

@@ -23,32 +23,100 @@ Engine::Engine(const Tokenizer* tokenizer, ModelRunner* runner, KvCache* cache, 
 
 Engine::~Engine() {
   for (auto& [id, seq] : sequences_) cache_->allocator().UnrefAll(seq->blocks);
+  for (auto& [id, blocks] : held_blocks_) cache_->allocator().UnrefAll(blocks);
 }
 
-absl::StatusOr<int64_t> Engine::Add(SequenceOptions opts,
-                                    std::function<void(const TokenEvent&)> on_event) {
+absl::StatusOr<std::unique_ptr<Sequence>> Engine::Admit(
+    SequenceOptions opts, std::function<void(const TokenEvent&)> on_event) {
   const int32_t ctx = runner_->config().context_length;
   if (opts.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
   for (int32_t t : opts.prompt) {
     if (!tokenizer_->IsValidId(t)) {
-      return absl::InvalidArgumentError(absl::StrCat("prompt token id ", t, " is not in the vocabulary"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt token id ", t, " is not in the vocabulary"));
     }
   }
   if (opts.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be at least 1");
   RETURN_IF_ERROR(ValidateSamplingParams(opts.sampling));
   const int64_t total = static_cast<int64_t>(opts.prompt.size()) + opts.max_tokens;
   if (total > ctx) {
-    return absl::OutOfRangeError(absl::StrCat("prompt (", opts.prompt.size(), " tokens) + max_tokens (",
-                                              opts.max_tokens, ") exceeds the context of ", ctx));
+    return absl::OutOfRangeError(absl::StrCat("prompt (", opts.prompt.size(),
+                                              " tokens) + max_tokens (", opts.max_tokens,
+                                              ") exceeds the context of ", ctx));
   }
   // The last generated token is never fed back, so it needs no KV slot.
   const int32_t need = BlocksForTokens(total - 1, cache_->layout().block_size);
   ASSIGN_OR_RETURN(std::vector<int32_t> blocks, cache_->allocator().Allocate(need));
-  const int64_t id = next_id_++;
-  auto seq = std::make_unique<Sequence>(id, std::move(opts), std::move(on_event));
+  auto seq = std::make_unique<Sequence>(next_id_++, std::move(opts), std::move(on_event));
   seq->blocks = std::move(blocks);
+  return seq;
+}
+
+absl::StatusOr<int64_t> Engine::Add(SequenceOptions opts,
+                                    std::function<void(const TokenEvent&)> on_event) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Sequence> seq, Admit(std::move(opts), std::move(on_event)));
+  const int64_t id = seq->id;
   sequences_.emplace(id, std::move(seq));
   return id;
+}
+
+absl::StatusOr<int64_t> Engine::Reserve(SequenceOptions opts,
+                                        std::function<void(const TokenEvent&)> on_event) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Sequence> seq, Admit(std::move(opts), std::move(on_event)));
+  seq->awaiting_kv = true;
+  const int64_t id = seq->id;
+  sequences_.emplace(id, std::move(seq));
+  return id;
+}
+
+std::vector<int32_t> Engine::BlocksOf(int64_t seq_id) const {
+  auto it = sequences_.find(seq_id);
+  return it == sequences_.end() ? std::vector<int32_t>() : it->second->blocks;
+}
+
+absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token) {
+  auto it = sequences_.find(seq_id);
+  if (it == sequences_.end() || !it->second->awaiting_kv) {
+    return absl::NotFoundError(absl::StrCat("no sequence ", seq_id, " is waiting for KV"));
+  }
+  Sequence& seq = *it->second;
+  if (!tokenizer_->IsValidId(first_token)) {
+    Finish(seq, FinishReason::kCancelled);
+    ReapFinished();
+    return absl::InvalidArgumentError(absl::StrCat("first token ", first_token, " is invalid"));
+  }
+  seq.awaiting_kv = false;
+  seq.num_computed = seq.prompt_len();
+  AcceptToken(seq, first_token);
+  ReapFinished();
+  return absl::OkStatus();
+}
+
+std::vector<int32_t> Engine::TakeHeldBlocks(int64_t seq_id) {
+  auto it = held_blocks_.find(seq_id);
+  if (it == held_blocks_.end()) return {};
+  std::vector<int32_t> blocks = std::move(it->second);
+  held_blocks_.erase(it);
+  return blocks;
+}
+
+void Engine::FreeBlocks(const std::vector<int32_t>& blocks) {
+  cache_->allocator().UnrefAll(blocks);
+}
+
+bool Engine::HasWork() const {
+  for (const auto& [id, seq] : sequences_) {
+    if (!seq->awaiting_kv) return true;
+  }
+  return false;
+}
+
+int64_t Engine::queued_prompt_tokens() const {
+  int64_t n = 0;
+  for (const auto& [id, seq] : sequences_) {
+    if (seq->prefilling()) n += seq->prompt_len() - seq->num_computed;
+  }
+  return n;
 }
 
 void Engine::Cancel(int64_t seq_id) {
@@ -60,12 +128,14 @@ void Engine::Cancel(int64_t seq_id) {
 
 int32_t Engine::num_running() const {
   int32_t n = 0;
-  for (const auto& [id, seq] : sequences_) n += seq->prefilling() ? 0 : 1;
+  for (const auto& [id, seq] : sequences_) n += seq->running() ? 1 : 0;
   return n;
 }
 
 int32_t Engine::num_waiting() const {
-  return static_cast<int32_t>(sequences_.size()) - num_running();
+  int32_t n = 0;
+  for (const auto& [id, seq] : sequences_) n += seq->running() ? 0 : 1;
+  return n;
 }
 
 // Decode tokens first (they are latency-critical and cost one token each),
@@ -74,7 +144,7 @@ void Engine::BuildBatch(ForwardBatch* batch, std::vector<Sequence*>* owners) {
   int32_t budget = options_.max_batch_tokens;
   int32_t slots = options_.max_running;
   for (auto& [id, seq] : sequences_) {
-    if (seq->prefilling() || budget == 0 || slots == 0) continue;
+    if (!seq->running() || budget == 0 || slots == 0) continue;
     const int32_t pos = seq->num_computed;
     batch->chunks.push_back({absl::MakeConstSpan(&seq->tokens[pos], 1), pos, seq->blocks, true});
     owners->push_back(seq.get());
@@ -98,6 +168,9 @@ absl::Status Engine::Step() {
   std::vector<Sequence*> owners;  // one per chunk
   BuildBatch(&batch, &owners);
   if (batch.chunks.empty()) return absl::OkStatus();
+  if (options_.on_layer_done) {
+    batch.on_layer_done = [&](int layer) { RunLayerHook(batch, owners, layer); };
+  }
   RETURN_IF_ERROR(runner_->Forward(batch, *cache_, &logits_));
   const int32_t vocab = runner_->config().n_vocab;
   size_t row = 0;
@@ -112,9 +185,26 @@ absl::Status Engine::Step() {
   return absl::OkStatus();
 }
 
+void Engine::RunLayerHook(const ForwardBatch& batch, const std::vector<Sequence*>& owners,
+                          int layer) {
+  std::vector<LayerChunk> chunks;
+  for (size_t c = 0; c < batch.chunks.size(); ++c) {
+    const SequenceChunk& ch = batch.chunks[c];
+    const Sequence& seq = *owners[c];
+    if (ch.start_pos >= seq.prompt_len()) continue;  // a decode token
+    const int32_t n = static_cast<int32_t>(ch.tokens.size());
+    chunks.push_back({seq.id, ch.start_pos, n, &seq.blocks, ch.start_pos + n == seq.prompt_len()});
+  }
+  if (!chunks.empty()) options_.on_layer_done(layer, chunks);
+}
+
 void Engine::SampleNext(Sequence& seq, absl::Span<float> logits) {
   const int32_t index = seq.generated();
-  const int32_t token = seq.sampler.Sample(logits, seq.tokens, static_cast<uint64_t>(index));
+  AcceptToken(seq, seq.sampler.Sample(logits, seq.tokens, static_cast<uint64_t>(index)));
+}
+
+void Engine::AcceptToken(Sequence& seq, int32_t token) {
+  const int32_t index = seq.generated();
   seq.tokens.push_back(token);
   FinishReason reason = FinishReason::kNone;
   if (!seq.options.ignore_eos && tokenizer_->IsEog(token)) {
@@ -138,7 +228,12 @@ void Engine::ReapFinished() {
       ++it;
       continue;
     }
-    cache_->allocator().UnrefAll(it->second->blocks);
+    Sequence& seq = *it->second;
+    if (seq.options.hold_kv_on_finish && seq.finish != FinishReason::kCancelled) {
+      held_blocks_[seq.id] = std::move(seq.blocks);
+    } else {
+      cache_->allocator().UnrefAll(seq.blocks);
+    }
     it = sequences_.erase(it);
   }
 }

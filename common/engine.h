@@ -30,9 +30,22 @@ namespace pdserve {
 
 class Engine {
  public:
+  // One prefill chunk of a step, as seen by the layer hook.
+  struct LayerChunk {
+    int64_t seq_id;
+    int32_t start_pos;
+    int32_t n_tokens;
+    const std::vector<int32_t>* blocks;
+    bool completes_prompt;
+  };
+  using LayerHook = std::function<void(int layer, const std::vector<LayerChunk>& chunks)>;
+
   struct Options {
     int32_t max_batch_tokens = 512;  // tokens per forward step
     int32_t max_running = 64;        // sequences in the batch at once
+    // Called after each layer's K/V of a step are in the cache, with the
+    // step's prefill chunks (prefill workers stream layers from here).
+    LayerHook on_layer_done;
   };
 
   Engine(const Tokenizer* tokenizer, ModelRunner* runner, KvCache* cache, Options options);
@@ -41,11 +54,28 @@ class Engine {
   // Validates and admits a sequence; events arrive from Step() calls.
   absl::StatusOr<int64_t> Add(SequenceOptions options,
                               std::function<void(const TokenEvent&)> on_event);
+  // Decode side of a disaggregated request: validates like Add() and
+  // reserves the blocks, but the sequence waits for CommitPrefilled().
+  absl::StatusOr<int64_t> Reserve(SequenceOptions options,
+                                  std::function<void(const TokenEvent&)> on_event);
+  // The block table of a live sequence (empty if unknown).
+  std::vector<int32_t> BlocksOf(int64_t seq_id) const;
+  // The prompt's KV is in the reserved blocks and `first_token` was sampled
+  // by the prefill worker: emit it and join the running batch.
+  absl::Status CommitPrefilled(int64_t seq_id, int32_t first_token);
+  // Prefill side: blocks of finished hold_kv_on_finish sequences, now owned
+  // by the caller, who returns them with FreeBlocks() after the transfer.
+  std::vector<int32_t> TakeHeldBlocks(int64_t seq_id);
+  void FreeBlocks(const std::vector<int32_t>& blocks);
   // Ends a sequence now (its callback sees kCancelled) and frees its blocks.
   // Unknown ids are ignored: the sequence may just have finished.
   void Cancel(int64_t seq_id);
 
-  bool HasWork() const { return !sequences_.empty(); }
+  // True while some sequence can make progress in Step().
+  bool HasWork() const;
+  int32_t num_sequences() const { return static_cast<int32_t>(sequences_.size()); }
+  int64_t queued_prompt_tokens() const;
+  const KvCache& cache() const { return *cache_; }
   int32_t num_running() const;
   int32_t num_waiting() const;
   // Runs one forward step over the current batch.
@@ -53,7 +83,11 @@ class Engine {
 
  private:
   void BuildBatch(ForwardBatch* batch, std::vector<Sequence*>* owners);
+  absl::StatusOr<std::unique_ptr<Sequence>> Admit(SequenceOptions opts,
+                                                  std::function<void(const TokenEvent&)> cb);
+  void RunLayerHook(const ForwardBatch& batch, const std::vector<Sequence*>& owners, int layer);
   void SampleNext(Sequence& seq, absl::Span<float> logits);
+  void AcceptToken(Sequence& seq, int32_t token);
   void Finish(Sequence& seq, FinishReason reason);
   void ReapFinished();
 
@@ -63,6 +97,7 @@ class Engine {
   const Options options_;
   int64_t next_id_ = 1;
   std::map<int64_t, std::unique_ptr<Sequence>> sequences_;  // admission order
+  std::map<int64_t, std::vector<int32_t>> held_blocks_;
   std::vector<float> logits_;
 };
 

@@ -7,12 +7,11 @@
 #ifndef PDSERVE_COMMON_IO_THREAD_H_
 #define PDSERVE_COMMON_IO_THREAD_H_
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <optional>
 #include <string>
 #include <thread>
-
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 
 #include "absl/functional/function_ref.h"
 

@@ -31,8 +31,8 @@ absl::Status CheckKvMessageLength(uint32_t length) {
   return absl::OkStatus();
 }
 
-absl::Status CheckKvFrameShape(const v1::KvFrameHeader& header,
-                               int64_t bytes_per_layer_block, int64_t max_blocks) {
+absl::Status CheckKvFrameShape(const v1::KvFrameHeader& header, int64_t bytes_per_layer_block,
+                               int64_t max_blocks) {
   const uint64_t payload = header.payload_bytes();
   switch (header.kind()) {
     case v1::KvFrameHeader::LAYER_BLOCKS:
@@ -54,9 +54,9 @@ absl::Status CheckKvFrameShape(const v1::KvFrameHeader& header,
         absl::StrCat("kv frame: ", blocks, " blocks, expected 1..", max_blocks));
   }
   if (payload != static_cast<uint64_t>(blocks * bytes_per_layer_block)) {
-    return absl::InvalidArgumentError(absl::StrCat("kv frame: payload of ", payload,
-                                                   " bytes for ", blocks, " blocks of ",
-                                                   bytes_per_layer_block, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("kv frame: payload of ", payload, " bytes for ",
+                                                   blocks, " blocks of ", bytes_per_layer_block,
+                                                   " bytes"));
   }
   return absl::OkStatus();
 }

@@ -29,8 +29,8 @@ absl::Status CheckKvMessageLength(uint32_t length);
 // LAYER_BLOCKS, and payload_bytes == len(block_indices) *
 // bytes_per_layer_block with at most `max_blocks` blocks. After this the
 // payload size is bounded, so even an unwanted frame can be skipped safely.
-absl::Status CheckKvFrameShape(const v1::KvFrameHeader& header,
-                               int64_t bytes_per_layer_block, int64_t max_blocks);
+absl::Status CheckKvFrameShape(const v1::KvFrameHeader& header, int64_t bytes_per_layer_block,
+                               int64_t max_blocks);
 
 v1::KvAck MakeKvAck(uint64_t transfer_id, uint64_t epoch, const absl::Status& status);
 

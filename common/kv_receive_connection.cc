@@ -1,7 +1,6 @@
 #include "common/kv_receive_connection.h"
 
 #include <algorithm>
-
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
@@ -59,11 +58,10 @@ size_t KvReceiveConnection::Progress(const error_code& ec, size_t bytes) {
 
 void KvReceiveConnection::ReadPrefix() {
   mid_frame_ = false;
-  asio::async_read(socket_, asio::buffer(prefix_),
-                   [this](const error_code& ec, size_t n) { return Progress(ec, n); },
-                   [self = shared_from_this()](const error_code& ec, size_t) {
-                     self->OnPrefix(ec);
-                   });
+  asio::async_read(
+      socket_, asio::buffer(prefix_),
+      [this](const error_code& ec, size_t n) { return Progress(ec, n); },
+      [self = shared_from_this()](const error_code& ec, size_t) { self->OnPrefix(ec); });
 }
 
 void KvReceiveConnection::OnPrefix(const error_code& ec) {
@@ -82,11 +80,10 @@ void KvReceiveConnection::OnPrefix(const error_code& ec) {
     return;
   }
   header_bytes_.resize(length);
-  asio::async_read(socket_, asio::buffer(header_bytes_),
-                   [this](const error_code& ec, size_t n) { return Progress(ec, n); },
-                   [self = shared_from_this()](const error_code& ec, size_t) {
-                     self->OnHeaderBytes(ec);
-                   });
+  asio::async_read(
+      socket_, asio::buffer(header_bytes_),
+      [this](const error_code& ec, size_t n) { return Progress(ec, n); },
+      [self = shared_from_this()](const error_code& ec, size_t) { self->OnHeaderBytes(ec); });
 }
 
 void KvReceiveConnection::OnHeaderBytes(const error_code& ec) {
@@ -114,11 +111,9 @@ void KvReceiveConnection::ApplyPlan(KvFramePlan plan) {
     case KvFramePlan::Action::kWrite:
       payload_dst_ = std::move(plan.dst);
       writing_payload_ = true;
-      asio::async_read(socket_, payload_dst_,
-                       [this](const error_code& ec, size_t n) { return Progress(ec, n); },
-                       [self = shared_from_this()](const error_code& ec, size_t) {
-                         self->OnPayload(ec);
-                       });
+      asio::async_read(
+          socket_, payload_dst_, [this](const error_code& ec, size_t n) { return Progress(ec, n); },
+          [self = shared_from_this()](const error_code& ec, size_t) { self->OnPayload(ec); });
       return;
   }
 }
@@ -139,14 +134,15 @@ void KvReceiveConnection::SkipPayload(uint64_t remaining) {
   }
   scratch_.resize(kScratchBytes);
   const size_t n = static_cast<size_t>(std::min<uint64_t>(remaining, scratch_.size()));
-  asio::async_read(socket_, asio::buffer(scratch_.data(), n),
-                   [this](const error_code& ec, size_t got) { return Progress(ec, got); },
-                   [self = shared_from_this(), remaining, n](const error_code& ec, size_t) {
-                     if (self->closed_) return;
-                     if (ec) return self->Fail(ec, "skipping frame payload");
-                     self->last_progress_ = Clock::now();
-                     self->SkipPayload(remaining - n);
-                   });
+  asio::async_read(
+      socket_, asio::buffer(scratch_.data(), n),
+      [this](const error_code& ec, size_t got) { return Progress(ec, got); },
+      [self = shared_from_this(), remaining, n](const error_code& ec, size_t) {
+        if (self->closed_) return;
+        if (ec) return self->Fail(ec, "skipping frame payload");
+        self->last_progress_ = Clock::now();
+        self->SkipPayload(remaining - n);
+      });
 }
 
 void KvReceiveConnection::SendAck(const v1::KvAck& ack) {
@@ -186,12 +182,12 @@ void KvReceiveConnection::Linger() {
     EnsureWatchdog();
   }
   scratch_.resize(kScratchBytes);
-  socket_.async_read_some(asio::buffer(scratch_), [self = shared_from_this()](
-                                                      const error_code& ec, size_t) {
-    if (self->closed_) return;
-    if (ec) return self->Close(self->close_reason_);
-    self->Linger();
-  });
+  socket_.async_read_some(asio::buffer(scratch_),
+                          [self = shared_from_this()](const error_code& ec, size_t) {
+                            if (self->closed_) return;
+                            if (ec) return self->Close(self->close_reason_);
+                            self->Linger();
+                          });
 }
 
 void KvReceiveConnection::EnsureWatchdog() {
@@ -210,9 +206,10 @@ void KvReceiveConnection::OnWatchdog(const error_code& ec) {
   const Clock::time_point due = last_progress_ + limit;
   if (Clock::now() >= due) {
     if (lingering_) return Close(close_reason_);
-    return Close(absl::DeadlineExceededError(absl::StrCat(
-        "kv connection from ", peer_, ": no progress for ", absl::FormatDuration(absl::FromChrono(limit)),
-        writing_ack_ ? " writing an ack" : " mid-frame")));
+    return Close(
+        absl::DeadlineExceededError(absl::StrCat("kv connection from ", peer_, ": no progress for ",
+                                                 absl::FormatDuration(absl::FromChrono(limit)),
+                                                 writing_ack_ ? " writing an ack" : " mid-frame")));
   }
   watchdog_armed_ = true;
   watchdog_.expires_at(due);
@@ -240,7 +237,8 @@ void KvReceiveConnection::Close(const absl::Status& why) {
   auto self = shared_from_this();
   if (writing_payload_) {
     writing_payload_ = false;
-    sink_->OnPayloadLost(self, header_, why.ok() ? absl::UnavailableError("connection closed") : why);
+    sink_->OnPayloadLost(self, header_,
+                         why.ok() ? absl::UnavailableError("connection closed") : why);
   }
   sink_->OnClosed(self);
 }

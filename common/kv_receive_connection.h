@@ -16,15 +16,14 @@
 #define PDSERVE_COMMON_KV_RECEIVE_CONNECTION_H_
 
 #include <array>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -107,7 +106,7 @@ class KvReceiveConnection : public std::enable_shared_from_this<KvReceiveConnect
   bool mid_frame_ = false;        // a frame started and is not fully read
   bool writing_payload_ = false;  // a kWrite payload is being read
   bool writing_ack_ = false;
-  bool closing_ = false;          // fatal error: flush acks, then linger
+  bool closing_ = false;  // fatal error: flush acks, then linger
   bool lingering_ = false;
   bool watchdog_armed_ = false;
   absl::Status close_reason_;  // the error the final ack reported

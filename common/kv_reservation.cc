@@ -5,12 +5,11 @@
 
 namespace pdserve {
 
-absl::Status KvReservation::Validate(const std::vector<int32_t>& dst_block_ids,
-                                     int num_layers, const KvLayout& layout,
-                                     int32_t cache_blocks) {
+absl::Status KvReservation::Validate(const std::vector<int32_t>& dst_block_ids, int num_layers,
+                                     const KvLayout& layout, int32_t cache_blocks) {
   if (num_layers < 1 || num_layers > layout.n_layers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kv reservation: num_layers ", num_layers, " not in [1, ", layout.n_layers, "]"));
+    return absl::InvalidArgumentError(absl::StrCat("kv reservation: num_layers ", num_layers,
+                                                   " not in [1, ", layout.n_layers, "]"));
   }
   absl::flat_hash_set<int32_t> seen;
   for (int32_t id : dst_block_ids) {
@@ -50,8 +49,8 @@ absl::Status KvReservation::ClaimLayerBlocks(const v1::KvFrameHeader& header) {
   absl::flat_hash_set<uint32_t> in_frame;
   for (uint32_t logical : header.block_indices()) {
     if (logical >= dst_block_ids_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "kv frame: block index ", logical, " not in [0, ", dst_block_ids_.size(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat("kv frame: block index ", logical,
+                                                     " not in [0, ", dst_block_ids_.size(), ")"));
     }
     if (dst_block_ids_[logical] == kKvBlockNotSent) {
       return absl::InvalidArgumentError(
@@ -70,8 +69,8 @@ absl::StatusOr<KvCommit> KvReservation::CheckCommit(const v1::KvFrameHeader& hea
   const uint64_t expected_bytes =
       static_cast<uint64_t>(num_layers_ * blocks_to_send_ * bytes_per_layer_block_);
   if (header.num_layers() != static_cast<uint32_t>(num_layers_)) {
-    return absl::DataLossError(absl::StrCat("kv commit: ", header.num_layers(),
-                                            " layers, expected ", num_layers_));
+    return absl::DataLossError(
+        absl::StrCat("kv commit: ", header.num_layers(), " layers, expected ", num_layers_));
   }
   if (written_bytes_ != expected_bytes || header.total_bytes() != written_bytes_) {
     return absl::DataLossError(absl::StrCat("kv commit: sender sent ", header.total_bytes(),

@@ -84,17 +84,17 @@ void KvSendConnection::Connect() {
   ++generation_;
   last_progress_ = Clock::now();
   EnsureWatchdog();
-  resolver_.async_resolve(
-      host_, port_,
-      [self = shared_from_this(), gen = generation_](const error_code& ec,
-                                                     const tcp::resolver::results_type& results) {
-        if (gen != self->generation_) return;
-        if (ec) return self->Fail(self->IoError("resolving", ec));
-        asio::async_connect(self->socket_, results,
-                            [self, gen](const error_code& ec, const tcp::endpoint&) {
-                              self->OnConnected(gen, ec);
-                            });
-      });
+  resolver_.async_resolve(host_, port_,
+                          [self = shared_from_this(), gen = generation_](
+                              const error_code& ec, const tcp::resolver::results_type& results) {
+                            if (gen != self->generation_) return;
+                            if (ec) return self->Fail(self->IoError("resolving", ec));
+                            asio::async_connect(
+                                self->socket_, results,
+                                [self, gen](const error_code& ec, const tcp::endpoint&) {
+                                  self->OnConnected(gen, ec);
+                                });
+                          });
 }
 
 void KvSendConnection::OnConnected(uint64_t generation, const error_code& ec) {
@@ -102,6 +102,9 @@ void KvSendConnection::OnConnected(uint64_t generation, const error_code& ec) {
   if (ec) return Fail(IoError("connecting", ec));
   error_code ignored;
   socket_.set_option(tcp::no_delay(true), ignored);
+  if (options_.socket_buffer_bytes > 0) {
+    socket_.set_option(asio::socket_base::send_buffer_size(options_.socket_buffer_bytes), ignored);
+  }
   state_ = State::kConnected;
   last_progress_ = Clock::now();
   ReadAck();
@@ -123,8 +126,7 @@ void KvSendConnection::WriteNext() {
   if (!inflight_.has_value()) return;
   write_buffers_.clear();
   write_buffers_.push_back(asio::buffer(inflight_->head));
-  write_buffers_.insert(write_buffers_.end(), inflight_->payload.begin(),
-                        inflight_->payload.end());
+  write_buffers_.insert(write_buffers_.end(), inflight_->payload.begin(), inflight_->payload.end());
   last_progress_ = Clock::now();
   EnsureWatchdog();
   asio::async_write(
@@ -190,22 +192,27 @@ void KvSendConnection::HandleAck(const v1::KvAck& ack) {
   last_progress_ = Clock::now();
   const Key key{ack.transfer_id(), ack.epoch()};
   awaiting_ack_.erase(key);
-  auto it = active_.find(key);
-  if (it == active_.end()) {
+  const absl::Status status = KvAckToStatus(ack);
+  if (auto it = active_.find(key); it == active_.end()) {
     VLOG(1) << "kv connection to " << endpoint_ << ": ack for finished transfer "
             << ack.transfer_id();
-    return;
+  } else if (status.ok()) {
+    it->second->Acked();
+    active_.erase(it);
+  } else {
+    // The receiver refused the transfer; nothing more of it is worth sending.
+    std::shared_ptr<KvSendTransfer> transfer = std::move(it->second);
+    active_.erase(it);
+    transfer->Fail(status);
+    DropTransfer(transfer);
   }
-  std::shared_ptr<KvSendTransfer> transfer = std::move(it->second);
-  active_.erase(it);
-  const absl::Status status = KvAckToStatus(ack);
-  if (status.ok()) {
-    transfer->Acked();
-    return;
+  if (ack.closing()) {
+    // Whatever follows the rejected frame on this connection is lost; stop
+    // writing into it now, so that later transfers go to a new connection.
+    Fail(absl::UnavailableError(
+        absl::StrCat("kv connection to ", endpoint_,
+                     ": receiver rejected a frame and closed it: ", status.message())));
   }
-  // The receiver refused the transfer; nothing more of it is worth sending.
-  transfer->Fail(status);
-  DropTransfer(transfer);
 }
 
 void KvSendConnection::Release(KvOutFrame& frame, const absl::Status& why) {

@@ -15,6 +15,8 @@
 
 #include <array>
 #include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -22,9 +24,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -41,12 +40,13 @@ struct KvSendConnectionOptions {
   // Busy (writing, or awaiting an ack) without progress this long = dead.
   absl::Duration idle_timeout = absl::Seconds(10);
   int max_queued_frames = 1024;
+  int socket_buffer_bytes = 0;  // SO_SNDBUF; 0 = kernel autotuning
 };
 
 struct KvOutFrame {
   // Null for fire-and-forget frames (ABORT).
   std::shared_ptr<KvSendTransfer> transfer;
-  std::string head;  // length prefix + encoded KvFrameHeader
+  std::string head;                                // length prefix + encoded KvFrameHeader
   std::vector<boost::asio::const_buffer> payload;  // source blocks, not owned
   bool is_commit = false;
 };

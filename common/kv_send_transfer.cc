@@ -42,8 +42,8 @@ absl::Status KvSendTransfer::AwaitAck(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return acked_ || !status_.ok(); };
   if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "kv transfer ", transfer_id_, " epoch ", epoch_, ": no commit ack by the deadline"));
+    return absl::DeadlineExceededError(absl::StrCat("kv transfer ", transfer_id_, " epoch ", epoch_,
+                                                    ": no commit ack by the deadline"));
   }
   return status_;
 }

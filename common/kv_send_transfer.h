@@ -18,8 +18,7 @@ namespace pdserve {
 
 class KvSendTransfer {
  public:
-  KvSendTransfer(uint64_t transfer_id, uint64_t epoch)
-      : transfer_id_(transfer_id), epoch_(epoch) {}
+  KvSendTransfer(uint64_t transfer_id, uint64_t epoch) : transfer_id_(transfer_id), epoch_(epoch) {}
 
   uint64_t transfer_id() const { return transfer_id_; }
   uint64_t epoch() const { return epoch_; }

@@ -75,16 +75,14 @@ class KvSender {
   // arguments are invalid, the transfer already failed (e.g. the connection
   // to D broke), its deadline passed, or the send queue is full.
   virtual absl::Status SendLayer(const KvTransferTarget& target, int layer,
-                                 absl::Span<const int32_t> logical_blocks,
-                                 KvCache& src_cache,
+                                 absl::Span<const int32_t> logical_blocks, KvCache& src_cache,
                                  absl::Span<const int32_t> src_block_ids) = 0;
 
   // Sends the commit after all queued layers and waits, until
   // target.deadline, for D's acknowledgement. OK means D has every byte and
   // accepted the totals; otherwise D's status (e.g. DATA_LOSS), UNAVAILABLE
   // (connection failed) or DEADLINE_EXCEEDED. Ends the transfer either way.
-  virtual absl::Status Commit(const KvTransferTarget& target,
-                              const KvCommit& commit) = 0;
+  virtual absl::Status Commit(const KvTransferTarget& target, const KvCommit& commit) = 0;
 
   // Drops the transfer's unsent frames and tells D (best effort) that it is
   // abandoned. On return no source block of the transfer is read any more.

@@ -30,6 +30,9 @@ struct SequenceOptions {
   SamplingParams sampling;
   int32_t max_tokens = 16;
   bool ignore_eos = false;
+  // Prefill workers: keep the KV blocks when the sequence finishes; they are
+  // handed over with Engine::TakeHeldBlocks() and freed after the transfer.
+  bool hold_kv_on_finish = false;
 };
 
 struct Sequence {
@@ -40,7 +43,11 @@ struct Sequence {
 
   int32_t prompt_len() const { return static_cast<int32_t>(options.prompt.size()); }
   int32_t generated() const { return static_cast<int32_t>(tokens.size()) - prompt_len(); }
-  bool prefilling() const { return num_computed < prompt_len(); }
+  // Decode workers: blocks are reserved but the prompt's KV comes from a
+  // prefill worker; the sequence is not scheduled until it is committed.
+  bool awaiting_kv = false;
+  bool prefilling() const { return !awaiting_kv && num_computed < prompt_len(); }
+  bool running() const { return !awaiting_kv && num_computed >= prompt_len(); }
 
   const int64_t id;
   const SequenceOptions options;

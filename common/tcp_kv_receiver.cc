@@ -110,9 +110,8 @@ TcpKvReceiverImpl::~TcpKvReceiverImpl() {
 absl::Status TcpKvReceiverImpl::Listen() {
   ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(options_.listen_address));
   error_code ec;
-  const asio::ip::address address =
-      hp.host.empty() ? asio::ip::address(asio::ip::address_v4::any())
-                      : asio::ip::make_address(hp.host, ec);
+  const asio::ip::address address = hp.host.empty() ? asio::ip::address(asio::ip::address_v4::any())
+                                                    : asio::ip::make_address(hp.host, ec);
   if (ec) {
     return absl::InvalidArgumentError(
         absl::StrCat("kv receiver: bad listen address ", options_.listen_address));
@@ -120,11 +119,16 @@ absl::Status TcpKvReceiverImpl::Listen() {
   const tcp::endpoint endpoint(address, hp.port);
   acceptor_.open(endpoint.protocol(), ec);
   if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  // Set on the listener so that accepted sockets start with it (a receive
+  // window above 64 KiB must be in place before the handshake).
+  if (!ec && options_.socket_buffer_bytes > 0) {
+    acceptor_.set_option(asio::socket_base::receive_buffer_size(options_.socket_buffer_bytes), ec);
+  }
   if (!ec) acceptor_.bind(endpoint, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    return absl::UnavailableError(
-        absl::StrCat("kv receiver: cannot listen on ", options_.listen_address, ": ", ec.message()));
+    return absl::UnavailableError(absl::StrCat("kv receiver: cannot listen on ",
+                                               options_.listen_address, ": ", ec.message()));
   }
   port_ = acceptor_.local_endpoint(ec).port();
   asio::post(io_.context(), [this] { Accept(); });
@@ -146,8 +150,8 @@ void TcpKvReceiverImpl::Accept() {
     }
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    auto conn = std::make_shared<KvReceiveConnection>(std::move(socket), this,
-                                                      options_.idle_timeout);
+    auto conn =
+        std::make_shared<KvReceiveConnection>(std::move(socket), this, options_.idle_timeout);
     connections_.insert(conn);
     conn->Start();
     Accept();
@@ -157,15 +161,15 @@ void TcpKvReceiverImpl::Accept() {
 absl::Status TcpKvReceiverImpl::Expect(uint64_t transfer_id, uint64_t epoch,
                                        std::vector<int32_t> dst_block_ids, int num_layers,
                                        absl::Time deadline, DoneCallback on_done) {
-  RETURN_IF_ERROR(KvReservation::Validate(dst_block_ids, num_layers, cache_->layout(),
-                                          cache_->num_blocks()));
+  RETURN_IF_ERROR(
+      KvReservation::Validate(dst_block_ids, num_layers, cache_->layout(), cache_->num_blocks()));
   if (!on_done) return absl::InvalidArgumentError("kv reservation: no on_done callback");
   if (deadline <= absl::Now()) {
     return absl::DeadlineExceededError(
         absl::StrCat("kv reservation ", transfer_id, ": deadline already passed"));
   }
-  auto reservation = std::make_unique<KvReservation>(
-      transfer_id, epoch, std::move(dst_block_ids), num_layers, bytes_per_layer_block_);
+  auto reservation = std::make_unique<KvReservation>(transfer_id, epoch, std::move(dst_block_ids),
+                                                     num_layers, bytes_per_layer_block_);
   absl::Status status;
   io_.RunSync([&] { status = Install(std::move(reservation), deadline, std::move(on_done)); });
   return status;
@@ -175,6 +179,7 @@ absl::Status TcpKvReceiverImpl::Install(std::unique_ptr<KvReservation> reservati
                                         absl::Time deadline, DoneCallback on_done) {
   const uint64_t id = reservation->transfer_id();
   const uint64_t epoch = reservation->epoch();
+  if (stopping_) return absl::UnavailableError("kv receiver is shutting down");
   if (auto it = pending_.find(id); it != pending_.end()) {
     const uint64_t current = it->second->reservation->epoch();
     if (current >= epoch) {
@@ -199,10 +204,9 @@ absl::Status TcpKvReceiverImpl::Install(std::unique_ptr<KvReservation> reservati
 void TcpKvReceiverImpl::OnDeadline(uint64_t transfer_id, uint64_t epoch) {
   auto it = pending_.find(transfer_id);
   if (it == pending_.end() || it->second->reservation->epoch() != epoch) return;
-  Finish(transfer_id,
-         absl::DeadlineExceededError(absl::StrCat(
-             "kv transfer ", transfer_id, " epoch ", epoch, ": deadline passed with ",
-             it->second->reservation->written_bytes(), " bytes received")));
+  Finish(transfer_id, absl::DeadlineExceededError(absl::StrCat(
+                          "kv transfer ", transfer_id, " epoch ", epoch, ": deadline passed with ",
+                          it->second->reservation->written_bytes(), " bytes received")));
 }
 
 void TcpKvReceiverImpl::Cancel(uint64_t transfer_id) {
@@ -224,7 +228,8 @@ void TcpKvReceiverImpl::Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> re
   // later packet can land in these blocks once on_done hands them back.
   const absl::Status why = result.ok() ? absl::OkStatus() : result.status();
   for (const ConnPtr& c : p->writers) {
-    c->Close(absl::AbortedError(absl::StrCat("kv transfer ", transfer_id, " ended: ", why.message())));
+    c->Close(
+        absl::AbortedError(absl::StrCat("kv transfer ", transfer_id, " ended: ", why.message())));
   }
   if (!result.ok()) VLOG(1) << "kv transfer " << transfer_id << " failed: " << why;
   p->on_done(std::move(result));
@@ -254,13 +259,13 @@ KvFramePlan TcpKvReceiverImpl::OnHeader(const ConnPtr& conn, const v1::KvFrameHe
   }
 }
 
-KvFramePlan TcpKvReceiverImpl::Reject(const v1::KvFrameHeader& header,
-                                      const absl::Status& status) {
+KvFramePlan TcpKvReceiverImpl::Reject(const v1::KvFrameHeader& header, const absl::Status& status) {
   Pending* p = nullptr;
   if (Lookup(header, &p) == Match::kCurrent) Finish(header.transfer_id(), status);
   KvFramePlan plan;
   plan.action = KvFramePlan::Action::kClose;
   plan.ack = MakeKvAck(header.transfer_id(), header.epoch(), status);
+  plan.ack->set_closing(true);
   return plan;
 }
 
@@ -269,8 +274,8 @@ KvFramePlan TcpKvReceiverImpl::Reject(const v1::KvFrameHeader& header,
 KvFramePlan SkipNonCurrent(const v1::KvFrameHeader& header, Match match) {
   KvFramePlan plan;
   plan.action = KvFramePlan::Action::kSkip;
-  const std::string what = absl::StrCat("kv transfer ", header.transfer_id(), " epoch ",
-                                        header.epoch());
+  const std::string what =
+      absl::StrCat("kv transfer ", header.transfer_id(), " epoch ", header.epoch());
   if (match == Match::kUnknown) {
     LOG_EVERY_N(WARNING, 100) << what << ": unknown transfer, frame dropped";
     plan.ack = MakeKvAck(header.transfer_id(), header.epoch(),

@@ -28,13 +28,15 @@ struct TcpKvReceiverOptions {
   // A peer that makes no progress for this long in the middle of a frame,
   // or while an ack to it is pending, is disconnected.
   absl::Duration idle_timeout = absl::Seconds(10);
+  // SO_RCVBUF of accepted connections; 0 keeps the kernel's autotuning.
+  int socket_buffer_bytes = 0;
 };
 
 class TcpKvReceiver : public KvReceiver {
  public:
   // Binds, listens and starts serving. `cache` must outlive the receiver.
-  static absl::StatusOr<std::unique_ptr<TcpKvReceiver>> Create(
-      KvCache* cache, const TcpKvReceiverOptions& options);
+  static absl::StatusOr<std::unique_ptr<TcpKvReceiver>> Create(KvCache* cache,
+                                                               const TcpKvReceiverOptions& options);
 
   // Ends every pending reservation with CANCELLED and closes all connections.
   ~TcpKvReceiver() override = default;

@@ -1,8 +1,7 @@
 #include "common/tcp_kv_sender.h"
 
-#include <utility>
-
 #include <boost/asio/post.hpp>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -38,8 +37,8 @@ absl::Status ValidateLayer(int layer, absl::Span<const int32_t> logical_blocks,
           absl::StrCat("kv send: negative logical block ", logical_blocks[i]));
     }
     if (src_block_ids[i] < 0 || src_block_ids[i] >= cache.num_blocks()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "kv send: source block ", src_block_ids[i], " not in [0, ", cache.num_blocks(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat("kv send: source block ", src_block_ids[i],
+                                                     " not in [0, ", cache.num_blocks(), ")"));
     }
   }
   return absl::OkStatus();
@@ -57,7 +56,8 @@ class TcpKvSenderImpl final : public TcpKvSender {
  public:
   explicit TcpKvSenderImpl(const TcpKvSenderOptions& options)
       : io_("kv-send-io"),
-        options_{options.connect_timeout, options.idle_timeout, options.max_queued_frames} {}
+        options_{options.connect_timeout, options.idle_timeout, options.max_queued_frames,
+                 options.socket_buffer_bytes} {}
   ~TcpKvSenderImpl() override;
 
   absl::Status SendLayer(const KvTransferTarget& target, int layer,
@@ -121,9 +121,10 @@ absl::StatusOr<TransferPtr> TcpKvSenderImpl::FindTransfer(const KvTransferTarget
   auto it = transfers_.find(key);
   if (it != transfers_.end()) {
     if (it->second->epoch() != target.epoch) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "kv send: transfer ", target.transfer_id, " to ", target.endpoint, " is in flight with epoch ",
-          it->second->epoch(), ", not ", target.epoch, "; Commit or Abort it first"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("kv send: transfer ", target.transfer_id, " to ", target.endpoint,
+                       " is in flight with epoch ", it->second->epoch(), ", not ", target.epoch,
+                       "; Commit or Abort it first"));
     }
     return it->second;
   }
@@ -247,7 +248,12 @@ void TcpKvSenderImpl::Forget(const KvTransferTarget& target) {
 
 }  // namespace
 
-std::unique_ptr<TcpKvSender> TcpKvSender::Create(const TcpKvSenderOptions& options) {
+absl::StatusOr<std::unique_ptr<TcpKvSender>> TcpKvSender::Create(
+    const TcpKvSenderOptions& options) {
+  if (options.connect_timeout <= absl::ZeroDuration() ||
+      options.idle_timeout <= absl::ZeroDuration() || options.max_queued_frames < 1) {
+    return absl::InvalidArgumentError("kv sender: timeouts and max_queued_frames must be positive");
+  }
   return std::make_unique<TcpKvSenderImpl>(options);
 }
 

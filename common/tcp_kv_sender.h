@@ -12,6 +12,7 @@
 
 #include <memory>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/kv_transport.h"
 
@@ -25,11 +26,16 @@ struct TcpKvSenderOptions {
   // Frames queued per endpoint before SendLayer says RESOURCE_EXHAUSTED.
   // Frames hold pointers, not copies, so this bounds latency, not memory.
   int max_queued_frames = 1024;
+  // SO_SNDBUF of each connection; 0 keeps the kernel's autotuning. A
+  // buffer that holds a whole layer frame lets one sendmsg take it.
+  int socket_buffer_bytes = 0;
 };
 
 class TcpKvSender : public KvSender {
  public:
-  static std::unique_ptr<TcpKvSender> Create(const TcpKvSenderOptions& options = {});
+  // INVALID_ARGUMENT for non-positive timeouts or queue length.
+  static absl::StatusOr<std::unique_ptr<TcpKvSender>> Create(
+      const TcpKvSenderOptions& options = {});
   // Fails every transfer still in flight and closes all connections.
   ~TcpKvSender() override = default;
 };

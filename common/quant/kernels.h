@@ -22,6 +22,39 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 using VecDot4Fn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* a,
                            float* out);
 
+// Packed weights (see common/packed_weights.h): kPackedRows consecutive
+// output rows are stored block-interleaved so that one SIMD integer dot
+// product computes a 4-element slice of every row at once, with the
+// activation slice broadcast. Per row group, the 32-element blocks follow
+// each other; inside block b, for slice g, row r and byte j:
+//   Q4_1 (320 bytes): qs[g][r][j] = row r's qs[4g + j] for g < 4, i.e. the
+//     low nibble is element 4g + j and the high nibble element 16 + 4g + j;
+//     then d[r], then m[r] (f16 each).
+//   Q8_0 (544 bytes): qs[g][r][j] = row r's qs[4g + j] for g < 8; then d[r].
+// Rows past the end of the matrix are zero (their outputs are not stored).
+inline constexpr int kPackedRows = 16;
+
+// One packed matmul call: output rows [0, n_rows) of the row groups starting
+// at `w`, for tokens [0, n_tokens).
+struct PackedGemmArgs {
+  const uint8_t* w;
+  int64_t n_groups;
+  int64_t n_rows;    // <= n_groups * kPackedRows
+  int64_t n_blocks;  // 32-element blocks per row
+  // Quantised activation rows (Q8_1 or Q8_0 blocks), row t at act + t * act_stride.
+  const uint8_t* act;
+  int64_t act_stride;
+  // Per activation block [t * n_blocks + b]: d as f32, and s as f32 (Q8_1)
+  // or the sum of the block's int8 values (Q8_0).
+  const float* act_d;
+  const float* act_s;
+  const int32_t* act_sum;
+  int64_t n_tokens;
+  float* y;  // y[t * ldy + r]
+  int64_t ldy;
+};
+using PackedGemmFn = void (*)(const PackedGemmArgs& args);
+
 struct TypeKernels {
   GgmlType weight_type;
   GgmlType act_type;
@@ -29,6 +62,8 @@ struct TypeKernels {
   QuantizeActFn quantize_act;
   VecDotFn vec_dot;
   VecDot4Fn vec_dot4;  // may be null: callers fall back to vec_dot
+  // Null unless this ISA has a packed kernel for the type (Q4_1, Q8_0).
+  PackedGemmFn packed_gemm;
 };
 
 // Kernels used by attention over the f16 KV cache.

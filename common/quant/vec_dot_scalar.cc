@@ -148,14 +148,14 @@ void AttnToF16(const float* src, uint16_t* dst, int n) {
 }
 
 const TypeKernels kTable[] = {
-    {GgmlType::kF32, GgmlType::kF32, DequantF32, QuantizeRowF32, DotF32, nullptr},
-    {GgmlType::kF16, GgmlType::kF16, DequantF16, QuantizeRowF16, DotF16, nullptr},
-    {GgmlType::kBF16, GgmlType::kBF16, DequantBf16, QuantizeRowBf16, DotBf16, nullptr},
-    {GgmlType::kQ4_0, GgmlType::kQ8_0, DequantQ4_0, QuantizeRowQ8_0, DotQ4_0Q8_0, nullptr},
-    {GgmlType::kQ4_1, GgmlType::kQ8_1, DequantQ4_1, QuantizeRowQ8_1, DotQ4_1Q8_1, nullptr},
-    {GgmlType::kQ8_0, GgmlType::kQ8_0, DequantQ8_0, QuantizeRowQ8_0, DotQ8_0Q8_0, nullptr},
-    {GgmlType::kQ4_K, GgmlType::kQ8_K, DequantQ4_K, QuantizeRowQ8_K, DotQ4_KQ8_K, nullptr},
-    {GgmlType::kQ6_K, GgmlType::kQ8_K, DequantQ6_K, QuantizeRowQ8_K, DotQ6_KQ8_K, nullptr},
+    {GgmlType::kF32, GgmlType::kF32, DequantF32, QuantizeRowF32, DotF32, nullptr, nullptr},
+    {GgmlType::kF16, GgmlType::kF16, DequantF16, QuantizeRowF16, DotF16, nullptr, nullptr},
+    {GgmlType::kBF16, GgmlType::kBF16, DequantBf16, QuantizeRowBf16, DotBf16, nullptr, nullptr},
+    {GgmlType::kQ4_0, GgmlType::kQ8_0, DequantQ4_0, QuantizeRowQ8_0, DotQ4_0Q8_0, nullptr, nullptr},
+    {GgmlType::kQ4_1, GgmlType::kQ8_1, DequantQ4_1, QuantizeRowQ8_1, DotQ4_1Q8_1, nullptr, nullptr},
+    {GgmlType::kQ8_0, GgmlType::kQ8_0, DequantQ8_0, QuantizeRowQ8_0, DotQ8_0Q8_0, nullptr, nullptr},
+    {GgmlType::kQ4_K, GgmlType::kQ8_K, DequantQ4_K, QuantizeRowQ8_K, DotQ4_KQ8_K, nullptr, nullptr},
+    {GgmlType::kQ6_K, GgmlType::kQ8_K, DequantQ6_K, QuantizeRowQ8_K, DotQ6_KQ8_K, nullptr, nullptr},
 };
 
 }  // namespace

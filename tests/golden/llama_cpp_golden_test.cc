@@ -3,6 +3,7 @@
 // case our first 64 greedy tokens must equal llama.cpp's; where they part,
 // llama.cpp's own top-2 logits at that step must have been a near tie
 // (within kNearTie), i.e. a rounding-order difference, not a bug.
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -122,6 +123,43 @@ TEST_F(LlamaCppGoldenTest, FirstStepLogitsClose) {
     std::cout << "case " << c["name"] << ": max |logit - llama.cpp| over its top 20 = " << max_err << "\n";
     EXPECT_LT(max_err, 0.5) << "case " << c["name"];
   }
+}
+
+// Our logits after every prompt prefix against llama.cpp's, one token per
+// llama_decode, from a dump that tests/data/dump_llama_logits.py writes (too
+// big to keep in the tree). Set PDSERVE_LLAMA_PREFIX_LOGITS to the dump.
+TEST_F(LlamaCppGoldenTest, PrefixLogitsEqualLlamaCppDump) {
+  const char* path = std::getenv("PDSERVE_LLAMA_PREFIX_LOGITS");
+  if (path == nullptr) GTEST_SKIP() << "PDSERVE_LLAMA_PREFIX_LOGITS not set";
+  std::ifstream meta(std::string(path) + ".json");
+  ASSERT_TRUE(meta.good()) << path << ".json";
+  const auto tokens = nlohmann::json::parse(meta)["tokens"].get<std::vector<int32_t>>();
+  const int vocab = model_->config().n_vocab;
+  std::ifstream f(path, std::ios::binary);
+  std::vector<float> want(tokens.size() * vocab);
+  f.read(reinterpret_cast<char*>(want.data()), static_cast<std::streamsize>(want.size() * 4));
+  ASSERT_TRUE(f.good()) << path;
+
+  CpuModelRunner runner(model_->config(), &model_->weights(), 2);
+  auto cache = KvCache::Create(KvLayout::ForModel(model_->config(), 16), 128);
+  ASSERT_TRUE(cache.ok());
+  auto blocks = (*cache)->allocator().Allocate(BlocksForTokens(tokens.size(), 16));
+  ASSERT_TRUE(blocks.ok());
+  int exact = 0;
+  for (size_t n = 0; n < tokens.size(); ++n) {
+    ForwardBatch batch;
+    batch.chunks.push_back(
+        {absl::MakeConstSpan(&tokens[n], 1), static_cast<int32_t>(n), *blocks, true});
+    std::vector<float> logits;
+    ASSERT_TRUE(runner.Forward(batch, **cache, &logits).ok());
+    double max_err = 0;
+    for (int i = 0; i < vocab; ++i) {
+      max_err = std::max(max_err, std::abs(double{logits[i]} - want[n * vocab + i]));
+    }
+    if (max_err == 0) ++exact;
+    EXPECT_EQ(max_err, 0) << "prefix of " << n + 1 << " tokens";
+  }
+  std::cout << exact << " of " << tokens.size() << " prefixes bit-identical\n";
 }
 
 }  // namespace

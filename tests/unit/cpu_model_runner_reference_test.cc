@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <ostream>
+#include <string>
 #include <vector>
 
 #include "common/cpu_model_runner.h"
@@ -122,6 +124,8 @@ struct Case {
   double max_rel_err;  // max |runner - reference| / logit spread
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 class ReferenceTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReferenceTest, RunnerMatchesNaiveForward) {
@@ -156,7 +160,8 @@ TEST_P(ReferenceTest, RunnerMatchesNaiveForward) {
     const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
     const double spread = *hi - *lo;
     double max_err = 0.0;
-    for (size_t i = 0; i < want.size(); ++i) max_err = std::max(max_err, std::fabs(got[i] - want[i]));
+    for (size_t i = 0; i < want.size(); ++i)
+      max_err = std::max(max_err, std::fabs(got[i] - want[i]));
     EXPECT_LE(max_err / spread, c.max_rel_err) << c.name << " len " << len;
     // The runner's top token is the reference's, or within the error of it.
     const size_t top = std::max_element(got.begin(), got.end()) - got.begin();
@@ -167,15 +172,16 @@ TEST_P(ReferenceTest, RunnerMatchesNaiveForward) {
   }
 }
 
-// Tight: f32 / f16 matrices (f32 or f16 activations); the remaining error
-// is the f16 K/V cache and llama.cpp's f16 rounding of q and of the
-// attention probabilities. Loose: int8 activation quantisation.
+// Tight: f32 / f16 matrices with f32 / f16 activations; what remains is
+// the f16 K/V cache and llama.cpp's f16 rounding of q and of the attention
+// probabilities (observed ~2e-4 of the logit spread). bf16 activations keep
+// 8 mantissa bits (~2e-3). Loose: int8 activation quantisation, including
+// the Q8_0 tied output matrix (~3e-3 alone, ~8e-3 with Q8_0/Q4_x layers).
 INSTANTIATE_TEST_SUITE_P(
     Types, ReferenceTest,
-    ::testing::Values(Case{"f32", 0, 0, 5e-3}, Case{"f16", 1, 1, 5e-3},
-                      Case{"f32_q8_0_embd", 0, 8, 5e-3}, Case{"bf16", 30, 0, 5e-3},
-                      Case{"q8_0", 8, 8, 0.03}, Case{"q4_1", 3, 8, 0.05},
-                      Case{"q4_0", 2, 8, 0.05}),
+    ::testing::Values(Case{"f32", 0, 0, 1e-3}, Case{"f16", 1, 1, 1e-3}, Case{"bf16", 30, 0, 6e-3},
+                      Case{"f32_q8_0_embd", 0, 8, 0.012}, Case{"q8_0", 8, 8, 0.03},
+                      Case{"q4_1", 3, 8, 0.025}, Case{"q4_0", 2, 8, 0.03}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -72,11 +72,11 @@ TEST(HalfTest, EveryF16RoundTripsThroughF32) {
 }
 
 TEST(HalfTest, F32ToF16RoundsToNearestEven) {
-  const float ulp1 = std::ldexp(1.0f, -10);  // f16 ulp in [1, 2)
-  EXPECT_EQ(F32ToF16(1.0f + ulp1 / 2), 0x3C00);                // tie -> even (down)
-  EXPECT_EQ(F32ToF16(1.0f + 3 * ulp1 / 2), 0x3C02);            // tie -> even (up)
-  EXPECT_EQ(F32ToF16(1.0f + ulp1 / 2 + ulp1 / 64), 0x3C01);    // just above tie
-  EXPECT_EQ(F32ToF16(1.0f + ulp1 / 2 - ulp1 / 64), 0x3C00);    // just below tie
+  const float ulp1 = std::ldexp(1.0f, -10);                  // f16 ulp in [1, 2)
+  EXPECT_EQ(F32ToF16(1.0f + ulp1 / 2), 0x3C00);              // tie -> even (down)
+  EXPECT_EQ(F32ToF16(1.0f + 3 * ulp1 / 2), 0x3C02);          // tie -> even (up)
+  EXPECT_EQ(F32ToF16(1.0f + ulp1 / 2 + ulp1 / 64), 0x3C01);  // just above tie
+  EXPECT_EQ(F32ToF16(1.0f + ulp1 / 2 - ulp1 / 64), 0x3C00);  // just below tie
   EXPECT_EQ(F32ToF16(-(1.0f + 3 * ulp1 / 2)), 0xBC02);
   // Mantissa carry into the exponent: 2 - ulp/2 rounds up to 2.0 (even).
   EXPECT_EQ(F32ToF16(2.0f - std::ldexp(1.0f, -11)), 0x4000);
@@ -102,13 +102,13 @@ TEST(HalfTest, F32ToF16OverflowAndSpecials) {
 TEST(HalfTest, F32ToF16Subnormals) {
   const float tiny = std::ldexp(1.0f, -24);  // f16 subnormal ulp
   EXPECT_EQ(F32ToF16(tiny), 0x0001);
-  EXPECT_EQ(F32ToF16(tiny / 2), 0x0000);          // tie -> even (zero)
-  EXPECT_EQ(F32ToF16(tiny * 1.5f), 0x0002);       // tie -> even (2)
-  EXPECT_EQ(F32ToF16(tiny * 2.5f), 0x0002);       // tie -> even (2)
+  EXPECT_EQ(F32ToF16(tiny / 2), 0x0000);     // tie -> even (zero)
+  EXPECT_EQ(F32ToF16(tiny * 1.5f), 0x0002);  // tie -> even (2)
+  EXPECT_EQ(F32ToF16(tiny * 2.5f), 0x0002);  // tie -> even (2)
   EXPECT_EQ(F32ToF16(tiny * 0.51f), 0x0001);
   EXPECT_EQ(F32ToF16(-tiny * 3), 0x8003);
   EXPECT_EQ(F32ToF16(tiny * 1023), 0x03FF);
-  EXPECT_EQ(F32ToF16(tiny * 1023.5f), 0x0400);    // rounds up into the normals
+  EXPECT_EQ(F32ToF16(tiny * 1023.5f), 0x0400);  // rounds up into the normals
   EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -14)), 0x0400);
   EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -30)), 0x0000);
   EXPECT_EQ(F32ToF16(-std::ldexp(1.0f, -30)), 0x8000);

@@ -124,7 +124,9 @@ TEST(KvCacheTest, WritesStayInTheirBlock) {
   ASSERT_TRUE(created.ok()) << created.status();
   KvCache& cache = **created;
   const int64_t n = layout.block_size * layout.kv_dim();
-  auto tag = [&](int l, int32_t b, int kv) { return static_cast<uint16_t>(1 + (l * 100 + b) * 2 + kv); };
+  auto tag = [&](int l, int32_t b, int kv) {
+    return static_cast<uint16_t>(1 + (l * 100 + b) * 2 + kv);
+  };
   for (int l = 0; l < layout.n_layers; ++l) {
     for (int32_t b = 0; b < kBlocks; ++b) {
       for (int64_t i = 0; i < n; ++i) {

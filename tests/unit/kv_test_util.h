@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -90,34 +91,39 @@ inline void ExpectGuardBlocksUntouched(KvCache& cache, const std::vector<int32_t
   }
 }
 
-// Records on_done calls.
+// Records on_done calls. The callback shares the record, so it stays safe
+// to call even if a failed test left the probe's scope first.
 class DoneProbe {
  public:
   KvReceiver::DoneCallback Callback() {
-    return [this](absl::StatusOr<KvCommit> result) {
-      absl::MutexLock lock(&mu_);
-      ++calls_;
-      result_ = std::move(result);
+    return [state = state_](absl::StatusOr<KvCommit> result) {
+      absl::MutexLock lock(&state->mu);
+      ++state->calls;
+      state->result = std::move(result);
     };
   }
   // Waits up to `timeout` for the first call; returns its result.
   absl::StatusOr<KvCommit> Wait(absl::Duration timeout = absl::Seconds(10)) {
-    absl::MutexLock lock(&mu_);
-    auto called = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return calls_ > 0; };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&called), timeout)) {
+    absl::MutexLock lock(&state_->mu);
+    State* s = state_.get();
+    auto called = [s]() { return s->calls > 0; };
+    if (!state_->mu.AwaitWithTimeout(absl::Condition(&called), timeout)) {
       return absl::InternalError("test: on_done was not called");
     }
-    return result_;
+    return state_->result;
   }
   int calls() {
-    absl::MutexLock lock(&mu_);
-    return calls_;
+    absl::MutexLock lock(&state_->mu);
+    return state_->calls;
   }
 
  private:
-  absl::Mutex mu_;
-  int calls_ = 0;
-  absl::StatusOr<KvCommit> result_ = absl::UnknownError("not called");
+  struct State {
+    absl::Mutex mu;
+    int calls = 0;
+    absl::StatusOr<KvCommit> result = absl::UnknownError("not called");
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 // A blocking loopback TCP client speaking raw frames.

@@ -40,11 +40,21 @@ std::unique_ptr<GgufFile> Rewrite(const GgufFile& g, const Edit& e) {
     }
     const GgufValue* v = g.Find(key);
     switch (v->type) {
-      case GgufValueType::kString: w.AddString(out, v->str); break;
-      case GgufValueType::kU32: w.AddUint32(out, static_cast<uint32_t>(v->u)); break;
-      case GgufValueType::kI32: w.AddInt32(out, static_cast<int32_t>(v->i)); break;
-      case GgufValueType::kF32: w.AddFloat32(out, static_cast<float>(v->f)); break;
-      case GgufValueType::kBool: w.AddBool(out, v->u != 0); break;
+      case GgufValueType::kString:
+        w.AddString(out, v->str);
+        break;
+      case GgufValueType::kU32:
+        w.AddUint32(out, static_cast<uint32_t>(v->u));
+        break;
+      case GgufValueType::kI32:
+        w.AddInt32(out, static_cast<int32_t>(v->i));
+        break;
+      case GgufValueType::kF32:
+        w.AddFloat32(out, static_cast<float>(v->f));
+        break;
+      case GgufValueType::kBool:
+        w.AddBool(out, v->u != 0);
+        break;
       case GgufValueType::kArray:
         if (v->elem_type == GgufValueType::kString) {
           w.AddStringArray(out, std::vector<std::string>(v->strings.begin(), v->strings.end()));
@@ -53,7 +63,8 @@ std::unique_ptr<GgufFile> Rewrite(const GgufFile& g, const Edit& e) {
           w.AddInt32Array(out, std::vector<int32_t>(ints.begin(), ints.end()));
         }
         break;
-      default: ADD_FAILURE() << "unhandled metadata type for " << key;
+      default:
+        ADD_FAILURE() << "unhandled metadata type for " << key;
     }
   }
   for (const GgufTensorInfo& t : g.tensors()) {
@@ -120,10 +131,9 @@ TEST(ModelConfigTest, ReadsRandomModels) {
 
 TEST(ModelConfigTest, MissingRequiredKeysAreNamed) {
   auto g = RandomGguf(SmallSpec());
-  for (const char* key :
-       {"general.architecture", "llama.block_count", "llama.embedding_length",
-        "llama.feed_forward_length", "llama.attention.head_count", "llama.context_length",
-        "llama.attention.layer_norm_rms_epsilon"}) {
+  for (const char* key : {"general.architecture", "llama.block_count", "llama.embedding_length",
+                          "llama.feed_forward_length", "llama.attention.head_count",
+                          "llama.context_length", "llama.attention.layer_norm_rms_epsilon"}) {
     auto edited = Rewrite(*g, {.drop_keys = {key}});
     ASSERT_NE(edited, nullptr);
     auto c = ModelConfig::FromGguf(*edited);
@@ -138,9 +148,9 @@ TEST(ModelConfigTest, MissingRequiredKeysAreNamed) {
 
 TEST(ModelConfigTest, OptionalKeysHaveLlamaDefaults) {
   auto g = RandomGguf(SmallSpec());
-  auto edited = Rewrite(*g, {.drop_keys = {"llama.attention.head_count_kv",
-                                           "llama.rope.dimension_count", "llama.rope.freq_base",
-                                           "llama.vocab_size", "general.name"}});
+  auto edited =
+      Rewrite(*g, {.drop_keys = {"llama.attention.head_count_kv", "llama.rope.dimension_count",
+                                 "llama.rope.freq_base", "llama.vocab_size", "general.name"}});
   auto c = ModelConfig::FromGguf(*edited);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->n_kv_heads, c->n_heads);
@@ -151,10 +161,10 @@ TEST(ModelConfigTest, OptionalKeysHaveLlamaDefaults) {
 
 TEST(ModelConfigTest, UnsupportedArchitectureNamesIt) {
   auto g = RandomGguf(SmallSpec());
-  auto edited = Rewrite(*g, {.key_prefix_from = "llama.", .key_prefix_to = "gpt2.",
-                             .extra = [](GgufWriter& w) {
-                               w.AddString("general.architecture", "gpt2");
-                             }});
+  auto edited = Rewrite(
+      *g, {.key_prefix_from = "llama.", .key_prefix_to = "gpt2.", .extra = [](GgufWriter& w) {
+             w.AddString("general.architecture", "gpt2");
+           }});
   auto c = ModelConfig::FromGguf(*edited);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -163,10 +173,10 @@ TEST(ModelConfigTest, UnsupportedArchitectureNamesIt) {
 
 TEST(ModelConfigTest, MistralIsLlamaFamily) {
   auto g = RandomGguf(SmallSpec());
-  auto edited = Rewrite(*g, {.key_prefix_from = "llama.", .key_prefix_to = "mistral.",
-                             .extra = [](GgufWriter& w) {
-                               w.AddString("general.architecture", "mistral");
-                             }});
+  auto edited = Rewrite(
+      *g, {.key_prefix_from = "llama.", .key_prefix_to = "mistral.", .extra = [](GgufWriter& w) {
+             w.AddString("general.architecture", "mistral");
+           }});
   auto c = ModelConfig::FromGguf(*edited);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->architecture, "mistral");
@@ -224,8 +234,8 @@ TEST(ModelWeightsTest, BindsEveryTensorOfARandomModel) {
   EXPECT_EQ(l.w_gate.data, t->data);  // views into the file, no copy
   EXPECT_EQ(l.w_gate.row_bytes, t->row_bytes);
   EXPECT_EQ(l.w_gate.row(3), t->data + 3 * t->row_bytes);
-  EXPECT_EQ(l.ffn_norm[5], reinterpret_cast<const float*>(
-                               g->FindTensor("blk.1.ffn_norm.weight")->data)[5]);
+  EXPECT_EQ(l.ffn_norm[5],
+            reinterpret_cast<const float*>(g->FindTensor("blk.1.ffn_norm.weight")->data)[5]);
 }
 
 TEST(ModelWeightsTest, UntiedOutputIsBoundSeparately) {
@@ -264,19 +274,21 @@ TEST(ModelWeightsTest, WrongShapeIsNamed) {
   const int64_t q41_row = 40;  // 64 elements of Q4_1
   // attn_k should be {64, 32} (2 kv heads of 16); give it {64, 64}.
   ExpectLoadError(*Rewrite(*g, {.drop_tensors = {"blk.0.attn_k.weight"},
-                                .extra = [&](GgufWriter& w) {
-                                  EXPECT_TRUE(w.AddTensor("blk.0.attn_k.weight", 3, {64, 64},
-                                                          std::string(q41_row * 64, '\0'))
-                                                  .ok());
-                                }}),
+                                .extra =
+                                    [&](GgufWriter& w) {
+                                      EXPECT_TRUE(w.AddTensor("blk.0.attn_k.weight", 3, {64, 64},
+                                                              std::string(q41_row * 64, '\0'))
+                                                      .ok());
+                                    }}),
                   "blk.0.attn_k.weight");
   // A norm that is 2-D.
   ExpectLoadError(*Rewrite(*g, {.drop_tensors = {"blk.1.ffn_norm.weight"},
-                                .extra = [](GgufWriter& w) {
-                                  EXPECT_TRUE(w.AddTensor("blk.1.ffn_norm.weight", 0, {64, 2},
-                                                          std::string(64 * 2 * 4, '\0'))
-                                                  .ok());
-                                }}),
+                                .extra =
+                                    [](GgufWriter& w) {
+                                      EXPECT_TRUE(w.AddTensor("blk.1.ffn_norm.weight", 0, {64, 2},
+                                                              std::string(64 * 2 * 4, '\0'))
+                                                      .ok());
+                                    }}),
                   "blk.1.ffn_norm.weight");
 }
 
@@ -284,11 +296,12 @@ TEST(ModelWeightsTest, TypeWithoutKernelsIsNamed) {
   auto g = RandomGguf(SmallSpec());
   // Q5_0 (id 6): 64 elements = 2 blocks of 22 bytes; no matmul kernel.
   ExpectLoadError(*Rewrite(*g, {.drop_tensors = {"blk.0.ffn_up.weight"},
-                                .extra = [](GgufWriter& w) {
-                                  EXPECT_TRUE(w.AddTensor("blk.0.ffn_up.weight", 6, {64, 96},
-                                                          std::string(44 * 96, '\0'))
-                                                  .ok());
-                                }}),
+                                .extra =
+                                    [](GgufWriter& w) {
+                                      EXPECT_TRUE(w.AddTensor("blk.0.ffn_up.weight", 6, {64, 96},
+                                                              std::string(44 * 96, '\0'))
+                                                      .ok());
+                                    }}),
                   "blk.0.ffn_up.weight");
 }
 

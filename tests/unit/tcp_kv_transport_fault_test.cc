@@ -59,7 +59,7 @@ class TcpKvTransportFaultTest : public ::testing::TestWithParam<FaultCase> {
 
   // Moves logical blocks 0..1 of every layer with the real sender.
   void SendGoodTransfer(uint64_t id, uint64_t epoch) {
-    auto sender = TcpKvSender::Create();
+    std::unique_ptr<TcpKvSender> sender = TcpKvSender::Create().value();
     const KvTransferTarget target{absl::StrCat("127.0.0.1:", receiver_->port()), id, epoch,
                                   absl::Now() + absl::Seconds(10)};
     for (int l = 0; l < kLayers; ++l) {
@@ -77,8 +77,10 @@ TEST_P(TcpKvTransportFaultTest, FailsCleanlyAndKeepsServing) {
   const FaultCase& fault = GetParam();
   const int64_t bpl = dst_->layout().bytes_per_layer_block();
   DoneProbe probe;
-  ASSERT_TRUE(receiver_->Expect(kId, kEpoch, kReserved, kLayers, absl::Now() + absl::Seconds(20),
-                                probe.Callback()).ok());
+  ASSERT_TRUE(receiver_
+                  ->Expect(kId, kEpoch, kReserved, kLayers, absl::Now() + absl::Seconds(20),
+                           probe.Callback())
+                  .ok());
   {
     RawKvClient client(receiver_->port());
     fault.inject(client, bpl);
@@ -106,8 +108,10 @@ TEST_P(TcpKvTransportFaultTest, FailsCleanlyAndKeepsServing) {
   uint64_t id = kId;
   if (fault.reservation_code != absl::StatusCode::kOk) {
     id = kId + 1;
-    ASSERT_TRUE(receiver_->Expect(id, 1, kReserved, kLayers, absl::Now() + absl::Seconds(20),
-                                  good.Callback()).ok());
+    ASSERT_TRUE(
+        receiver_
+            ->Expect(id, 1, kReserved, kLayers, absl::Now() + absl::Seconds(20), good.Callback())
+            .ok());
   }
   SendGoodTransfer(id, id == kId ? kEpoch : 1);
   DoneProbe& winner = id == kId ? probe : good;

@@ -35,7 +35,9 @@ class TcpKvTransportTest : public ::testing::Test {
     auto receiver = TcpKvReceiver::Create(dst_.get(), options);
     ASSERT_TRUE(receiver.ok()) << receiver.status();
     receiver_ = std::move(receiver).value();
-    sender_ = TcpKvSender::Create();
+    auto sender = TcpKvSender::Create();
+    ASSERT_TRUE(sender.ok()) << sender.status();
+    sender_ = std::move(sender).value();
   }
 
   std::string endpoint() const { return absl::StrCat("127.0.0.1:", receiver_->port()); }
@@ -47,8 +49,8 @@ class TcpKvTransportTest : public ::testing::Test {
 
   absl::Status ExpectTransfer(uint64_t id, uint64_t epoch, std::vector<int32_t> dst,
                               DoneProbe& probe) {
-    return receiver_->Expect(id, epoch, std::move(dst), kLayers,
-                             absl::Now() + absl::Seconds(10), probe.Callback());
+    return receiver_->Expect(id, epoch, std::move(dst), kLayers, absl::Now() + absl::Seconds(10),
+                             probe.Callback());
   }
 
   // Sends every layer of logical blocks 0..src.size()-1 in one frame each.
@@ -111,7 +113,7 @@ TEST_F(TcpKvTransportTest, ConcurrentTransfersInterleave) {
   ASSERT_TRUE(ExpectTransfer(3, 1, dst_c, c).ok());
   // C comes from another prefill worker (its own connection) at the same time.
   std::thread other([&] {
-    auto sender = TcpKvSender::Create();
+    std::unique_ptr<TcpKvSender> sender = TcpKvSender::Create().value();
     EXPECT_TRUE(SendLayers(*sender, Target(3), src_c).ok());
     EXPECT_TRUE(sender->Commit(Target(3), KvCommit{kLayers, 0, 3}).ok());
   });
@@ -193,8 +195,10 @@ TEST_F(TcpKvTransportTest, StaleEpochFrameIsDiscardedAfterReExpect) {
 
 TEST_F(TcpKvTransportTest, DeadlineExpiresWithoutData) {
   DoneProbe probe;
-  ASSERT_TRUE(receiver_->Expect(1, 1, {0, 1}, kLayers, absl::Now() + absl::Milliseconds(100),
-                                probe.Callback()).ok());
+  ASSERT_TRUE(
+      receiver_
+          ->Expect(1, 1, {0, 1}, kLayers, absl::Now() + absl::Milliseconds(100), probe.Callback())
+          .ok());
   EXPECT_EQ(probe.Wait().status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(receiver_->num_pending(), 0u);
   EXPECT_EQ(probe.calls(), 1);
@@ -306,20 +310,36 @@ TEST_F(TcpKvTransportTest, SendLayerValidatesArguments) {
   EXPECT_EQ(sender_->SendLayer(t, 0, {0, 1}, *src_, {0}).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(sender_->SendLayer(t, 0, {}, *src_, {}).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(sender_->SendLayer(t, 0, {0}, *src_, {16}).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(sender_->SendLayer(t, 0, {-1}, *src_, {0}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sender_->SendLayer(t, 0, {0}, *src_, {16}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sender_->SendLayer(t, 0, {-1}, *src_, {0}).code(), absl::StatusCode::kInvalidArgument);
   KvTransferTarget bad = t;
   bad.endpoint = "no-port";
-  EXPECT_EQ(sender_->SendLayer(bad, 0, {0}, *src_, {0}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sender_->SendLayer(bad, 0, {0}, *src_, {0}).code(), absl::StatusCode::kInvalidArgument);
   KvTransferTarget other_epoch = t;
   ASSERT_TRUE(sender_->SendLayer(t, 0, {0}, *src_, {0}).ok());
   other_epoch.epoch = 2;
   EXPECT_EQ(sender_->SendLayer(other_epoch, 0, {0}, *src_, {0}).code(),
             absl::StatusCode::kFailedPrecondition);
   sender_->Abort(t, "test over");
+
+  TcpKvSenderOptions no_timeout;
+  no_timeout.idle_timeout = absl::ZeroDuration();
+  EXPECT_EQ(TcpKvSender::Create(no_timeout).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TcpKvReceiverCreateTest, RejectsBadOptions) {
+  std::unique_ptr<KvCache> cache = MakeCache(4, 0);
+  TcpKvReceiverOptions options;
+  options.listen_address = "127.0.0.1:http";
+  EXPECT_EQ(TcpKvReceiver::Create(cache.get(), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.listen_address = "300.1.1.1:0";
+  EXPECT_EQ(TcpKvReceiver::Create(cache.get(), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.listen_address = "127.0.0.1:0";
+  options.idle_timeout = absl::ZeroDuration();
+  EXPECT_EQ(TcpKvReceiver::Create(cache.get(), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(TcpKvTransportTest, ExpectValidatesArguments) {
@@ -333,8 +353,8 @@ TEST_F(TcpKvTransportTest, ExpectValidatesArguments) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(receiver_->Expect(1, 1, {0}, kLayers + 1, later, probe.Callback()).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(receiver_->Expect(1, 1, {0}, kLayers, absl::Now() - absl::Seconds(1),
-                              probe.Callback()).code(),
+  EXPECT_EQ(receiver_->Expect(1, 1, {0}, kLayers, absl::Now() - absl::Seconds(1), probe.Callback())
+                .code(),
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(receiver_->num_pending(), 0u);
   EXPECT_EQ(probe.calls(), 0);

@@ -81,8 +81,8 @@ TEST(ThreadPoolTest, ParallelForCoversRangeExactlyOnceWithAlignment) {
     ThreadPool pool(threads);
     for (int64_t n : {0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 63, 64, 100, 257, 1000, 4099}) {
       for (int64_t align : {0, 1, 2, 3, 4, 16, 32, 1000, 5000}) {
-        SCOPED_TRACE(testing::Message() << "threads " << threads << " n " << n << " align "
-                                        << align);
+        SCOPED_TRACE(testing::Message()
+                     << "threads " << threads << " n " << n << " align " << align);
         std::vector<std::atomic<int>> hits(n);
         std::mutex mu;
         std::vector<std::pair<int64_t, int64_t>> ranges;

@@ -1,0 +1,71 @@
+#include "common/engine_loop.h"
+
+#include "glog/logging.h"
+
+namespace pdserve {
+
+EngineLoop::EngineLoop(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {
+  Publish();
+  thread_ = std::thread([this] { Run(); });
+}
+
+EngineLoop::~EngineLoop() { Stop(); }
+
+bool EngineLoop::Post(std::function<void(Engine&)> fn) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return false;
+  queue_.push_back(std::move(fn));
+  return true;
+}
+
+EngineLoad EngineLoop::load() const {
+  absl::MutexLock lock(&mu_);
+  return load_;
+}
+
+void EngineLoop::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void EngineLoop::Publish() {
+  EngineLoad l;
+  l.kv_blocks_total = engine_->cache().num_blocks();
+  l.kv_blocks_free = engine_->cache().allocator().num_free();
+  l.running = engine_->num_running();
+  l.waiting = engine_->num_waiting();
+  l.queued_prompt_tokens = engine_->queued_prompt_tokens();
+  absl::MutexLock lock(&mu_);
+  l.steps = load_.steps + 1;
+  load_ = l;
+}
+
+// Closures first (admissions, cancellations, KV commits), then one step;
+// when there is nothing to step, sleep until a closure arrives.
+void EngineLoop::Run() {
+  while (true) {
+    std::deque<std::function<void(Engine&)>> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || stopping_;
+      };
+      if (!engine_->HasWork()) mu_.Await(absl::Condition(&ready));
+      batch.swap(queue_);
+      if (stopping_ && batch.empty()) break;
+    }
+    for (auto& fn : batch) fn(*engine_);
+    if (engine_->HasWork()) {
+      absl::Status s = engine_->Step();
+      if (!s.ok()) LOG(ERROR) << "engine step failed: " << s;
+    }
+    Publish();
+  }
+  engine_.reset();
+}
+
+}  // namespace pdserve

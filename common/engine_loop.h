@@ -1,0 +1,59 @@
+// EngineLoop: the one engine thread of a worker. It owns the Engine (and
+// through it the scheduler, block allocator and model runner); other threads
+// (gRPC reactions, KV transport I/O) talk to it only by posting closures,
+// which run on the engine thread between forward steps.
+//
+// A load snapshot (free blocks, running, waiting, queued prompt tokens) is
+// published after every step for GetLoad/WatchLoad on other threads.
+//
+// Thread-safety: Post(), load() and Stop() are safe from any thread.
+#ifndef PDSERVE_COMMON_ENGINE_LOOP_H_
+#define PDSERVE_COMMON_ENGINE_LOOP_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "common/engine.h"
+
+namespace pdserve {
+
+struct EngineLoad {
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_free = 0;
+  int32_t running = 0;
+  int32_t waiting = 0;
+  int64_t queued_prompt_tokens = 0;
+  int64_t steps = 0;
+};
+
+class EngineLoop {
+ public:
+  explicit EngineLoop(std::unique_ptr<Engine> engine);
+  ~EngineLoop();  // Stop()s
+
+  // Runs `fn` on the engine thread. Returns false (and drops `fn`) once the
+  // loop is stopping.
+  bool Post(std::function<void(Engine&)> fn);
+  EngineLoad load() const;
+  // Finishes queued closures, then stops the thread. Idempotent.
+  void Stop();
+
+ private:
+  void Run();
+  void Publish();
+
+  std::unique_ptr<Engine> engine_;
+  mutable absl::Mutex mu_;
+  std::deque<std::function<void(Engine&)>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  EngineLoad load_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_ENGINE_LOOP_H_

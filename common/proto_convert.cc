@@ -1,0 +1,65 @@
+#include "common/proto_convert.h"
+
+namespace pdserve {
+
+SamplingParams FromProto(const v1::SamplingParams& p) {
+  SamplingParams s;
+  if (p.has_temperature()) s.temperature = p.temperature();
+  if (p.has_top_k()) s.top_k = p.top_k();
+  if (p.has_top_p()) s.top_p = p.top_p();
+  if (p.has_min_p()) s.min_p = p.min_p();
+  if (p.has_repetition_penalty()) s.repetition_penalty = p.repetition_penalty();
+  if (p.has_presence_penalty()) s.presence_penalty = p.presence_penalty();
+  if (p.has_frequency_penalty()) s.frequency_penalty = p.frequency_penalty();
+  if (p.has_penalty_last_n()) s.penalty_last_n = p.penalty_last_n();
+  if (p.has_seed()) s.seed = p.seed();
+  return s;
+}
+
+v1::SamplingParams ToProto(const SamplingParams& s) {
+  v1::SamplingParams p;
+  p.set_temperature(s.temperature);
+  p.set_top_k(s.top_k);
+  p.set_top_p(s.top_p);
+  p.set_min_p(s.min_p);
+  p.set_repetition_penalty(s.repetition_penalty);
+  p.set_presence_penalty(s.presence_penalty);
+  p.set_frequency_penalty(s.frequency_penalty);
+  p.set_penalty_last_n(s.penalty_last_n);
+  p.set_seed(s.seed);
+  return p;
+}
+
+v1::KvLayout ToProto(const KvLayout& l) {
+  v1::KvLayout p;
+  p.set_num_layers(l.n_layers);
+  p.set_num_kv_heads(l.n_kv_heads);
+  p.set_head_dim(l.head_dim);
+  p.set_block_size(l.block_size);
+  p.set_dtype(l.dtype);
+  return p;
+}
+
+KvLayout FromProto(const v1::KvLayout& p) {
+  KvLayout l;
+  l.n_layers = static_cast<int32_t>(p.num_layers());
+  l.n_kv_heads = static_cast<int32_t>(p.num_kv_heads());
+  l.head_dim = static_cast<int32_t>(p.head_dim());
+  l.block_size = static_cast<int32_t>(p.block_size());
+  l.dtype = p.dtype();
+  return l;
+}
+
+v1::LoadReport ToLoadReport(const EngineLoad& load, bool draining) {
+  v1::LoadReport r;
+  r.set_kv_blocks_total(load.kv_blocks_total);
+  r.set_kv_blocks_free(load.kv_blocks_free);
+  r.set_kv_blocks_used(load.kv_blocks_total - load.kv_blocks_free);
+  r.set_running(load.running);
+  r.set_waiting(load.waiting);
+  r.set_queued_prompt_tokens(load.queued_prompt_tokens);
+  r.set_draining(draining);
+  return r;
+}
+
+}  // namespace pdserve

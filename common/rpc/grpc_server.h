@@ -1,0 +1,56 @@
+// GrpcServer: starts a gRPC server for a pdserve process with the standard
+// extras every process exposes — grpc.health.v1 (SERVING / NOT_SERVING
+// during drain) and server reflection — and listens on one address.
+//
+// Thread-safety: all methods may be called from any thread.
+#ifndef PDSERVE_COMMON_RPC_GRPC_SERVER_H_
+#define PDSERVE_COMMON_RPC_GRPC_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace pdserve {
+
+struct GrpcServerOptions {
+  std::string listen_address = "0.0.0.0:0";  // port 0 picks a free port
+  int max_receive_message_bytes = 16 << 20;
+  std::vector<grpc::Service*> services;      // not owned; outlive the server
+};
+
+class GrpcServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options);
+  ~GrpcServer();
+
+  int port() const { return port_; }
+  // Health status of the whole server ("" service).
+  void SetServing(bool serving);
+  // Stops accepting calls, lets calls in flight finish until `grace`, then
+  // cancels the rest.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  GrpcServer(std::unique_ptr<grpc::Server> server, int port)
+      : server_(std::move(server)), port_(port) {}
+
+  std::unique_ptr<grpc::Server> server_;
+  int port_;
+  bool shut_down_ = false;
+};
+
+// Blocks SIGINT/SIGTERM in the calling thread; call first thing in main(),
+// before any thread starts, so that every thread inherits the mask and
+// WaitForTerminationSignal() is the only place that receives them.
+void BlockTerminationSignals();
+// Waits for SIGINT or SIGTERM and returns its number.
+int WaitForTerminationSignal();
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_RPC_GRPC_SERVER_H_

@@ -1,0 +1,48 @@
+// DecodeCall: one DecodeWorker.Decode stream (worker.proto).
+//
+// Remote prefill: reserve blocks on the engine thread, register them with
+// the KV receiver under (transfer_id, epoch 1) and send Reserved; when the
+// commit arrives, the prefill worker's first token is emitted and the
+// sequence joins the continuous batch. Local prefill: the engine prefills
+// and decodes. Tokens stream as they are sampled; the stream ends with
+// DecodeFinished, or an error status (the KV never came: DEADLINE_EXCEEDED;
+// a bad transfer: the receiver's status; no memory: RESOURCE_EXHAUSTED).
+//
+// Every path that ends a request releases its blocks exactly once: the
+// engine frees them when the sequence finishes or is cancelled, and the
+// receiver is cancelled first so no late frame can land in a freed block.
+//
+// Threads: gRPC reactions, the engine thread and the receiver's I/O thread
+// all touch the call; they share `State` through shared_ptr, the engine-side
+// fields are only used on the engine thread, and the reactor is reached
+// only through the StreamOutbox.
+#ifndef PDSERVE_DECODE_WORKER_DECODE_CALL_H_
+#define PDSERVE_DECODE_WORKER_DECODE_CALL_H_
+
+#include <memory>
+
+#include <grpcpp/support/server_callback.h>
+
+#include "decode_worker/decode_context.h"
+#include "pdserve/v1/worker.pb.h"
+
+namespace pdserve {
+
+class DecodeCall : public grpc::ServerWriteReactor<v1::DecodeEvent> {
+ public:
+  DecodeCall(DecodeContext* ctx, grpc::CallbackServerContext* rpc, const v1::DecodeRequest& req);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+  struct State;
+
+ private:
+  DecodeContext* const ctx_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_DECODE_WORKER_DECODE_CALL_H_

@@ -1,0 +1,33 @@
+// DecodeContext: what every Decode call of a decode worker shares — the
+// model, the engine thread, the KV receiver and the worker's identity.
+// Owned by DecodeWorker; outlives every call (the server is shut down
+// before it is destroyed).
+#ifndef PDSERVE_DECODE_WORKER_DECODE_CONTEXT_H_
+#define PDSERVE_DECODE_WORKER_DECODE_CONTEXT_H_
+
+#include <atomic>
+#include <string>
+
+#include "absl/time/time.h"
+#include "common/engine_loop.h"
+#include "common/kv_cache.h"
+#include "common/kv_transport.h"
+#include "common/model.h"
+
+namespace pdserve {
+
+struct DecodeContext {
+  const Model* model = nullptr;
+  EngineLoop* loop = nullptr;
+  KvReceiver* receiver = nullptr;
+  KvLayout layout;
+  std::string worker_id;
+  std::string kv_endpoint;
+  absl::Duration default_kv_wait = absl::Seconds(10);
+  absl::Duration max_kv_wait = absl::Seconds(60);
+  std::atomic<bool> draining{false};
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_DECODE_WORKER_DECODE_CONTEXT_H_

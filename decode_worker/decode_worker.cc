@@ -1,0 +1,102 @@
+#include "decode_worker/decode_worker.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/host_port.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pdserve {
+
+absl::Status DecodeWorkerConfig::Validate() const {
+  if (model_path.empty()) return absl::InvalidArgumentError("--model is required");
+  if (threads < 1 || threads > 256) return absl::InvalidArgumentError("--threads out of range");
+  if (kv_blocks < 1) return absl::InvalidArgumentError("--kv_blocks must be positive");
+  if (block_size < 1 || block_size > 1024) {
+    return absl::InvalidArgumentError("--block_size out of range");
+  }
+  if (max_batch_tokens < 1 || max_batch < 1) {
+    return absl::InvalidArgumentError("--max_batch_tokens and --max_batch must be positive");
+  }
+  if (kv_wait <= absl::ZeroDuration()) return absl::InvalidArgumentError("--kv_wait_ms must be positive");
+  return absl::OkStatus();
+}
+
+namespace {
+
+std::string AdvertisedKvEndpoint(const DecodeWorkerConfig& c, uint16_t port) {
+  if (!c.kv_advertise.empty()) return c.kv_advertise;
+  std::string host = "127.0.0.1";
+  if (auto hp = ParseHostPort(c.kv_listen); hp.ok() && hp->host != "0.0.0.0" && !hp->host.empty()) {
+    host = hp->host;
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWorkerConfig& c) {
+  RETURN_IF_ERROR(c.Validate());
+  std::unique_ptr<DecodeWorker> w(new DecodeWorker);
+  w->config_ = c;
+  ASSIGN_OR_RETURN(w->model_, Model::Load(c.model_path));
+  const KvLayout layout = KvLayout::ForModel(w->model_->config(), c.block_size);
+  ASSIGN_OR_RETURN(w->cache_, KvCache::Create(layout, c.kv_blocks));
+  w->runner_ = std::make_unique<CpuModelRunner>(w->model_->config(), &w->model_->weights(),
+                                                c.threads);
+  TcpKvReceiverOptions ro;
+  ro.listen_address = c.kv_listen;
+  ASSIGN_OR_RETURN(w->receiver_, TcpKvReceiver::Create(w->cache_.get(), ro));
+  auto engine = std::make_unique<Engine>(&w->model_->tokenizer(), w->runner_.get(),
+                                         w->cache_.get(),
+                                         Engine::Options{.max_batch_tokens = c.max_batch_tokens,
+                                                         .max_running = c.max_batch});
+  w->loop_ = std::make_unique<EngineLoop>(std::move(engine));
+  w->ctx_.model = w->model_.get();
+  w->ctx_.loop = w->loop_.get();
+  w->ctx_.receiver = w->receiver_.get();
+  w->ctx_.layout = layout;
+  w->ctx_.worker_id = c.worker_id.empty() ? absl::StrCat("decode-", getpid()) : c.worker_id;
+  w->ctx_.kv_endpoint = AdvertisedKvEndpoint(c, w->receiver_->port());
+  w->ctx_.default_kv_wait = c.kv_wait;
+  w->service_ = std::make_unique<DecodeService>(&w->ctx_);
+  GrpcServerOptions so;
+  so.listen_address = c.listen;
+  so.services = {w->service_.get()};
+  ASSIGN_OR_RETURN(w->server_, GrpcServer::Start(so));
+  LOG(INFO) << "decode worker " << w->ctx_.worker_id << " serving on port " << w->port()
+            << ", kv endpoint " << w->ctx_.kv_endpoint << ", " << c.kv_blocks << " blocks of "
+            << c.block_size << " tokens";
+  return w;
+}
+
+void DecodeWorker::Drain() {
+  ctx_.draining.store(true);
+  server_->SetServing(false);
+  const absl::Time deadline = absl::Now() + config_.drain_timeout;
+  while (absl::Now() < deadline) {
+    const EngineLoad l = loop_->load();
+    if (l.running + l.waiting == 0) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  server_->Shutdown(absl::Seconds(1));
+}
+
+// Teardown order: no more calls (server), then no more engine work, then
+// the receiver (its callbacks post to the loop), then memory.
+DecodeWorker::~DecodeWorker() {
+  if (server_) server_->Shutdown(absl::ZeroDuration());
+  if (loop_) loop_->Stop();
+  receiver_.reset();
+  loop_.reset();
+}
+
+absl::Status RunDecodeWorker(const DecodeWorkerConfig& config) {
+  ASSIGN_OR_RETURN(std::unique_ptr<DecodeWorker> worker, DecodeWorker::Start(config));
+  WaitForTerminationSignal();
+  worker->Drain();
+  return absl::OkStatus();
+}
+
+}  // namespace pdserve

@@ -1,0 +1,69 @@
+// DecodeWorker: the pdserve-decode process — model, KV cache, engine thread,
+// KV receiver and the DecodeWorker gRPC service, started together and
+// drained together.
+#ifndef PDSERVE_DECODE_WORKER_DECODE_WORKER_H_
+#define PDSERVE_DECODE_WORKER_DECODE_WORKER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/cpu_model_runner.h"
+#include "common/rpc/grpc_server.h"
+#include "common/tcp_kv_receiver.h"
+#include "decode_worker/decode_context.h"
+#include "decode_worker/decode_service.h"
+
+namespace pdserve {
+
+struct DecodeWorkerConfig {
+  std::string model_path;
+  std::string listen = "0.0.0.0:50071";
+  std::string kv_listen = "0.0.0.0:0";
+  // Address the prefill workers use for KV; empty = derive from kv_listen
+  // (127.0.0.1 when it listens on all interfaces).
+  std::string kv_advertise;
+  std::string worker_id;
+  int threads = 2;
+  int kv_blocks = 1024;
+  int block_size = 16;
+  int max_batch_tokens = 512;
+  int max_batch = 64;
+  absl::Duration kv_wait = absl::Seconds(10);
+  absl::Duration drain_timeout = absl::Seconds(30);
+
+  absl::Status Validate() const;
+};
+
+class DecodeWorker {
+ public:
+  static absl::StatusOr<std::unique_ptr<DecodeWorker>> Start(const DecodeWorkerConfig& config);
+  ~DecodeWorker();
+
+  int port() const { return server_->port(); }
+  const std::string& kv_endpoint() const { return ctx_.kv_endpoint; }
+  // Stops admitting, lets running sequences finish (bounded by the drain
+  // timeout), then shuts the server down.
+  void Drain();
+
+ private:
+  DecodeWorker() = default;
+
+  DecodeWorkerConfig config_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<CpuModelRunner> runner_;
+  std::unique_ptr<TcpKvReceiver> receiver_;
+  std::unique_ptr<EngineLoop> loop_;
+  DecodeContext ctx_;
+  std::unique_ptr<DecodeService> service_;
+  std::unique_ptr<GrpcServer> server_;
+};
+
+// Runs a decode worker until SIGINT/SIGTERM, then drains.
+absl::Status RunDecodeWorker(const DecodeWorkerConfig& config);
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_DECODE_WORKER_DECODE_WORKER_H_

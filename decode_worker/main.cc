@@ -1,0 +1,47 @@
+// pdserve-decode: flags -> DecodeWorkerConfig -> RunDecodeWorker().
+#include <cstdio>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "common/rpc/grpc_server.h"
+#include "decode_worker/decode_worker.h"
+#include "glog/logging.h"
+
+ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model path");
+ABSL_FLAG(std::string, listen, "0.0.0.0:50071", "gRPC listen address");
+ABSL_FLAG(std::string, kv_listen, "0.0.0.0:0", "KV receiver listen address (port 0 = any)");
+ABSL_FLAG(std::string, kv_advertise, "", "KV endpoint told to prefill workers (host:port)");
+ABSL_FLAG(std::string, worker_id, "", "Worker id in logs and WorkerInfo (default decode-<pid>)");
+ABSL_FLAG(int32_t, threads, 2, "Engine threads");
+ABSL_FLAG(int32_t, kv_blocks, 1024, "KV cache blocks");
+ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV block");
+ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (local prefill chunk)");
+ABSL_FLAG(int32_t, max_batch, 64, "Sequences per decode batch");
+ABSL_FLAG(int32_t, kv_wait_ms, 10000, "Default wait for a reservation's KV commit");
+ABSL_FLAG(int32_t, drain_timeout_ms, 30000, "Longest drain on SIGTERM");
+
+int main(int argc, char** argv) {
+  pdserve::BlockTerminationSignals();
+  absl::ParseCommandLine(argc, argv);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  pdserve::DecodeWorkerConfig c;
+  c.model_path = absl::GetFlag(FLAGS_model);
+  c.listen = absl::GetFlag(FLAGS_listen);
+  c.kv_listen = absl::GetFlag(FLAGS_kv_listen);
+  c.kv_advertise = absl::GetFlag(FLAGS_kv_advertise);
+  c.worker_id = absl::GetFlag(FLAGS_worker_id);
+  c.threads = absl::GetFlag(FLAGS_threads);
+  c.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
+  c.block_size = absl::GetFlag(FLAGS_block_size);
+  c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  c.max_batch = absl::GetFlag(FLAGS_max_batch);
+  c.kv_wait = absl::Milliseconds(absl::GetFlag(FLAGS_kv_wait_ms));
+  c.drain_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_drain_timeout_ms));
+  absl::Status s = pdserve::RunDecodeWorker(c);
+  if (!s.ok()) {
+    LOG(ERROR) << "pdserve-decode: " << s;
+    return 1;
+  }
+  return 0;
+}

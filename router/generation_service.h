@@ -1,0 +1,61 @@
+// GenerationService: the public pdserve.v1.Generation API (gRPC callback
+// service). Generate admits a request (bounded: beyond --max_queue calls in
+// flight the answer is RESOURCE_EXHAUSTED at once) and hands it to a
+// GenerateCall, which owns the rest of its life. Tokenize and GetModelInfo
+// answer from the router's own tokenizer-only model.
+//
+// Thread-safe; gRPC calls it from its callback threads. The model, config
+// and registry must outlive it, and the service must outlive every call:
+// WaitForCalls() (after the server stopped accepting RPCs) blocks until the
+// last GenerateCall, including its RPCs to workers, is gone.
+#ifndef PDSERVE_ROUTER_GENERATION_SERVICE_H_
+#define PDSERVE_ROUTER_GENERATION_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/synchronization/mutex.h"
+#include "common/model.h"
+#include "pdserve/v1/generation.grpc.pb.h"
+#include "router/generate_call.h"
+#include "router/request_validator.h"
+#include "router/router_config.h"
+#include "router/worker_registry.h"
+
+namespace pdserve {
+
+class GenerationService final : public v1::Generation::CallbackService {
+ public:
+  GenerationService(const Model& model, const RouterConfig& config, WorkerRegistry* registry);
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+
+  void WaitForCalls();
+  int calls_in_flight() const;
+
+ private:
+  bool TryAdmit();
+  void OnCallDestroyed();
+
+  const Model& model_;
+  const RouterConfig& config_;
+  WorkerRegistry* const registry_;
+  const RequestValidator validator_;
+  std::atomic<uint64_t> decode_ticket_{0};
+  std::atomic<uint64_t> prefill_ticket_{0};
+  GenerateCall::Env env_;
+
+  mutable absl::Mutex mu_;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_ROUTER_GENERATION_SERVICE_H_

@@ -1,0 +1,24 @@
+// pdserve-router: the public Generation API in front of the prefill and
+// decode tiers (DESIGN.md §7). All logic lives in the pdserve_router library.
+#include <cstdlib>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "glog/logging.h"
+#include "router/router_flags.h"
+#include "router/router_server.h"
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "pdserve-router --model=M.gguf --decode=host:port,... [--prefill=host:port,...]");
+  absl::ParseCommandLine(argc, argv);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  absl::StatusOr<pdserve::RouterConfig> config = pdserve::RouterConfigFromFlags();
+  absl::Status status = config.ok() ? pdserve::Run(*config) : config.status();
+  if (!status.ok()) {
+    LOG(ERROR) << status;
+    return EXIT_FAILURE;
+  }
+  return EXIT_SUCCESS;
+}

@@ -1,0 +1,78 @@
+#include "router/router_config.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/host_port.h"
+#include "common/status_macros.h"
+
+namespace pdserve {
+namespace {
+
+absl::Status CheckAddresses(absl::string_view flag, const std::vector<std::string>& addresses,
+                            absl::flat_hash_set<std::string>* seen) {
+  for (const std::string& address : addresses) {
+    absl::StatusOr<HostPort> hp = ParseHostPort(address);
+    if (!hp.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", hp.status().message()));
+    }
+    if (hp->host.empty() || hp->port == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": \"", address, "\" needs a host and a non-zero port"));
+    }
+    if (!seen->insert(address).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": worker \"", address, "\" is listed twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPositive(absl::string_view flag, int64_t value) {
+  if (value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, " = ", value, " must be > 0"));
+}
+
+}  // namespace
+
+absl::StatusOr<PolicyKind> ParsePolicyKind(absl::string_view name) {
+  if (name == "least_loaded") return PolicyKind::kLeastLoaded;
+  if (name == "round_robin") return PolicyKind::kRoundRobin;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown policy \"", name, "\" (expected least_loaded or round_robin)"));
+}
+
+const char* PolicyKindName(PolicyKind kind) {
+  return kind == PolicyKind::kRoundRobin ? "round_robin" : "least_loaded";
+}
+
+absl::Status RouterConfig::Validate() const {
+  absl::StatusOr<HostPort> listen_hp = ParseHostPort(listen);
+  if (!listen_hp.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen: ", listen_hp.status().message()));
+  }
+  if (model_path.empty()) return absl::InvalidArgumentError("--model is required");
+  if (decode_addresses.empty()) {
+    return absl::InvalidArgumentError("--decode needs at least one host:port");
+  }
+  absl::flat_hash_set<std::string> seen;
+  RETURN_IF_ERROR(CheckAddresses("decode", decode_addresses, &seen));
+  RETURN_IF_ERROR(CheckAddresses("prefill", prefill_addresses, &seen));
+  if (local_prefill_max_tokens < 0) {
+    return absl::InvalidArgumentError("--local_prefill_max_tokens must be >= 0");
+  }
+  RETURN_IF_ERROR(CheckPositive("max_queue", max_queue));
+  RETURN_IF_ERROR(CheckPositive("request_timeout_ms", request_timeout_ms));
+  RETURN_IF_ERROR(CheckPositive("kv_wait_ms", kv_wait_ms));
+  RETURN_IF_ERROR(CheckPositive("drain_timeout_ms", drain_timeout_ms));
+  RETURN_IF_ERROR(CheckPositive("max_prompt_tokens", max_prompt_tokens));
+  RETURN_IF_ERROR(CheckPositive("max_tokens_limit", max_tokens_limit));
+  RETURN_IF_ERROR(CheckPositive("max_stop_string_bytes", max_stop_string_bytes));
+  RETURN_IF_ERROR(CheckPositive("load_poll_ms", load_poll_ms));
+  if (max_stop_strings < 0) return absl::InvalidArgumentError("--max_stop_strings must be >= 0");
+  return absl::OkStatus();
+}
+
+}  // namespace pdserve

@@ -1,0 +1,62 @@
+// RouterServer: a running pdserve-router — the tokenizer-only model, the
+// worker registry, the Generation service, and the gRPC server carrying it
+// together with the standard health (grpc.health.v1) and reflection
+// services. Health is SERVING while at least one decode worker serving the
+// router's model is live.
+//
+// Tests start one in-process on port 0; Run() is the binary's main loop.
+// Start()/Shutdown() from one thread; the rest is thread-safe.
+#ifndef PDSERVE_ROUTER_ROUTER_SERVER_H_
+#define PDSERVE_ROUTER_ROUTER_SERVER_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/model.h"
+#include "grpcpp/server.h"
+#include "router/generation_service.h"
+#include "router/router_config.h"
+#include "router/worker_registry.h"
+
+namespace pdserve {
+
+class RouterServer {
+ public:
+  // Validates `config`, loads the tokenizer and starts serving.
+  static absl::StatusOr<std::unique_ptr<RouterServer>> Start(const RouterConfig& config);
+  ~RouterServer();
+
+  RouterServer(const RouterServer&) = delete;
+  RouterServer& operator=(const RouterServer&) = delete;
+
+  // The bound port (useful with listen port 0).
+  int port() const { return port_; }
+  const GenerationService& service() const { return *service_; }
+  const WorkerRegistry& registry() const { return *registry_; }
+
+  // Drain: stop accepting requests, give in-flight ones `grace` to finish,
+  // cancel the rest, and wait until every call (and its worker RPCs) ended.
+  // Idempotent.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  explicit RouterServer(const RouterConfig& config) : config_(config) {}
+  void UpdateHealth(const RegistrySnapshot& snapshot);
+
+  const RouterConfig config_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<GenerationService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+// Serves until SIGTERM or SIGINT, then drains (--drain_timeout_ms).
+absl::Status Run(const RouterConfig& config);
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_ROUTER_ROUTER_SERVER_H_

@@ -1,0 +1,35 @@
+#include "router/status_conversion.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace pdserve {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+std::string StatusCodeName(grpc::StatusCode code) {
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
+
+grpc::Status WorkerFailureStatus(const char* role, const std::string& address,
+                                 const grpc::Status& status) {
+  grpc::StatusCode code = grpc::StatusCode::UNAVAILABLE;
+  switch (status.error_code()) {
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::OUT_OF_RANGE:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      code = status.error_code();
+      break;
+    default:
+      break;
+  }
+  return grpc::Status(code, absl::StrCat(role, " worker ", address, " failed: ",
+                                         StatusCodeName(status.error_code()), ": ",
+                                         status.error_message()));
+}
+
+}  // namespace pdserve

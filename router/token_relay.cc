@@ -1,0 +1,58 @@
+#include "router/token_relay.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace pdserve {
+
+TokenRelay::TokenRelay(const Tokenizer& tokenizer, Options options)
+    : detokenizer_(tokenizer),
+      stop_(std::move(options.stop)),
+      max_tokens_(options.max_tokens),
+      return_token_ids_(options.return_token_ids) {}
+
+absl::StatusOr<TokenRelay::Output> TokenRelay::Push(const v1::Tokens& tokens) {
+  Output out;
+  if (tokens.first_index() > next_index_) {
+    return absl::InternalError(absl::StrCat("token event starts at index ", tokens.first_index(),
+                                            " but ", next_index_,
+                                            " tokens were received (tokens lost)"));
+  }
+  std::string text;
+  for (int i = 0; i < tokens.ids_size(); ++i) {
+    const int64_t index = static_cast<int64_t>(tokens.first_index()) + i;
+    if (index < next_index_) continue;  // a duplicate
+    if (next_index_ >= max_tokens_ || stop_.stopped()) break;
+    const int32_t id = tokens.ids(i);
+    ++next_index_;
+    if (return_token_ids_) out.chunk.add_token_ids(id);
+    StopMatcher::Result r = stop_.Push(detokenizer_.Push(id));
+    text += r.text;
+    if (r.stopped) {
+      out.stopped = true;
+      break;
+    }
+  }
+  out.has_chunk = !text.empty() || out.chunk.token_ids_size() > 0;
+  out.chunk.set_text(std::move(text));
+  return out;
+}
+
+TokenRelay::Output TokenRelay::Flush() {
+  Output out;
+  if (stop_.stopped()) return out;
+  StopMatcher::Result r = stop_.Push(detokenizer_.Flush());
+  std::string text = std::move(r.text);
+  if (r.stopped) {
+    out.stopped = true;
+  } else {
+    text += stop_.Flush();
+  }
+  out.has_chunk = !text.empty();
+  out.chunk.set_text(std::move(text));
+  return out;
+}
+
+}  // namespace pdserve

@@ -1,0 +1,63 @@
+// TokenRelay: turns the decode worker's Tokens events into the client's
+// Chunk messages for one request. It
+//   - drops tokens it has already seen (events carry their index, so a
+//     resent or overlapping event is harmless) and reports a gap as a
+//     protocol error,
+//   - never forwards more than max_tokens tokens,
+//   - detokenizes incrementally (only complete UTF-8 leaves the router),
+//   - applies stop strings (StopMatcher): text that may begin a stop string
+//     is held back, and on a match the text before it is the last output.
+//
+// One per request; not thread-safe (GenerateCall serialises access).
+#ifndef PDSERVE_ROUTER_TOKEN_RELAY_H_
+#define PDSERVE_ROUTER_TOKEN_RELAY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/detokenizer.h"
+#include "common/tokenizer.h"
+#include "pdserve/v1/generation.pb.h"
+#include "pdserve/v1/worker.pb.h"
+#include "router/stop_matcher.h"
+
+namespace pdserve {
+
+class TokenRelay {
+ public:
+  struct Options {
+    int32_t max_tokens = 128;
+    std::vector<std::string> stop;
+    bool return_token_ids = false;
+  };
+  TokenRelay(const Tokenizer& tokenizer, Options options);
+
+  struct Output {
+    v1::Chunk chunk;
+    bool has_chunk = false;  // chunk carries text or token ids
+    bool stopped = false;    // a stop string matched: the stream is over
+  };
+
+  // INTERNAL when the event skips indices (tokens were lost upstream).
+  absl::StatusOr<Output> Push(const v1::Tokens& tokens);
+  // End of the stream: the text still held back. A stop string can still
+  // match here (it may end in the held-back bytes).
+  Output Flush();
+
+  // Tokens consumed so far (up to and including a stop match).
+  int32_t completion_tokens() const { return next_index_; }
+  bool stopped() const { return stop_.stopped(); }
+
+ private:
+  IncrementalDetokenizer detokenizer_;
+  StopMatcher stop_;
+  const int32_t max_tokens_;
+  const bool return_token_ids_;
+  int32_t next_index_ = 0;
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_ROUTER_TOKEN_RELAY_H_

@@ -1,0 +1,37 @@
+#include "router/worker_requests.h"
+
+namespace pdserve {
+
+v1::DecodeRequest MakeDecodeRequest(const std::string& request_id,
+                                    const ValidatedRequest& request, bool local_prefill,
+                                    uint32_t kv_wait_ms) {
+  v1::DecodeRequest r;
+  r.set_request_id(request_id);
+  r.mutable_prompt_tokens()->Assign(request.prompt_tokens.begin(), request.prompt_tokens.end());
+  *r.mutable_sampling() = request.sampling;
+  r.set_max_tokens(request.max_tokens);
+  r.set_ignore_eos(request.ignore_eos);
+  r.set_local_prefill(local_prefill);
+  r.set_kv_wait_ms(kv_wait_ms);
+  return r;
+}
+
+v1::PrefillRequest MakePrefillRequest(const std::string& request_id,
+                                      const ValidatedRequest& request,
+                                      const v1::Reserved& reserved,
+                                      const std::string& default_kv_endpoint) {
+  v1::PrefillRequest r;
+  r.set_request_id(request_id);
+  r.mutable_prompt_tokens()->Assign(request.prompt_tokens.begin(), request.prompt_tokens.end());
+  *r.mutable_sampling() = request.sampling;
+  v1::KvTarget* target = r.mutable_target();
+  target->set_kv_endpoint(reserved.kv_endpoint().empty() ? default_kv_endpoint
+                                                         : reserved.kv_endpoint());
+  target->set_transfer_id(reserved.transfer_id());
+  target->set_epoch(reserved.epoch());
+  *target->mutable_kv_layout() = reserved.kv_layout();
+  target->set_skip_prefix_tokens(reserved.cached_prefix_tokens());
+  return r;
+}
+
+}  // namespace pdserve

@@ -1,0 +1,30 @@
+// The requests the router sends to workers for one client request, built
+// from the validated request and (for Prefill) the decode worker's
+// reservation. Kept apart from the state machine so each field's origin is
+// visible in one place.
+#ifndef PDSERVE_ROUTER_WORKER_REQUESTS_H_
+#define PDSERVE_ROUTER_WORKER_REQUESTS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "pdserve/v1/worker.pb.h"
+#include "router/request_validator.h"
+
+namespace pdserve {
+
+v1::DecodeRequest MakeDecodeRequest(const std::string& request_id,
+                                    const ValidatedRequest& request, bool local_prefill,
+                                    uint32_t kv_wait_ms);
+
+// The KV target is the reservation: its endpoint (or the decode worker's
+// advertised one when the reservation leaves it empty), transfer id, epoch
+// and layout; blocks the decode worker already caches are skipped.
+v1::PrefillRequest MakePrefillRequest(const std::string& request_id,
+                                      const ValidatedRequest& request,
+                                      const v1::Reserved& reserved,
+                                      const std::string& default_kv_endpoint);
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_ROUTER_WORKER_REQUESTS_H_

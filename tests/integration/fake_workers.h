@@ -1,0 +1,301 @@
+// Test-only fakes of the prefill and decode workers: real gRPC servers on
+// loopback speaking worker.proto, with scripted output and fault knobs
+// (refuse, hang, die mid-stream, fail, incompatible handshake). They let
+// the router's state machine be driven through every path without a model.
+//
+// A FakeKvBus stands in for the KV data plane: the fake prefill worker
+// "commits" a transfer id on it and the fake decode worker waits for that
+// commit after Reserved, as a real decode worker waits for the KV commit.
+#ifndef PDSERVE_TESTS_INTEGRATION_FAKE_WORKERS_H_
+#define PDSERVE_TESTS_INTEGRATION_FAKE_WORKERS_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "pdserve/v1/worker.grpc.pb.h"
+
+namespace pdserve::test {
+
+class FakeKvBus {
+ public:
+  uint64_t NewTransferId() { return next_id_.fetch_add(1); }
+
+  void Commit(uint64_t transfer_id) {
+    absl::MutexLock lock(&mu_);
+    committed_.insert(transfer_id);
+  }
+
+  // True once committed; false if the RPC was cancelled or `timeout` passed.
+  bool WaitCommit(uint64_t transfer_id, grpc::ServerContext* ctx, absl::Duration timeout) {
+    const absl::Time until = absl::Now() + timeout;
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (committed_.contains(transfer_id)) return true;
+      }
+      if (ctx->IsCancelled() || absl::Now() >= until) return false;
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+  }
+
+ private:
+  std::atomic<uint64_t> next_id_{100};
+  absl::Mutex mu_;
+  absl::flat_hash_set<uint64_t> committed_ ABSL_GUARDED_BY(mu_);
+};
+
+inline v1::KvLayout TestKvLayout() {
+  v1::KvLayout l;
+  l.set_num_layers(2);
+  l.set_num_kv_heads(2);
+  l.set_head_dim(16);
+  l.set_block_size(16);
+  l.set_dtype("f16");
+  return l;
+}
+
+// Waits (polling) until the client or the server cancels the RPC.
+inline void WaitCancelled(grpc::ServerContext* ctx) {
+  while (!ctx->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
+// The control-plane half both fakes share: GetInfo, GetLoad, WatchLoad.
+struct FakeControl {
+  v1::WorkerInfo info;
+  v1::LoadReport load;
+  std::atomic<bool> stopping{false};
+
+  grpc::Status WatchLoad(grpc::ServerContext* ctx, const v1::WatchLoadRequest* request,
+                         grpc::ServerWriter<v1::LoadReport>* writer) {
+    const auto interval = std::chrono::milliseconds(std::max<uint32_t>(request->interval_ms(), 5));
+    while (!ctx->IsCancelled() && !stopping.load()) {
+      if (!writer->Write(load)) break;
+      std::this_thread::sleep_for(interval);
+    }
+    return grpc::Status::OK;
+  }
+};
+
+class FakeDecodeWorker final : public v1::DecodeWorker::Service {
+ public:
+  struct Options {
+    std::string fingerprint;
+    std::vector<int32_t> output;  // tokens to generate, one per event
+    uint32_t free_blocks = 100;
+    uint32_t cached_prefix_tokens = 0;
+    absl::Duration token_delay = absl::Milliseconds(1);
+    bool refuse = false;   // RESOURCE_EXHAUSTED at once
+    bool hang = false;     // after Reserved/commit, never produce a token
+    int die_after = -1;    // UNAVAILABLE after this many tokens
+  };
+
+  FakeDecodeWorker(Options options, FakeKvBus* bus) : options_(std::move(options)), bus_(bus) {
+    control_.info.set_worker_id("fake-decode");
+    control_.info.set_role(v1::WORKER_ROLE_DECODE);
+    control_.info.set_model_fingerprint(options_.fingerprint);
+    *control_.info.mutable_kv_layout() = TestKvLayout();
+    control_.info.set_protocol_version(1);
+    control_.info.set_kv_endpoint("127.0.0.1:1");
+    control_.load.set_kv_blocks_total(100);
+    control_.load.set_kv_blocks_free(options_.free_blocks);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~FakeDecodeWorker() override {
+    control_.stopping = true;
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int decode_calls() const { return decode_calls_.load(); }
+  int cancelled_calls() const { return cancelled_calls_.load(); }
+  v1::DecodeRequest last_request() {
+    absl::MutexLock lock(&mu_);
+    return last_request_;
+  }
+
+  grpc::Status GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,
+                       v1::WorkerInfo* info) override {
+    *info = control_.info;
+    return grpc::Status::OK;
+  }
+  grpc::Status GetLoad(grpc::ServerContext*, const v1::GetLoadRequest*,
+                       v1::LoadReport* load) override {
+    *load = control_.load;
+    return grpc::Status::OK;
+  }
+  grpc::Status WatchLoad(grpc::ServerContext* ctx, const v1::WatchLoadRequest* request,
+                         grpc::ServerWriter<v1::LoadReport>* writer) override {
+    return control_.WatchLoad(ctx, request, writer);
+  }
+
+  grpc::Status Decode(grpc::ServerContext* ctx, const v1::DecodeRequest* request,
+                      grpc::ServerWriter<v1::DecodeEvent>* writer) override {
+    ++decode_calls_;
+    {
+      absl::MutexLock lock(&mu_);
+      last_request_ = *request;
+    }
+    if (options_.refuse) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "no free KV blocks");
+    }
+    if (!request->local_prefill()) {
+      const uint64_t transfer_id = bus_->NewTransferId();
+      v1::DecodeEvent e;
+      v1::Reserved* r = e.mutable_reserved();
+      r->set_transfer_id(transfer_id);
+      r->set_epoch(1);
+      r->set_kv_endpoint(control_.info.kv_endpoint());
+      *r->mutable_kv_layout() = TestKvLayout();
+      r->set_cached_prefix_tokens(options_.cached_prefix_tokens);
+      writer->Write(e);
+      if (!bus_->WaitCommit(transfer_id, ctx, absl::Milliseconds(request->kv_wait_ms()))) {
+        return Cancelled(ctx, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "no KV commit"));
+      }
+    }
+    if (options_.hang) {
+      WaitCancelled(ctx);
+      return Cancelled(ctx, grpc::Status::CANCELLED);
+    }
+    return Stream(ctx, *request, writer);
+  }
+
+ private:
+  grpc::Status Stream(grpc::ServerContext* ctx, const v1::DecodeRequest& request,
+                      grpc::ServerWriter<v1::DecodeEvent>* writer) {
+    int n = 0;
+    for (; n < static_cast<int>(options_.output.size()) && n < request.max_tokens(); ++n) {
+      if (n == options_.die_after) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode worker crashed");
+      }
+      v1::DecodeEvent e;
+      e.mutable_tokens()->add_ids(options_.output[n]);
+      e.mutable_tokens()->set_first_index(n);
+      if (ctx->IsCancelled() || !writer->Write(e)) {
+        return Cancelled(ctx, grpc::Status::CANCELLED);
+      }
+      absl::SleepFor(options_.token_delay);
+    }
+    v1::DecodeEvent e;
+    v1::DecodeFinished* f = e.mutable_finished();
+    f->set_reason(n == request.max_tokens() ? v1::FINISH_REASON_LENGTH : v1::FINISH_REASON_EOS);
+    f->set_completion_tokens(n);
+    f->mutable_timings()->set_decode_admission_ms(1.5);
+    f->mutable_timings()->set_first_decode_step_ms(2.5);
+    writer->Write(e);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Cancelled(grpc::ServerContext* ctx, grpc::Status otherwise) {
+    if (ctx->IsCancelled()) ++cancelled_calls_;
+    return otherwise;
+  }
+
+  const Options options_;
+  FakeKvBus* const bus_;
+  FakeControl control_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::atomic<int> decode_calls_{0};
+  std::atomic<int> cancelled_calls_{0};
+  absl::Mutex mu_;
+  v1::DecodeRequest last_request_ ABSL_GUARDED_BY(mu_);
+};
+
+class FakePrefillWorker final : public v1::PrefillWorker::Service {
+ public:
+  struct Options {
+    std::string fingerprint;
+    uint64_t queued_prompt_tokens = 0;
+    bool fail = false;  // UNAVAILABLE at once
+    bool hang = false;  // never answer until cancelled
+  };
+
+  FakePrefillWorker(Options options, FakeKvBus* bus) : options_(std::move(options)), bus_(bus) {
+    control_.info.set_worker_id("fake-prefill");
+    control_.info.set_role(v1::WORKER_ROLE_PREFILL);
+    control_.info.set_model_fingerprint(options_.fingerprint);
+    *control_.info.mutable_kv_layout() = TestKvLayout();
+    control_.info.set_protocol_version(1);
+    control_.load.set_queued_prompt_tokens(options_.queued_prompt_tokens);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~FakePrefillWorker() override {
+    control_.stopping = true;
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int prefill_calls() const { return prefill_calls_.load(); }
+  int cancelled_calls() const { return cancelled_calls_.load(); }
+  v1::PrefillRequest last_request() {
+    absl::MutexLock lock(&mu_);
+    return last_request_;
+  }
+
+  grpc::Status GetInfo(grpc::ServerContext*, const v1::GetInfoRequest*,
+                       v1::WorkerInfo* info) override {
+    *info = control_.info;
+    return grpc::Status::OK;
+  }
+  grpc::Status GetLoad(grpc::ServerContext*, const v1::GetLoadRequest*,
+                       v1::LoadReport* load) override {
+    *load = control_.load;
+    return grpc::Status::OK;
+  }
+  grpc::Status WatchLoad(grpc::ServerContext* ctx, const v1::WatchLoadRequest* request,
+                         grpc::ServerWriter<v1::LoadReport>* writer) override {
+    return control_.WatchLoad(ctx, request, writer);
+  }
+
+  grpc::Status Prefill(grpc::ServerContext* ctx, const v1::PrefillRequest* request,
+                       v1::PrefillResponse* response) override {
+    ++prefill_calls_;
+    {
+      absl::MutexLock lock(&mu_);
+      last_request_ = *request;
+    }
+    if (options_.fail) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "prefill crashed");
+    if (options_.hang) {
+      WaitCancelled(ctx);
+      ++cancelled_calls_;
+      return grpc::Status::CANCELLED;
+    }
+    bus_->Commit(request->target().transfer_id());
+    response->set_queue_ms(0.5);
+    response->set_compute_ms(7.0);
+    response->set_kv_transfer_ms(1.25);
+    response->set_kv_transfer_bytes(4096);
+    return grpc::Status::OK;
+  }
+
+ private:
+  const Options options_;
+  FakeKvBus* const bus_;
+  FakeControl control_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::atomic<int> prefill_calls_{0};
+  std::atomic<int> cancelled_calls_{0};
+  absl::Mutex mu_;
+  v1::PrefillRequest last_request_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pdserve::test
+
+#endif  // PDSERVE_TESTS_INTEGRATION_FAKE_WORKERS_H_

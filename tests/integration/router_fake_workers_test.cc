@@ -1,0 +1,452 @@
+// The real router (RouterServer, in process) in front of fake prefill and
+// decode workers on loopback: every path of the request state machine —
+// happy path, stop strings, capacity fallback, compatibility, bad input,
+// cancellation, deadlines, worker failures, admission control.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/model.h"
+#include "common/random_model.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "pdserve/v1/generation.grpc.pb.h"
+#include "router/router_server.h"
+#include "tests/integration/fake_workers.h"
+
+namespace pdserve {
+namespace {
+
+using test::FakeDecodeWorker;
+using test::FakeKvBus;
+using test::FakePrefillWorker;
+
+struct Outcome {
+  grpc::Status status;
+  std::vector<v1::GenerateResponse> responses;
+  std::string text;
+  std::vector<int32_t> token_ids;
+  v1::Started started;
+  v1::Finished finished;
+  bool has_finished = false;
+};
+
+class RouterFakeWorkersTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_path_ = new std::string(::testing::TempDir() + "/router_fake_workers_test.gguf");
+    ASSERT_TRUE(WriteRandomModelGguf(RandomModelSpec(), *model_path_).ok());
+    auto model = Model::Load(*model_path_, {.tokenizer_only = true});
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(*model).release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete model_path_;
+  }
+
+  std::vector<int32_t> Encode(const std::string& text) {
+    return model_->tokenizer().Encode(text, /*parse_special=*/false);
+  }
+  FakeDecodeWorker::Options DecodeOptions(const std::string& output) {
+    FakeDecodeWorker::Options o;
+    o.fingerprint = model_->fingerprint();
+    o.output = Encode(output);
+    return o;
+  }
+  FakePrefillWorker::Options PrefillOptions() {
+    FakePrefillWorker::Options o;
+    o.fingerprint = model_->fingerprint();
+    return o;
+  }
+
+  // Starts the router and waits until every worker is usable in its view.
+  void StartRouter(const std::vector<std::string>& decode,
+                   const std::vector<std::string>& prefill, RouterConfig config = {}) {
+    config.listen = "127.0.0.1:0";
+    config.model_path = *model_path_;
+    config.decode_addresses = decode;
+    config.prefill_addresses = prefill;
+    config.load_poll_ms = 20;
+    auto router = RouterServer::Start(config);
+    ASSERT_TRUE(router.ok()) << router.status();
+    router_ = std::move(*router);
+    const absl::Time until = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < until) {
+      auto snap = router_->registry().snapshot();
+      int usable = 0;
+      for (const auto* tier : {&snap->decode, &snap->prefill}) {
+        for (const WorkerState& w : *tier) usable += IsUsable(w, snap->stale_after, absl::Now());
+      }
+      if (usable == static_cast<int>(decode.size() + prefill.size())) break;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(router_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Generation::NewStub(channel_);
+  }
+
+  Outcome Generate(const v1::GenerateRequest& request,
+                   absl::Duration deadline = absl::Seconds(20)) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    Outcome out;
+    auto reader = stub_->Generate(&ctx, request);
+    v1::GenerateResponse r;
+    while (reader->Read(&r)) {
+      out.responses.push_back(r);
+      if (r.has_started()) out.started = r.started();
+      if (r.has_chunk()) {
+        out.text += r.chunk().text();
+        out.token_ids.insert(out.token_ids.end(), r.chunk().token_ids().begin(),
+                             r.chunk().token_ids().end());
+      }
+      if (r.has_finished()) {
+        out.finished = r.finished();
+        out.has_finished = true;
+      }
+    }
+    out.status = reader->Finish();
+    return out;
+  }
+
+  static v1::GenerateRequest Text(const std::string& text, int max_tokens = 64) {
+    v1::GenerateRequest r;
+    r.set_text(text);
+    r.set_max_tokens(max_tokens);
+    return r;
+  }
+
+  // Polls `pred` for up to 5 s.
+  template <typename Pred>
+  static bool Eventually(Pred pred) {
+    const absl::Time until = absl::Now() + absl::Seconds(5);
+    while (absl::Now() < until) {
+      if (pred()) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return pred();
+  }
+
+  static std::string* model_path_;
+  static Model* model_;
+  FakeKvBus bus_;
+  std::unique_ptr<RouterServer> router_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Generation::Stub> stub_;
+};
+
+std::string* RouterFakeWorkersTest::model_path_ = nullptr;
+Model* RouterFakeWorkersTest::model_ = nullptr;
+
+TEST_F(RouterFakeWorkersTest, RemotePrefillStreamsTextAndTimings) {
+  auto d_options = DecodeOptions("Hello world");
+  d_options.cached_prefix_tokens = 16;
+  FakeDecodeWorker d(d_options, &bus_);
+  FakePrefillWorker p(PrefillOptions(), &bus_);
+  StartRouter({d.address()}, {p.address()});
+
+  v1::GenerateRequest request = Text("tell me");
+  request.set_return_token_ids(true);
+  const Outcome out = Generate(request);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  ASSERT_FALSE(out.responses.empty());
+  ASSERT_TRUE(out.responses.front().has_started());
+  EXPECT_EQ(out.started.decode_worker(), d.address());
+  EXPECT_EQ(out.started.prefill_worker(), p.address());
+  EXPECT_EQ(out.started.prompt_tokens(), static_cast<int>(Encode("tell me").size()));
+  EXPECT_FALSE(out.started.request_id().empty());
+  EXPECT_EQ(out.text, "Hello world");
+  EXPECT_EQ(out.token_ids, Encode("Hello world"));
+  ASSERT_TRUE(out.has_finished);
+  EXPECT_TRUE(out.responses.back().has_finished());
+  EXPECT_EQ(out.finished.reason(), v1::FINISH_REASON_EOS);
+  EXPECT_EQ(out.finished.usage().completion_tokens(), static_cast<int>(Encode("Hello world").size()));
+  EXPECT_EQ(out.finished.usage().cached_prompt_tokens(), 16);
+  const v1::Timings& t = out.finished.timings();
+  EXPECT_EQ(t.prefill_mode(), "remote");
+  EXPECT_EQ(t.prefill_compute_ms(), 7.0);
+  EXPECT_EQ(t.kv_transfer_bytes(), 4096u);
+  EXPECT_EQ(t.decode_admission_ms(), 1.5);
+  EXPECT_GT(t.ttft_ms(), 0.0);
+  EXPECT_GE(t.e2e_ms(), t.ttft_ms());
+
+  const v1::DecodeRequest dr = d.last_request();
+  EXPECT_FALSE(dr.local_prefill());
+  EXPECT_EQ(dr.kv_wait_ms(), RouterConfig().kv_wait_ms);
+  const v1::PrefillRequest pr = p.last_request();
+  EXPECT_EQ(pr.request_id(), out.started.request_id());
+  EXPECT_EQ(pr.target().epoch(), 1u);
+  EXPECT_EQ(pr.target().skip_prefix_tokens(), 16u);
+  EXPECT_EQ(pr.target().kv_endpoint(), "127.0.0.1:1");
+  EXPECT_EQ(pr.target().kv_layout().block_size(), 16u);
+}
+
+TEST_F(RouterFakeWorkersTest, PrefillsLocallyWithoutAPrefillTier) {
+  FakeDecodeWorker d(DecodeOptions("abc"), &bus_);
+  StartRouter({d.address()}, {});
+  v1::GenerateRequest request = Text("hi", 2);
+  request.set_request_id("my-request-1");
+  const Outcome out = Generate(request);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.started.request_id(), "my-request-1");
+  EXPECT_EQ(out.started.prefill_worker(), "");
+  EXPECT_TRUE(d.last_request().local_prefill());
+  EXPECT_EQ(out.finished.timings().prefill_mode(), "local");
+  EXPECT_EQ(out.finished.reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(out.finished.usage().completion_tokens(), 2);
+}
+
+TEST_F(RouterFakeWorkersTest, ShortPromptsAndColocatedModePrefillLocally) {
+  FakeDecodeWorker d(DecodeOptions("ok"), &bus_);
+  FakePrefillWorker p(PrefillOptions(), &bus_);
+  RouterConfig config;
+  config.local_prefill_max_tokens = 4;
+  StartRouter({d.address()}, {p.address()}, config);
+  EXPECT_TRUE(Generate(Text("hi")).status.ok());
+  EXPECT_TRUE(d.last_request().local_prefill());
+  EXPECT_TRUE(Generate(Text("a much longer prompt than four tokens")).status.ok());
+  EXPECT_FALSE(d.last_request().local_prefill());
+  EXPECT_EQ(p.prefill_calls(), 1);
+}
+
+TEST_F(RouterFakeWorkersTest, StopStringEndsTheStreamAndCancelsDecode) {
+  auto options = DecodeOptions("one two. three four five six seven eight nine ten");
+  options.token_delay = absl::Milliseconds(20);
+  FakeDecodeWorker d(options, &bus_);
+  StartRouter({d.address()}, {});
+  v1::GenerateRequest request = Text("count");
+  request.add_stop(".");
+  const Outcome out = Generate(request);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.text, "one two");
+  EXPECT_EQ(out.finished.reason(), v1::FINISH_REASON_STOP);
+  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
+}
+
+TEST_F(RouterFakeWorkersTest, RefusedDecodeFallsBackToAnotherWorker) {
+  auto full = DecodeOptions("x");
+  full.refuse = true;
+  full.free_blocks = 90;  // looks best, so it is tried first
+  FakeDecodeWorker d1(full, &bus_);
+  auto ok = DecodeOptions("fine");
+  ok.free_blocks = 10;
+  FakeDecodeWorker d2(ok, &bus_);
+  StartRouter({d1.address(), d2.address()}, {});
+  const Outcome out = Generate(Text("go"));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.started.decode_worker(), d2.address());
+  EXPECT_EQ(out.text, "fine");
+  EXPECT_EQ(d1.decode_calls(), 1);
+}
+
+TEST_F(RouterFakeWorkersTest, EveryDecodeRefusingIsResourceExhausted) {
+  auto full = DecodeOptions("x");
+  full.refuse = true;
+  FakeDecodeWorker d1(full, &bus_);
+  FakeDecodeWorker d2(full, &bus_);
+  StartRouter({d1.address(), d2.address()}, {});
+  const Outcome out = Generate(Text("go"));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(out.status.error_message().find(d1.address()), std::string::npos);
+  EXPECT_NE(out.status.error_message().find(d2.address()), std::string::npos);
+  EXPECT_TRUE(out.responses.empty());  // not even Started
+  EXPECT_EQ(d1.decode_calls() + d2.decode_calls(), 2);
+}
+
+TEST_F(RouterFakeWorkersTest, IncompatiblePrefillWorkerIsFailedPrecondition) {
+  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
+  auto bad = PrefillOptions();
+  bad.fingerprint = "abcdef0123456789";
+  FakePrefillWorker p(bad, &bus_);
+  StartRouter({d.address()}, {p.address()});
+  const Outcome out = Generate(Text("go"));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(out.status.error_message().find("model fingerprint abcdef0123456789 != decode worker"),
+            std::string::npos)
+      << out.status.error_message();
+  EXPECT_EQ(d.decode_calls(), 0);
+  EXPECT_EQ(p.prefill_calls(), 0);
+}
+
+TEST_F(RouterFakeWorkersTest, BadInputIsRejectedAndTheRouterKeepsServing) {
+  FakeDecodeWorker d(DecodeOptions("ok"), &bus_);
+  StartRouter({d.address()}, {});
+  struct Bad {
+    v1::GenerateRequest request;
+    grpc::StatusCode code;
+  };
+  std::vector<Bad> bad;
+  bad.push_back({v1::GenerateRequest(), grpc::StatusCode::INVALID_ARGUMENT});
+  bad.push_back({Text(""), grpc::StatusCode::INVALID_ARGUMENT});
+  bad.push_back({Text("x", -1), grpc::StatusCode::INVALID_ARGUMENT});
+  bad.push_back({Text("x", 256), grpc::StatusCode::OUT_OF_RANGE});  // context is 256
+  v1::GenerateRequest nan = Text("x");
+  nan.mutable_sampling()->set_temperature(std::numeric_limits<float>::quiet_NaN());
+  bad.push_back({nan, grpc::StatusCode::INVALID_ARGUMENT});
+  v1::GenerateRequest ids = Text("x");
+  ids.mutable_tokens()->add_ids(1 << 30);
+  bad.push_back({ids, grpc::StatusCode::INVALID_ARGUMENT});
+  v1::GenerateRequest chat;
+  chat.mutable_chat()->add_messages()->set_role("nobody");
+  bad.push_back({chat, grpc::StatusCode::INVALID_ARGUMENT});
+  for (const Bad& b : bad) {
+    const Outcome out = Generate(b.request);
+    EXPECT_EQ(out.status.error_code(), b.code) << out.status.error_message();
+    EXPECT_FALSE(out.status.error_message().empty());
+    EXPECT_TRUE(out.responses.empty());
+  }
+  EXPECT_EQ(d.decode_calls(), 0);
+  const Outcome good = Generate(Text("fine"));
+  EXPECT_TRUE(good.status.ok()) << good.status.error_message();
+  EXPECT_EQ(good.text, "ok");
+}
+
+TEST_F(RouterFakeWorkersTest, ClientCancelReachesDecodeWorker) {
+  auto options = DecodeOptions(std::string(200, 'a'));
+  options.token_delay = absl::Milliseconds(20);
+  FakeDecodeWorker d(options, &bus_);
+  StartRouter({d.address()}, {});
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, Text("go", 200));
+  v1::GenerateResponse r;
+  ASSERT_TRUE(reader->Read(&r));
+  EXPECT_TRUE(r.has_started());
+  ASSERT_TRUE(reader->Read(&r));
+  EXPECT_TRUE(r.has_chunk());
+  ctx.TryCancel();
+  while (reader->Read(&r)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
+  EXPECT_TRUE(Eventually([&] { return router_->service().calls_in_flight() == 0; }));
+}
+
+TEST_F(RouterFakeWorkersTest, ClientCancelDuringPrefillReachesBothTiers) {
+  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
+  auto hang = PrefillOptions();
+  hang.hang = true;
+  FakePrefillWorker p(hang, &bus_);
+  StartRouter({d.address()}, {p.address()});
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, Text("go"));
+  v1::GenerateResponse r;
+  ASSERT_TRUE(reader->Read(&r));
+  EXPECT_TRUE(r.has_started());
+  ASSERT_TRUE(Eventually([&] { return p.prefill_calls() == 1; }));
+  ctx.TryCancel();
+  while (reader->Read(&r)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(Eventually([&] { return p.cancelled_calls() == 1; }));
+  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
+}
+
+TEST_F(RouterFakeWorkersTest, ClientDeadlineEndsAStuckRequestInTime) {
+  auto options = DecodeOptions("x");
+  options.hang = true;
+  FakeDecodeWorker d(options, &bus_);
+  StartRouter({d.address()}, {});
+  const absl::Time start = absl::Now();
+  const Outcome out = Generate(Text("go"), absl::Milliseconds(300));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_LT(took, absl::Seconds(3));
+  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
+}
+
+TEST_F(RouterFakeWorkersTest, RouterTimeoutCapsRequestsWithoutDeadline) {
+  auto options = DecodeOptions("x");
+  options.hang = true;
+  FakeDecodeWorker d(options, &bus_);
+  RouterConfig config;
+  config.request_timeout_ms = 300;
+  StartRouter({d.address()}, {}, config);
+  const Outcome out = Generate(Text("go"), absl::Seconds(30));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_NE(out.status.error_message().find(d.address()), std::string::npos);
+}
+
+TEST_F(RouterFakeWorkersTest, DecodeDyingMidStreamIsUnavailable) {
+  auto options = DecodeOptions("abcdefgh");
+  options.die_after = 3;
+  FakeDecodeWorker d(options, &bus_);
+  StartRouter({d.address()}, {});
+  const Outcome out = Generate(Text("go"));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(out.status.error_message().find("decode worker crashed"), std::string::npos);
+  EXPECT_EQ(out.text, "abc");
+}
+
+TEST_F(RouterFakeWorkersTest, FailedPrefillIsUnavailableAndReleasesTheReservation) {
+  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
+  auto fail = PrefillOptions();
+  fail.fail = true;
+  FakePrefillWorker p(fail, &bus_);
+  StartRouter({d.address()}, {p.address()});
+  const Outcome out = Generate(Text("go"));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(out.status.error_message().find(p.address()), std::string::npos);
+  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
+}
+
+TEST_F(RouterFakeWorkersTest, KvThatNeverArrivesEndsWithTheDecodeWorkersTimeout) {
+  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
+  auto hang = PrefillOptions();
+  hang.hang = true;
+  FakePrefillWorker p(hang, &bus_);
+  RouterConfig config;
+  config.kv_wait_ms = 200;
+  StartRouter({d.address()}, {p.address()}, config);
+  const Outcome out = Generate(Text("go"));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_NE(out.status.error_message().find("no KV commit"), std::string::npos)
+      << out.status.error_message();
+  EXPECT_TRUE(Eventually([&] { return p.cancelled_calls() == 1; }));
+}
+
+TEST_F(RouterFakeWorkersTest, AdmissionIsBounded) {
+  auto options = DecodeOptions("x");
+  options.hang = true;
+  FakeDecodeWorker d(options, &bus_);
+  RouterConfig config;
+  config.max_queue = 1;
+  StartRouter({d.address()}, {}, config);
+  grpc::ClientContext first;
+  auto reader = stub_->Generate(&first, Text("go"));
+  ASSERT_TRUE(Eventually([&] { return d.decode_calls() == 1; }));
+  const Outcome second = Generate(Text("go"));
+  EXPECT_EQ(second.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  first.TryCancel();
+  reader->Finish();
+  EXPECT_TRUE(Eventually([&] { return router_->service().calls_in_flight() == 0; }));
+}
+
+TEST_F(RouterFakeWorkersTest, TokenizeAndModelInfo) {
+  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
+  StartRouter({d.address()}, {});
+  grpc::ClientContext ctx;
+  v1::TokenizeRequest request;
+  request.set_text("Hello");
+  v1::TokenizeResponse response;
+  ASSERT_TRUE(stub_->Tokenize(&ctx, request, &response).ok());
+  EXPECT_EQ(std::vector<int32_t>(response.ids().begin(), response.ids().end()),
+            model_->tokenizer().Encode("Hello", true));
+  std::string joined;
+  for (const std::string& piece : response.pieces()) joined += piece;
+  EXPECT_EQ(joined, "Hello");
+
+  grpc::ClientContext info_ctx;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub_->GetModelInfo(&info_ctx, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.fingerprint(), model_->fingerprint());
+  EXPECT_EQ(info.context_length(), 256);
+  EXPECT_EQ(info.vocab_size(), 320);
+  EXPECT_EQ(info.kv_layout().block_size(), 16u);
+}
+
+}  // namespace
+}  // namespace pdserve
