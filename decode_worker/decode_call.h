@@ -21,6 +21,7 @@
 
 #include <memory>
 
+#include <grpcpp/server_context.h>
 #include <grpcpp/support/server_callback.h>
 
 #include "decode_worker/decode_context.h"

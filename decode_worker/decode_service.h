@@ -3,12 +3,11 @@
 #ifndef PDSERVE_DECODE_WORKER_DECODE_SERVICE_H_
 #define PDSERVE_DECODE_WORKER_DECODE_SERVICE_H_
 
+#include "common/rpc/protocol_version.h"
 #include "decode_worker/decode_context.h"
 #include "pdserve/v1/worker.grpc.pb.h"
 
 namespace pdserve {
-
-inline constexpr uint32_t kProtocolVersion = 1;
 
 class DecodeService final : public v1::DecodeWorker::CallbackService {
  public:

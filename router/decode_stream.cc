@@ -34,7 +34,11 @@ void DecodeStream::Cancel() {
 void DecodeStream::Resume() {
   {
     absl::MutexLock lock(&mu_);
-    if (!paused_) return;
+    if (!paused_) {
+      // The observer asked to pause but OnReadDone has not acted on it yet.
+      resume_requested_ = true;
+      return;
+    }
     paused_ = false;
   }
   StartRead(&event_);
@@ -45,12 +49,14 @@ void DecodeStream::OnReadDone(bool ok) {
     ReleaseHold();
     return;
   }
-  if (!observer_->OnDecodeEvent(this, event_)) {
+  const bool keep_reading = observer_->OnDecodeEvent(this, event_);
+  {
     absl::MutexLock lock(&mu_);
-    if (!cancelled_) {
+    if (!keep_reading && !cancelled_ && !resume_requested_) {
       paused_ = true;
       return;
     }
+    resume_requested_ = false;
   }
   StartRead(&event_);
 }

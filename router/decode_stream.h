@@ -60,6 +60,7 @@ class DecodeStream : public grpc::ClientReadReactor<v1::DecodeEvent> {
   absl::Mutex mu_;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool resume_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
 };
 

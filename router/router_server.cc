@@ -60,8 +60,10 @@ void RouterServer::UpdateHealth(const RegistrySnapshot& snapshot) {
     serving |= IsUsable(w, snapshot.stale_after, now) &&
                w.info.model_fingerprint() == model_->fingerprint();
   }
+  if (serving_.exchange(serving ? 1 : 0) == (serving ? 1 : 0)) return;
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   if (health == nullptr) return;
+  LOG(INFO) << "health: " << (serving ? "SERVING" : "NOT_SERVING");
   health->SetServingStatus(serving);
   health->SetServingStatus(kServiceName, serving);
 }

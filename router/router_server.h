@@ -9,6 +9,7 @@
 #ifndef PDSERVE_ROUTER_ROUTER_SERVER_H_
 #define PDSERVE_ROUTER_ROUTER_SERVER_H_
 
+#include <atomic>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -52,6 +53,9 @@ class RouterServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;
+  // Last health status published (-1: none yet); avoids re-publishing on
+  // every load report.
+  std::atomic<int> serving_{-1};
 };
 
 // Serves until SIGTERM or SIGINT, then drains (--drain_timeout_ms).

@@ -24,6 +24,8 @@ using test::FakeDecodeWorker;
 using test::FakeKvBus;
 using test::FakePrefillWorker;
 
+constexpr int kContext = 8192;
+
 struct Outcome {
   grpc::Status status;
   std::vector<v1::GenerateResponse> responses;
@@ -38,7 +40,9 @@ class RouterFakeWorkersTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     model_path_ = new std::string(::testing::TempDir() + "/router_fake_workers_test.gguf");
-    ASSERT_TRUE(WriteRandomModelGguf(RandomModelSpec(), *model_path_).ok());
+    RandomModelSpec spec;
+    spec.context_length = kContext;  // only the router's tokenizer reads it
+    ASSERT_TRUE(WriteRandomModelGguf(spec, *model_path_).ok());
     auto model = Model::Load(*model_path_, {.tokenizer_only = true});
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model).release();
@@ -283,7 +287,10 @@ TEST_F(RouterFakeWorkersTest, BadInputIsRejectedAndTheRouterKeepsServing) {
   bad.push_back({v1::GenerateRequest(), grpc::StatusCode::INVALID_ARGUMENT});
   bad.push_back({Text(""), grpc::StatusCode::INVALID_ARGUMENT});
   bad.push_back({Text("x", -1), grpc::StatusCode::INVALID_ARGUMENT});
-  bad.push_back({Text("x", 256), grpc::StatusCode::OUT_OF_RANGE});  // context is 256
+  bad.push_back({Text("x", 5000), grpc::StatusCode::OUT_OF_RANGE});  // > --max_tokens_limit
+  v1::GenerateRequest long_prompt = Text("x", 500);
+  for (int i = 0; i < kContext - 100; ++i) long_prompt.mutable_tokens()->add_ids(7);
+  bad.push_back({long_prompt, grpc::StatusCode::OUT_OF_RANGE});  // beyond the context
   v1::GenerateRequest nan = Text("x");
   nan.mutable_sampling()->set_temperature(std::numeric_limits<float>::quiet_NaN());
   bad.push_back({nan, grpc::StatusCode::INVALID_ARGUMENT});
@@ -303,6 +310,38 @@ TEST_F(RouterFakeWorkersTest, BadInputIsRejectedAndTheRouterKeepsServing) {
   const Outcome good = Generate(Text("fine"));
   EXPECT_TRUE(good.status.ok()) << good.status.error_message();
   EXPECT_EQ(good.text, "ok");
+}
+
+// A client that stops reading makes the router's writes wait on HTTP/2 flow
+// control; the router then pauses reading the decode stream and resumes
+// when the client drains. Nothing may be lost, duplicated or reordered.
+TEST_F(RouterFakeWorkersTest, SlowClientGetsEveryTokenInOrder) {
+  std::string expected;
+  for (int i = 0; i < 3000; ++i) expected += static_cast<char>('a' + (i * 7) % 26);
+  auto options = DecodeOptions(expected);
+  options.token_delay = absl::ZeroDuration();
+  FakeDecodeWorker d(options, &bus_);
+  StartRouter({d.address()}, {});
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1024);
+  auto slow = v1::Generation::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(router_->port()), grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext ctx;
+  v1::GenerateRequest request = Text("go", 4000);
+  request.set_return_token_ids(true);
+  auto reader = slow->Generate(&ctx, request);
+  absl::SleepFor(absl::Milliseconds(500));  // let everything pile up
+  std::string text;
+  std::vector<int32_t> ids;
+  v1::GenerateResponse r;
+  while (reader->Read(&r)) {
+    text += r.chunk().text();
+    ids.insert(ids.end(), r.chunk().token_ids().begin(), r.chunk().token_ids().end());
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(text, expected);
+  EXPECT_EQ(ids, Encode(expected));
 }
 
 TEST_F(RouterFakeWorkersTest, ClientCancelReachesDecodeWorker) {
@@ -443,7 +482,7 @@ TEST_F(RouterFakeWorkersTest, TokenizeAndModelInfo) {
   v1::ModelInfo info;
   ASSERT_TRUE(stub_->GetModelInfo(&info_ctx, v1::GetModelInfoRequest(), &info).ok());
   EXPECT_EQ(info.fingerprint(), model_->fingerprint());
-  EXPECT_EQ(info.context_length(), 256);
+  EXPECT_EQ(info.context_length(), kContext);
   EXPECT_EQ(info.vocab_size(), 320);
   EXPECT_EQ(info.kv_layout().block_size(), 16u);
 }

@@ -1,7 +1,6 @@
 // TcpKvSender -> TcpKvReceiver on loopback, between two real KvCaches.
-// Malformed frames from a raw client are in tcp_kv_transport_fault_test.cc.
-#include <sys/socket.h>
-
+// Malformed frames from a raw client are in tcp_kv_transport_fault_test.cc,
+// dead and stalled receivers in tcp_kv_sender_fault_test.cc.
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -257,49 +256,6 @@ TEST_F(TcpKvTransportTest, SenderReconnectsAfterReceiverDropsConnection) {
   ASSERT_TRUE(sender_->Commit(Target(2), KvCommit{kLayers, 0, 0}).ok());
   ASSERT_TRUE(good.Wait().ok());
   ExpectCopied({8, 9}, {4, 6});
-}
-
-// A port with nothing listening on it.
-uint16_t DeadPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  CHECK_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-TEST_F(TcpKvTransportTest, DeadEndpointIsUnavailableWithinDeadline) {
-  const KvTransferTarget target{absl::StrCat("127.0.0.1:", DeadPort()), 1, 1,
-                                absl::Now() + absl::Seconds(10)};
-  const absl::Time start = absl::Now();
-  const absl::Status sent = sender_->SendLayer(target, 0, {0}, *src_, {1});
-  EXPECT_TRUE(sent.ok() || absl::IsUnavailable(sent)) << sent;
-  const absl::Status committed = sender_->Commit(target, KvCommit{kLayers, 0, 0});
-  EXPECT_EQ(committed.code(), absl::StatusCode::kUnavailable) << committed;
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-}
-
-TEST_F(TcpKvTransportTest, SilentReceiverHitsTheDeadline) {
-  // Listens (the kernel completes handshakes) but never reads or acks.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(fd, 4), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const KvTransferTarget target{absl::StrCat("127.0.0.1:", ntohs(addr.sin_port)), 1, 1,
-                                absl::Now() + absl::Milliseconds(300)};
-  ASSERT_TRUE(sender_->SendLayer(target, 0, {0}, *src_, {1}).ok());
-  const absl::Status committed = sender_->Commit(target, KvCommit{kLayers, 0, 0});
-  EXPECT_EQ(committed.code(), absl::StatusCode::kDeadlineExceeded) << committed;
-  EXPECT_LT(absl::Now() - target.deadline, absl::Seconds(2));
-  close(fd);
 }
 
 TEST_F(TcpKvTransportTest, SendLayerValidatesArguments) {

@@ -1,0 +1,114 @@
+#include "prefill_worker/kv_exporter.h"
+
+#include "glog/logging.h"
+
+namespace pdserve {
+
+KvExporter::KvExporter(KvSender* sender, KvCache* cache, int num_commit_threads)
+    : sender_(sender), cache_(cache), num_layers_(cache->layout().n_layers) {
+  for (int i = 0; i < num_commit_threads; ++i) threads_.emplace_back([this] { CommitLoop(); });
+}
+
+KvExporter::~KvExporter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void KvExporter::Register(int64_t seq_id, const KvTransferTarget& target, int32_t prompt_len,
+                          int32_t skip_blocks) {
+  Transfer& t = transfers_[seq_id];
+  t.target = target;
+  t.prompt_len = prompt_len;
+  t.next_block = skip_blocks;
+}
+
+void KvExporter::OnLayer(int layer, const std::vector<Engine::LayerChunk>& chunks) {
+  const int32_t bs = cache_->layout().block_size;
+  for (const Engine::LayerChunk& c : chunks) {
+    auto it = transfers_.find(c.seq_id);
+    if (it == transfers_.end() || !it->second.error.ok()) continue;
+    Transfer& t = it->second;
+    // Whole blocks only, except the prompt's last (partial) block at the end.
+    const int32_t end_block =
+        c.completes_prompt ? BlocksForTokens(t.prompt_len, bs) : (c.start_pos + c.n_tokens) / bs;
+    SendChunk(t, layer, c, end_block);
+    if (layer == num_layers_ - 1) t.next_block = std::max(t.next_block, end_block);
+  }
+}
+
+void KvExporter::SendChunk(Transfer& t, int layer, const Engine::LayerChunk& c,
+                           int32_t end_block) {
+  if (end_block <= t.next_block) return;
+  std::vector<int32_t> logical, physical;
+  for (int32_t b = t.next_block; b < end_block; ++b) {
+    logical.push_back(b);
+    physical.push_back((*c.blocks)[b]);
+  }
+  absl::Status s = sender_->SendLayer(t.target, layer, logical, *cache_, physical);
+  if (!s.ok()) {
+    LOG(WARNING) << "kv send of transfer " << t.target.transfer_id << " failed: " << s;
+    t.error = s;
+    return;
+  }
+  t.bytes += logical.size() * static_cast<uint64_t>(cache_->layout().bytes_per_layer_block());
+}
+
+void KvExporter::Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t> blocks,
+                        DoneFn done) {
+  auto it = transfers_.find(seq_id);
+  if (it == transfers_.end()) {
+    loop_->Post([blocks](Engine& e) { e.FreeBlocks(blocks); });
+    done(absl::InternalError("no transfer registered for the sequence"));
+    return;
+  }
+  Transfer t = std::move(it->second);
+  transfers_.erase(it);
+  const absl::Time queued = absl::Now();
+  std::lock_guard<std::mutex> lock(mu_);
+  commits_.push_back([this, t = std::move(t), first_token, blocks = std::move(blocks),
+                      done = std::move(done), queued]() mutable {
+    absl::Status s = t.error;
+    if (s.ok()) {
+      KvCommit commit;
+      commit.num_layers = num_layers_;
+      commit.first_token = first_token;
+      s = sender_->Commit(t.target, commit);
+    }
+    if (!s.ok()) sender_->Abort(t.target, std::string(s.message()));
+    // Only now may the blocks be reused: the sender no longer reads them.
+    loop_->Post([blocks](Engine& e) { e.FreeBlocks(blocks); });
+    if (!s.ok()) {
+      done(s);
+      return;
+    }
+    done(KvExportResult{t.bytes, absl::Now() - queued});
+  });
+  cv_.notify_one();
+}
+
+void KvExporter::Cancel(int64_t seq_id, const std::string& reason) {
+  auto it = transfers_.find(seq_id);
+  if (it == transfers_.end()) return;
+  sender_->Abort(it->second.target, reason);
+  transfers_.erase(it);
+}
+
+void KvExporter::CommitLoop() {
+  while (true) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !commits_.empty(); });
+      if (commits_.empty()) return;
+      job = std::move(commits_.front());
+      commits_.pop_front();
+    }
+    job();
+  }
+}
+
+}  // namespace pdserve

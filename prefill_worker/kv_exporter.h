@@ -1,0 +1,84 @@
+// KvExporter: streams each prefill sequence's KV to its decode worker, layer
+// by layer as the engine finishes them, then commits the transfer.
+//
+// The engine calls OnLayer() from its layer hook (engine thread): every
+// block of the step's chunk that is now complete (or the last, partial one
+// when the chunk completes the prompt) is queued on the KvSender for that
+// layer, each (layer, block) exactly once. When the first token is sampled
+// the caller hands over the held blocks with Finish(); the commit (which
+// waits for the decode worker's ack) runs on the exporter's own threads so
+// the engine never blocks on the network, and `done` receives the outcome.
+// Blocks go back to the engine (FreeBlocks on the engine thread) only after
+// the commit or abort returned, so the sender never reads a reused block.
+//
+// Thread-safety: Register/OnLayer/Finish/Cancel on the engine thread only.
+#ifndef PDSERVE_PREFILL_WORKER_KV_EXPORTER_H_
+#define PDSERVE_PREFILL_WORKER_KV_EXPORTER_H_
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/engine.h"
+#include "common/engine_loop.h"
+#include "common/kv_transport.h"
+
+namespace pdserve {
+
+struct KvExportResult {
+  uint64_t bytes = 0;
+  absl::Duration transfer = absl::ZeroDuration();  // last layer queued -> ack
+};
+
+class KvExporter {
+ public:
+  using DoneFn = std::function<void(absl::StatusOr<KvExportResult>)>;
+
+  KvExporter(KvSender* sender, KvCache* cache, int num_commit_threads);
+  // The loop whose engine calls this exporter (it is built after the
+  // exporter, whose OnLayer the engine needs). Set once, before any call.
+  void AttachLoop(EngineLoop* loop) { loop_ = loop; }
+  ~KvExporter();
+
+  void Register(int64_t seq_id, const KvTransferTarget& target, int32_t prompt_len,
+                int32_t skip_blocks);
+  // The engine's layer hook.
+  void OnLayer(int layer, const std::vector<Engine::LayerChunk>& chunks);
+  // First token sampled: commit in the background, then free `blocks`.
+  void Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t> blocks, DoneFn done);
+  // The request died before Finish: abort the transfer (blocks are the
+  // engine's to free, it has cancelled the sequence).
+  void Cancel(int64_t seq_id, const std::string& reason);
+
+ private:
+  struct Transfer {
+    KvTransferTarget target;
+    int32_t prompt_len = 0;
+    int32_t next_block = 0;  // first logical block not yet sent
+    uint64_t bytes = 0;
+    absl::Status error;
+  };
+  void SendChunk(Transfer& t, int layer, const Engine::LayerChunk& chunk, int32_t end_block);
+  void CommitLoop();
+
+  KvSender* const sender_;
+  KvCache* const cache_;
+  EngineLoop* loop_ = nullptr;
+  const int num_layers_;
+  std::map<int64_t, Transfer> transfers_;  // engine thread only
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> commits_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_PREFILL_WORKER_KV_EXPORTER_H_

@@ -1,0 +1,39 @@
+// pdserve-prefill: flags -> PrefillWorkerConfig -> RunPrefillWorker().
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "common/rpc/grpc_server.h"
+#include "glog/logging.h"
+#include "prefill_worker/prefill_worker.h"
+
+ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model path");
+ABSL_FLAG(std::string, listen, "0.0.0.0:50061", "gRPC listen address");
+ABSL_FLAG(std::string, worker_id, "", "Worker id in logs and WorkerInfo (default prefill-<pid>)");
+ABSL_FLAG(int32_t, threads, 2, "Engine threads");
+ABSL_FLAG(int32_t, kv_blocks, 1024, "KV cache blocks");
+ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV block");
+ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (prefill chunk)");
+ABSL_FLAG(int32_t, max_batch, 16, "Prompts per step");
+ABSL_FLAG(int32_t, drain_timeout_ms, 30000, "Longest drain on SIGTERM");
+
+int main(int argc, char** argv) {
+  pdserve::BlockTerminationSignals();
+  absl::ParseCommandLine(argc, argv);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  pdserve::PrefillWorkerConfig c;
+  c.model_path = absl::GetFlag(FLAGS_model);
+  c.listen = absl::GetFlag(FLAGS_listen);
+  c.worker_id = absl::GetFlag(FLAGS_worker_id);
+  c.threads = absl::GetFlag(FLAGS_threads);
+  c.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
+  c.block_size = absl::GetFlag(FLAGS_block_size);
+  c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  c.max_batch = absl::GetFlag(FLAGS_max_batch);
+  c.drain_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_drain_timeout_ms));
+  absl::Status s = pdserve::RunPrefillWorker(c);
+  if (!s.ok()) {
+    LOG(ERROR) << "pdserve-prefill: " << s;
+    return 1;
+  }
+  return 0;
+}

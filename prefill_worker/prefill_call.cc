@@ -1,0 +1,162 @@
+#include "prefill_worker/prefill_call.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_status.h"
+#include "common/proto_convert.h"
+#include "glog/logging.h"
+
+namespace pdserve {
+
+struct PrefillCall::State {
+  State(PrefillCall* r, v1::PrefillResponse* resp) : reactor(r), response(resp) {}
+
+  // Finishes the RPC once; later calls are ignored.
+  void Finish(const absl::Status& s, const std::function<void(v1::PrefillResponse*)>& fill) {
+    absl::MutexLock lock(&mu);
+    if (reactor == nullptr || finished) return;
+    finished = true;
+    if (s.ok() && fill) fill(response);
+    if (!s.ok()) LOG(INFO) << "[" << request_id << "] prefill failed: " << s;
+    reactor->Finish(ToGrpcStatus(s));
+  }
+  void Detach() {
+    absl::MutexLock lock(&mu);
+    reactor = nullptr;
+  }
+
+  absl::Mutex mu;
+  PrefillCall* reactor ABSL_GUARDED_BY(mu);
+  v1::PrefillResponse* response ABSL_GUARDED_BY(mu);
+  bool finished ABSL_GUARDED_BY(mu) = false;
+  std::atomic<bool> cancelled{false};
+  std::string request_id;
+  absl::Time posted = absl::Now();
+  // Engine thread only.
+  int64_t seq_id = 0;
+  absl::Time started, computed;
+};
+
+namespace {
+
+using State = PrefillCall::State;
+
+double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+absl::Status ValidateTarget(const PrefillContext& ctx, const v1::PrefillRequest& req) {
+  const v1::KvTarget& t = req.target();
+  if (t.kv_endpoint().empty()) return absl::InvalidArgumentError("target.kv_endpoint is empty");
+  const KvLayout theirs = FromProto(t.kv_layout());
+  if (!(theirs == ctx.layout)) {
+    return absl::FailedPreconditionError(absl::StrCat("kv layout mismatch: decode worker ",
+                                                      theirs.DebugString(), ", prefill worker ",
+                                                      ctx.layout.DebugString()));
+  }
+  const uint32_t bs = static_cast<uint32_t>(ctx.layout.block_size);
+  if (t.skip_prefix_tokens() % bs != 0 ||
+      t.skip_prefix_tokens() >= static_cast<uint32_t>(req.prompt_tokens_size())) {
+    return absl::InvalidArgumentError("target.skip_prefix_tokens must be whole blocks of the prompt");
+  }
+  return absl::OkStatus();
+}
+
+absl::Time RpcDeadline(grpc::CallbackServerContext* rpc) {
+  const absl::Time d = absl::FromChrono(rpc->deadline());
+  const absl::Time cap = absl::Now() + absl::Seconds(120);
+  return d < cap ? d : cap;
+}
+
+// Engine thread, after the step that sampled the first token: the blocks
+// are now held; hand them to the exporter for the commit.
+void StartCommit(PrefillContext* ctx, const std::shared_ptr<State>& st, Engine& e,
+                 int32_t first_token) {
+  std::vector<int32_t> blocks = e.TakeHeldBlocks(st->seq_id);
+  const double queue_ms = Ms(st->started - st->posted);
+  const double compute_ms = Ms(st->computed - st->started);
+  ctx->exporter->Finish(st->seq_id, first_token, std::move(blocks),
+                        [st, first_token, queue_ms, compute_ms](
+                            absl::StatusOr<KvExportResult> r) {
+                          st->Finish(r.status(), [&](v1::PrefillResponse* resp) {
+                            resp->set_first_token(first_token);
+                            resp->set_queue_ms(queue_ms);
+                            resp->set_compute_ms(compute_ms);
+                            resp->set_kv_transfer_ms(Ms(r->transfer));
+                            resp->set_kv_transfer_bytes(r->bytes);
+                          });
+                        });
+}
+
+void OnTokenEvent(PrefillContext* ctx, const std::shared_ptr<State>& st, const TokenEvent& ev) {
+  if (ev.finish == FinishReason::kCancelled) {
+    st->Finish(absl::CancelledError("prefill cancelled"), nullptr);
+    return;
+  }
+  if (ev.token < 0) return;
+  st->computed = absl::Now();
+  const int32_t token = ev.token;
+  ctx->loop->Post([ctx, st, token](Engine& e) { StartCommit(ctx, st, e, token); });
+}
+
+}  // namespace
+
+PrefillCall::PrefillCall(PrefillContext* ctx, grpc::CallbackServerContext* rpc,
+                         const v1::PrefillRequest& req, v1::PrefillResponse* resp)
+    : ctx_(ctx), state_(std::make_shared<State>(this, resp)) {
+  state_->request_id = req.request_id();
+  if (ctx->draining.load()) {
+    state_->Finish(absl::UnavailableError("prefill worker is draining"), nullptr);
+    return;
+  }
+  if (absl::Status s = ValidateTarget(*ctx, req); !s.ok()) {
+    state_->Finish(s, nullptr);
+    return;
+  }
+  SequenceOptions o;
+  o.prompt.assign(req.prompt_tokens().begin(), req.prompt_tokens().end());
+  o.sampling = FromProto(req.sampling());
+  o.max_tokens = 1;
+  o.ignore_eos = true;
+  o.hold_kv_on_finish = true;
+  KvTransferTarget target{req.target().kv_endpoint(), req.target().transfer_id(),
+                          req.target().epoch(), RpcDeadline(rpc)};
+  const int32_t skip_blocks =
+      static_cast<int32_t>(req.target().skip_prefix_tokens()) / ctx->layout.block_size;
+  std::shared_ptr<State> st = state_;
+  const bool posted = ctx->loop->Post([ctx, st, o = std::move(o), target, skip_blocks](Engine& e) {
+    if (st->cancelled.load()) return;
+    st->started = absl::Now();
+    const int32_t prompt_len = static_cast<int32_t>(o.prompt.size());
+    absl::StatusOr<int64_t> id =
+        e.Add(o, [ctx, st](const TokenEvent& ev) { OnTokenEvent(ctx, st, ev); });
+    if (!id.ok()) {
+      st->Finish(id.status(), nullptr);
+      return;
+    }
+    st->seq_id = *id;
+    ctx->exporter->Register(*id, target, prompt_len, skip_blocks);
+  });
+  if (!posted) state_->Finish(absl::UnavailableError("prefill worker stopping"), nullptr);
+}
+
+// Abort the transfer before the engine frees the blocks: the sender must
+// not read a block after it is reused.
+void PrefillCall::OnCancel() {
+  std::shared_ptr<State> st = state_;
+  st->cancelled.store(true);
+  PrefillContext* ctx = ctx_;
+  ctx->loop->Post([ctx, st](Engine& e) {
+    if (st->seq_id == 0) return;
+    ctx->exporter->Cancel(st->seq_id, "prefill cancelled by the router");
+    e.Cancel(st->seq_id);
+  });
+  st->Finish(absl::CancelledError("prefill cancelled by the client"), nullptr);
+}
+
+void PrefillCall::OnDone() {
+  state_->Detach();
+  delete this;
+}
+
+}  // namespace pdserve

@@ -1,0 +1,28 @@
+// PrefillContext: what every Prefill call of a prefill worker shares.
+// Owned by PrefillWorker; outlives every call.
+#ifndef PDSERVE_PREFILL_WORKER_PREFILL_CONTEXT_H_
+#define PDSERVE_PREFILL_WORKER_PREFILL_CONTEXT_H_
+
+#include <atomic>
+#include <string>
+
+#include "common/engine_loop.h"
+#include "common/kv_cache.h"
+#include "common/kv_transport.h"
+#include "common/model.h"
+#include "prefill_worker/kv_exporter.h"
+
+namespace pdserve {
+
+struct PrefillContext {
+  const Model* model = nullptr;
+  EngineLoop* loop = nullptr;
+  KvExporter* exporter = nullptr;
+  KvLayout layout;
+  std::string worker_id;
+  std::atomic<bool> draining{false};
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_PREFILL_WORKER_PREFILL_CONTEXT_H_

@@ -1,0 +1,88 @@
+#include "prefill_worker/prefill_worker.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pdserve {
+
+absl::Status PrefillWorkerConfig::Validate() const {
+  if (model_path.empty()) return absl::InvalidArgumentError("--model is required");
+  if (threads < 1 || threads > 256) return absl::InvalidArgumentError("--threads out of range");
+  if (kv_blocks < 1) return absl::InvalidArgumentError("--kv_blocks must be positive");
+  if (block_size < 1 || block_size > 1024) {
+    return absl::InvalidArgumentError("--block_size out of range");
+  }
+  if (max_batch_tokens < 1 || max_batch < 1 || commit_threads < 1) {
+    return absl::InvalidArgumentError(
+        "--max_batch_tokens, --max_batch and --commit_threads must be positive");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const PrefillWorkerConfig& c) {
+  RETURN_IF_ERROR(c.Validate());
+  std::unique_ptr<PrefillWorker> w(new PrefillWorker);
+  w->config_ = c;
+  ASSIGN_OR_RETURN(w->model_, Model::Load(c.model_path));
+  const KvLayout layout = KvLayout::ForModel(w->model_->config(), c.block_size);
+  ASSIGN_OR_RETURN(w->cache_, KvCache::Create(layout, c.kv_blocks));
+  w->runner_ = std::make_unique<CpuModelRunner>(w->model_->config(), &w->model_->weights(),
+                                                c.threads);
+  ASSIGN_OR_RETURN(w->sender_, TcpKvSender::Create());
+  w->exporter_ = std::make_unique<KvExporter>(w->sender_.get(), w->cache_.get(), c.commit_threads);
+  KvExporter* exporter = w->exporter_.get();
+  Engine::Options eo{.max_batch_tokens = c.max_batch_tokens, .max_running = c.max_batch};
+  eo.on_layer_done = [exporter](int layer, const std::vector<Engine::LayerChunk>& chunks) {
+    exporter->OnLayer(layer, chunks);
+  };
+  auto engine = std::make_unique<Engine>(&w->model_->tokenizer(), w->runner_.get(),
+                                         w->cache_.get(), eo);
+  w->loop_ = std::make_unique<EngineLoop>(std::move(engine));
+  w->exporter_->AttachLoop(w->loop_.get());
+  w->ctx_.model = w->model_.get();
+  w->ctx_.loop = w->loop_.get();
+  w->ctx_.exporter = exporter;
+  w->ctx_.layout = layout;
+  w->ctx_.worker_id = c.worker_id.empty() ? absl::StrCat("prefill-", getpid()) : c.worker_id;
+  w->service_ = std::make_unique<PrefillService>(&w->ctx_);
+  GrpcServerOptions so;
+  so.listen_address = c.listen;
+  so.services = {w->service_.get()};
+  ASSIGN_OR_RETURN(w->server_, GrpcServer::Start(so));
+  LOG(INFO) << "prefill worker " << w->ctx_.worker_id << " serving on port " << w->port();
+  return w;
+}
+
+void PrefillWorker::Drain() {
+  ctx_.draining.store(true);
+  server_->SetServing(false);
+  const absl::Time deadline = absl::Now() + config_.drain_timeout;
+  while (absl::Now() < deadline) {
+    const EngineLoad l = loop_->load();
+    if (l.running + l.waiting == 0 && l.kv_blocks_free == l.kv_blocks_total) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  server_->Shutdown(absl::Seconds(1));
+}
+
+// No more calls, then no more engine steps (no more sends), then the
+// exporter's commit threads, then the sender they use.
+PrefillWorker::~PrefillWorker() {
+  if (server_) server_->Shutdown(absl::ZeroDuration());
+  if (loop_) loop_->Stop();
+  exporter_.reset();
+  sender_.reset();
+  loop_.reset();
+}
+
+absl::Status RunPrefillWorker(const PrefillWorkerConfig& config) {
+  ASSIGN_OR_RETURN(std::unique_ptr<PrefillWorker> worker, PrefillWorker::Start(config));
+  WaitForTerminationSignal();
+  worker->Drain();
+  return absl::OkStatus();
+}
+
+}  // namespace pdserve

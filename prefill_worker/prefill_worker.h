@@ -1,0 +1,62 @@
+// PrefillWorker: the pdserve-prefill process — model, KV cache, engine
+// thread with the KV exporter as its layer hook, the KV sender and the
+// PrefillWorker gRPC service.
+#ifndef PDSERVE_PREFILL_WORKER_PREFILL_WORKER_H_
+#define PDSERVE_PREFILL_WORKER_PREFILL_WORKER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/cpu_model_runner.h"
+#include "common/rpc/grpc_server.h"
+#include "common/tcp_kv_sender.h"
+#include "prefill_worker/prefill_context.h"
+#include "prefill_worker/prefill_service.h"
+
+namespace pdserve {
+
+struct PrefillWorkerConfig {
+  std::string model_path;
+  std::string listen = "0.0.0.0:50061";
+  std::string worker_id;
+  int threads = 2;
+  int kv_blocks = 1024;
+  int block_size = 16;
+  int max_batch_tokens = 512;
+  int max_batch = 16;
+  int commit_threads = 4;
+  absl::Duration drain_timeout = absl::Seconds(30);
+
+  absl::Status Validate() const;
+};
+
+class PrefillWorker {
+ public:
+  static absl::StatusOr<std::unique_ptr<PrefillWorker>> Start(const PrefillWorkerConfig& config);
+  ~PrefillWorker();
+
+  int port() const { return server_->port(); }
+  void Drain();
+
+ private:
+  PrefillWorker() = default;
+
+  PrefillWorkerConfig config_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<CpuModelRunner> runner_;
+  std::unique_ptr<TcpKvSender> sender_;
+  std::unique_ptr<KvExporter> exporter_;
+  std::unique_ptr<EngineLoop> loop_;
+  PrefillContext ctx_;
+  std::unique_ptr<PrefillService> service_;
+  std::unique_ptr<GrpcServer> server_;
+};
+
+absl::Status RunPrefillWorker(const PrefillWorkerConfig& config);
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_PREFILL_WORKER_PREFILL_WORKER_H_
