@@ -27,10 +27,10 @@ test: build model
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
 run: build model
-	@$(BUILD_DIR)/tools/pdserve run --chat --max_tokens 96 --prompt "$(PROMPT)"
+	@$(BUILD_DIR)/bin/pdserve run --chat --max_tokens 96 --prompt "$(PROMPT)"
 
 bench-engine: build model
-	@$(BUILD_DIR)/tools/pdserve bench-engine
+	@$(BUILD_DIR)/bin/pdserve bench-engine
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -1,6 +1,7 @@
 #include "common/llama_numerics.h"
 
 #include "common/quant/kernels.h"
+#include <cstdlib>
 
 namespace pdserve {
 namespace {
@@ -15,7 +16,8 @@ bool CpuSupportsAvx512Dq() {
 
 bool LlamaExactNumericsActive() {
   static const bool supported = CpuSupportsAvx512Dq();
-  return supported && ActiveKernelIsa() != KernelIsa::kScalar;
+  static const int dbg = getenv("PDS_DBG_EXACT") ? atoi(getenv("PDS_DBG_EXACT")) : 3;
+  return supported && ActiveKernelIsa() != KernelIsa::kScalar && dbg != 0;
 }
 
 void LlamaSiluMulRows(float* gate, const float* up, int64_t rows, int64_t n) {

@@ -12,8 +12,8 @@ namespace {
 constexpr int64_t kRowGroup = 4;
 
 // The per-block scalars the packed kernels read, for activation row `row`.
-void FillBlockScalars(GgmlType act_type, const uint8_t* row, int64_t n_blocks, float* d,
-                      float* s, int32_t* sum) {
+void FillBlockScalars(GgmlType act_type, const uint8_t* row, int64_t n_blocks, float* d, float* s,
+                      int32_t* sum) {
   if (act_type == GgmlType::kQ8_1) {
     const auto* blk = reinterpret_cast<const BlockQ8_1*>(row);
     for (int64_t b = 0; b < n_blocks; ++b) {
@@ -85,9 +85,8 @@ void Matmul::Run(absl::Span<const MatmulJob> jobs, const float* x, int64_t n_tok
     p.units = (j.w->out + kPackedRows - 1) / kPackedRows;
     total_units += p.units;
   }
-  pool_->ParallelFor(total_units, 1, [&](int64_t begin, int64_t end) {
-    RunUnits(n_tokens, begin, end);
-  });
+  pool_->ParallelFor(total_units, 1,
+                     [&](int64_t begin, int64_t end) { RunUnits(n_tokens, begin, end); });
 }
 
 // Computes the row groups [unit_begin, unit_end) of the concatenation of all

@@ -16,6 +16,7 @@ struct DecodeCall::State {
   StreamOutbox<v1::DecodeEvent> outbox;
   std::atomic<bool> cancelled{false};
   std::string request_id;
+  int32_t prompt_len = 0;
   absl::Time start = absl::Now();
   // Engine thread only.
   int64_t seq_id = 0;
@@ -113,7 +114,10 @@ SequenceOptions ToSequenceOptions(const v1::DecodeRequest& req) {
 void ExpectKv(DecodeContext* ctx, const std::shared_ptr<State>& st, Engine& engine,
               absl::Duration wait) {
   const uint64_t transfer_id = static_cast<uint64_t>(st->seq_id);
-  const std::vector<int32_t> blocks = engine.BlocksOf(st->seq_id);
+  // Only the prompt's blocks receive KV; the rest are for generated tokens.
+  std::vector<int32_t> blocks = engine.BlocksOf(st->seq_id);
+  blocks.resize(std::min<size_t>(blocks.size(),
+                                 BlocksForTokens(st->prompt_len, ctx->layout.block_size)));
   EngineLoop* loop = ctx->loop;
   absl::Status s = ctx->receiver->Expect(
       transfer_id, 1, blocks, ctx->layout.n_layers, absl::Now() + wait,
@@ -143,6 +147,7 @@ DecodeCall::DecodeCall(DecodeContext* ctx, grpc::CallbackServerContext* rpc,
                        const v1::DecodeRequest& req)
     : ctx_(ctx), state_(std::make_shared<State>(this)) {
   state_->request_id = req.request_id();
+  state_->prompt_len = req.prompt_tokens_size();
   if (ctx->draining.load()) {
     state_->outbox.Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode worker is draining"));
     return;

@@ -2,7 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "router/status_conversion.h"
+#include "common/grpc_status.h"
+#include "router/worker_failure.h"
 
 namespace pdserve {
 

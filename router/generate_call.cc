@@ -10,7 +10,8 @@
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 #include "router/routing_policy.h"
-#include "router/status_conversion.h"
+#include "common/grpc_status.h"
+#include "router/worker_failure.h"
 #include "router/worker_requests.h"
 
 namespace pdserve {
@@ -58,8 +59,8 @@ GenerateCall::~GenerateCall() {
 void GenerateCall::Start(const v1::GenerateRequest& request) {
   const absl::Status id_ok = RequestValidator::ValidateRequestId(request.request_id());
   id_ = request.request_id().empty() || !id_ok.ok() ? NewRequestId() : request.request_id();
-  const auto cap = std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(env_.config->request_timeout_ms);
+  const auto cap =
+      std::chrono::system_clock::now() + std::chrono::milliseconds(env_.config->request_timeout_ms);
   deadline_ = std::min(server_context_->deadline(), cap);
   absl::StatusOr<ValidatedRequest> validated = env_.validator->Validate(request);
   Actions a;
@@ -103,8 +104,7 @@ void GenerateCall::Place(Actions* a) {
   }
   decode_worker_ = *placement->decode;
   local_prefill_ = placement->local_prefill;
-  v1::DecodeRequest r =
-      MakeDecodeRequest(id_, request_, local_prefill_, env_.config->kv_wait_ms);
+  v1::DecodeRequest r = MakeDecodeRequest(id_, request_, local_prefill_, env_.config->kv_wait_ms);
   DecodeStream::Observer* observer = this;
   streams_.push_back(
       std::make_unique<DecodeStream>(observer, decode_worker_.address, std::move(r), deadline_));
@@ -142,6 +142,7 @@ bool GenerateCall::OnDecodeEvent(DecodeStream* stream, const v1::DecodeEvent& ev
       }
     }
     if (!terminal_ && pending_.size() >= kPauseReadsAt) {
+      VLOG(1) << "[" << id_ << "] client is slow: pausing reads from " << stream->address();
       keep_reading = false;
       read_paused_ = true;
     }
@@ -159,9 +160,9 @@ bool GenerateCall::AcceptFirstEvent(bool reserved, Actions* a) {
   }
   event_seen_ = true;
   if (reserved == local_prefill_) {
-    FailProtocol(reserved ? "reserved KV for a local-prefill request"
-                          : "sent output before reserving KV",
-                 a);
+    FailProtocol(
+        reserved ? "reserved KV for a local-prefill request" : "sent output before reserving KV",
+        a);
     return false;
   }
   // Remote requests announce themselves once their prefill worker is known.
@@ -244,9 +245,8 @@ void GenerateCall::MaybeComplete(Actions* a) {
       timeline_.Merge(decode_finished_.timings(), prefill_ok_ ? &prefill_->response() : nullptr,
                       local_prefill_, absl::Now());
   LOG(INFO) << "[" << id_ << "] finished: " << v1::FinishReason_Name(reason_) << ", "
-            << relay_->completion_tokens() << " tokens, ttft "
-            << finished->timings().ttft_ms() << " ms, e2e " << finished->timings().e2e_ms()
-            << " ms";
+            << relay_->completion_tokens() << " tokens, ttft " << finished->timings().ttft_ms()
+            << " ms, e2e " << finished->timings().e2e_ms() << " ms";
   pending_.push_back(std::move(response));
   terminal_ = true;
   finish_status_ = grpc::Status::OK;
@@ -276,8 +276,8 @@ void GenerateCall::HandleDecodeEnd(const grpc::Status& status, Actions* a) {
   // Nothing was produced yet, so another decode worker can take the request
   // as if it had been placed there first.
   if (!event_seen_ && DecodeAttempts::IsRetryable(status)) {
-    LOG(INFO) << "[" << id_ << "] decode worker " << address << " refused: "
-              << status.error_message() << "; trying another";
+    LOG(INFO) << "[" << id_ << "] decode worker " << address
+              << " refused: " << status.error_message() << "; trying another";
     attempts_.RecordRefusal(address, status);
     Place(a);
     return;

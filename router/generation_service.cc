@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/detokenizer.h"
 #include "glog/logging.h"
-#include "router/status_conversion.h"
+#include "common/grpc_status.h"
 
 namespace pdserve {
 namespace {
@@ -36,10 +36,10 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   if (!TryAdmit()) {
     LOG(WARNING) << "rejecting a request: " << config_.max_queue << " already in flight";
-    return new RejectedCall(grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("router is at capacity (", config_.max_queue,
-                     " requests in flight, --max_queue); retry later")));
+    return new RejectedCall(
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     absl::StrCat("router is at capacity (", config_.max_queue,
+                                  " requests in flight, --max_queue); retry later")));
   }
   return GenerateCall::Create(env_, context, *request);
 }

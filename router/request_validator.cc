@@ -6,28 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/chat_template.h"
+#include "common/proto_convert.h"
 #include "common/sampling_params.h"
 #include "common/status_macros.h"
 
 namespace pdserve {
-namespace {
-
-SamplingParams SamplingFromProto(const v1::SamplingParams& p) {
-  SamplingParams s;
-  if (p.has_temperature()) s.temperature = p.temperature();
-  if (p.has_top_k()) s.top_k = p.top_k();
-  if (p.has_top_p()) s.top_p = p.top_p();
-  if (p.has_min_p()) s.min_p = p.min_p();
-  if (p.has_repetition_penalty()) s.repetition_penalty = p.repetition_penalty();
-  if (p.has_presence_penalty()) s.presence_penalty = p.presence_penalty();
-  if (p.has_frequency_penalty()) s.frequency_penalty = p.frequency_penalty();
-  if (p.has_penalty_last_n()) s.penalty_last_n = p.penalty_last_n();
-  if (p.has_seed()) s.seed = p.seed();
-  return s;
-}
-
-}  // namespace
-
 absl::Status RequestValidator::ValidateRequestId(const std::string& id) {
   if (id.size() > 128) {
     return absl::InvalidArgumentError(
@@ -52,8 +35,7 @@ absl::StatusOr<std::vector<int32_t>> RequestValidator::EncodeText(const std::str
   return ids;
 }
 
-absl::StatusOr<std::vector<int32_t>> RequestValidator::EncodeChat(
-    const v1::ChatInput& chat) const {
+absl::StatusOr<std::vector<int32_t>> RequestValidator::EncodeChat(const v1::ChatInput& chat) const {
   std::vector<ChatMessage> messages;
   messages.reserve(chat.messages_size());
   for (const v1::ChatMessage& m : chat.messages()) messages.push_back({m.role(), m.content()});
@@ -95,22 +77,21 @@ absl::StatusOr<int32_t> RequestValidator::MaxTokens(int32_t requested,
                                                     int32_t prompt_tokens) const {
   const int32_t context = model_.config().context_length;
   if (requested < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_tokens = ", requested, " is invalid: must be >= 1 (0 = default ",
-                     kDefaultMaxTokens, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens = ", requested,
+                                                   " is invalid: must be >= 1 (0 = default ",
+                                                   kDefaultMaxTokens, ")"));
   }
   if (requested > config_.max_tokens_limit) {
-    return absl::OutOfRangeError(absl::StrCat("max_tokens = ", requested,
-                                              " exceeds the server limit of ",
-                                              config_.max_tokens_limit));
+    return absl::OutOfRangeError(absl::StrCat(
+        "max_tokens = ", requested, " exceeds the server limit of ", config_.max_tokens_limit));
   }
   const int32_t room = context - prompt_tokens;
   const int32_t max_tokens = requested == 0 ? std::min(kDefaultMaxTokens, room) : requested;
   if (max_tokens < 1 || prompt_tokens + max_tokens > context) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "prompt (", prompt_tokens, " tokens) + max_tokens (", std::max(max_tokens, 1), ") = ",
-        prompt_tokens + std::max(max_tokens, 1), " exceeds the model's context length of ",
-        context, " tokens"));
+    return absl::OutOfRangeError(
+        absl::StrCat("prompt (", prompt_tokens, " tokens) + max_tokens (", std::max(max_tokens, 1),
+                     ") = ", prompt_tokens + std::max(max_tokens, 1),
+                     " exceeds the model's context length of ", context, " tokens"));
   }
   return max_tokens;
 }
@@ -118,17 +99,16 @@ absl::StatusOr<int32_t> RequestValidator::MaxTokens(int32_t requested,
 absl::Status RequestValidator::ValidateStops(const v1::GenerateRequest& request) const {
   if (request.stop_size() > config_.max_stop_strings) {
     return absl::InvalidArgumentError(absl::StrCat("stop has ", request.stop_size(),
-                                                   " strings; at most ",
-                                                   config_.max_stop_strings, " are allowed"));
+                                                   " strings; at most ", config_.max_stop_strings,
+                                                   " are allowed"));
   }
   for (int i = 0; i < request.stop_size(); ++i) {
     const std::string& s = request.stop(i);
     if (s.empty()) return absl::InvalidArgumentError(absl::StrCat("stop[", i, "] is empty"));
     if (static_cast<int64_t>(s.size()) > config_.max_stop_string_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat("stop[", i, "] is ", s.size(),
-                                                     " bytes; at most ",
-                                                     config_.max_stop_string_bytes,
-                                                     " are allowed"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("stop[", i, "] is ", s.size(), " bytes; at most ",
+                       config_.max_stop_string_bytes, " are allowed"));
     }
   }
   return absl::OkStatus();
@@ -138,13 +118,13 @@ absl::StatusOr<ValidatedRequest> RequestValidator::Validate(
     const v1::GenerateRequest& request) const {
   ValidatedRequest out;
   RETURN_IF_ERROR(ValidateRequestId(request.request_id()));
-  RETURN_IF_ERROR(ValidateSamplingParams(SamplingFromProto(request.sampling())));
+  RETURN_IF_ERROR(ValidateSamplingParams(FromProto(request.sampling())));
   RETURN_IF_ERROR(ValidateStops(request));
   ASSIGN_OR_RETURN(out.prompt_tokens, Prompt(request));
   const int32_t n = static_cast<int32_t>(out.prompt_tokens.size());
   if (n > config_.max_prompt_tokens) {
-    return absl::OutOfRangeError(absl::StrCat("prompt is ", n, " tokens; the server limit is ",
-                                              config_.max_prompt_tokens));
+    return absl::OutOfRangeError(
+        absl::StrCat("prompt is ", n, " tokens; the server limit is ", config_.max_prompt_tokens));
   }
   ASSIGN_OR_RETURN(out.max_tokens, MaxTokens(request.max_tokens(), n));
   out.sampling = request.sampling();
@@ -155,4 +135,3 @@ absl::StatusOr<ValidatedRequest> RequestValidator::Validate(
 }
 
 }  // namespace pdserve
-

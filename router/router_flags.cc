@@ -51,9 +51,12 @@ absl::StatusOr<RouterConfig> RouterConfigFromFlags() {
   c.max_stop_string_bytes = absl::GetFlag(FLAGS_max_stop_string_bytes);
   c.load_poll_ms = absl::GetFlag(FLAGS_load_poll_ms);
   absl::StatusOr<PolicyKind> decode = ParsePolicyKind(absl::GetFlag(FLAGS_policy_decode));
-  if (!decode.ok()) return absl::InvalidArgumentError(absl::StrCat("--policy_decode: ", decode.status().message()));
+  if (!decode.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--policy_decode: ", decode.status().message()));
   absl::StatusOr<PolicyKind> prefill = ParsePolicyKind(absl::GetFlag(FLAGS_policy_prefill));
-  if (!prefill.ok()) return absl::InvalidArgumentError(absl::StrCat("--policy_prefill: ", prefill.status().message()));
+  if (!prefill.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat("--policy_prefill: ", prefill.status().message()));
   c.decode_policy = *decode;
   c.prefill_policy = *prefill;
   return c;

@@ -1,22 +1,12 @@
 #include "router/router_server.h"
 
-#include <csignal>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
 
 namespace pdserve {
-namespace {
-
-constexpr char kServiceName[] = "pdserve.v1.Generation";
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterConfig& config) {
   RETURN_IF_ERROR(config.Validate());
@@ -30,18 +20,15 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   s->registry_ = std::make_unique<WorkerRegistry>(ro);
   s->service_ = std::make_unique<GenerationService>(*s->model_, s->config_, s->registry_.get());
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &s->port_);
-  builder.RegisterService(s->service_.get());
-  s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr || s->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", config.listen));
-  }
+  GrpcServerOptions so;
+  so.listen_address = config.listen;
+  so.services = {s->service_.get()};
+  ASSIGN_OR_RETURN(s->server_, GrpcServer::Start(so));
+  s->port_ = s->server_->port();
   RouterServer* raw = s.get();
   s->UpdateHealth(*s->registry_->snapshot());
-  s->registry_->set_change_listener([raw](const RegistrySnapshot& snap) { raw->UpdateHealth(snap); });
+  s->registry_->set_change_listener(
+      [raw](const RegistrySnapshot& snap) { raw->UpdateHealth(snap); });
   s->registry_->Start();
   LOG(INFO) << "pdserve-router listening on port " << s->port_ << " ("
             << config.decode_addresses.size() << " decode, " << config.prefill_addresses.size()
@@ -61,40 +48,26 @@ void RouterServer::UpdateHealth(const RegistrySnapshot& snapshot) {
                w.info.model_fingerprint() == model_->fingerprint();
   }
   if (serving_.exchange(serving ? 1 : 0) == (serving ? 1 : 0)) return;
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  if (health == nullptr) return;
   LOG(INFO) << "health: " << (serving ? "SERVING" : "NOT_SERVING");
-  health->SetServingStatus(serving);
-  health->SetServingStatus(kServiceName, serving);
+  server_->SetServing(serving);
 }
 
 void RouterServer::Shutdown(absl::Duration grace) {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
   LOG(INFO) << "router draining: " << service_->calls_in_flight() << " requests in flight";
-  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
-    health->Shutdown();
-  }
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
-  // Client RPCs to workers may outlive the server-side calls by a moment.
+  // Stops accepting, lets calls run for `grace`, then cancels them.
+  server_->Shutdown(grace);
+  // A call's RPCs to workers may outlive its server-side RPC by a moment.
   service_->WaitForCalls();
   registry_->Stop();
-  server_->Wait();
   LOG(INFO) << "router stopped";
 }
 
 absl::Status Run(const RouterConfig& config) {
-  // Block the signals before any thread starts so that only sigwait sees them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  BlockTerminationSignals();
   ASSIGN_OR_RETURN(std::unique_ptr<RouterServer> server, RouterServer::Start(config));
-  int signal = 0;
-  sigwait(&signals, &signal);
-  LOG(INFO) << "received signal " << signal << "; draining for up to "
-            << config.drain_timeout_ms << " ms";
+  WaitForTerminationSignal();
   server->Shutdown(absl::Milliseconds(config.drain_timeout_ms));
   return absl::OkStatus();
 }

@@ -1,7 +1,7 @@
 // RouterServer: a running pdserve-router — the tokenizer-only model, the
 // worker registry, the Generation service, and the gRPC server carrying it
 // together with the standard health (grpc.health.v1) and reflection
-// services. Health is SERVING while at least one decode worker serving the
+// services (common/rpc/grpc_server.h). Health is SERVING while at least one decode worker serving the
 // router's model is live.
 //
 // Tests start one in-process on port 0; Run() is the binary's main loop.
@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/model.h"
-#include "grpcpp/server.h"
+#include "common/rpc/grpc_server.h"
 #include "router/generation_service.h"
 #include "router/router_config.h"
 #include "router/worker_registry.h"
@@ -50,7 +50,7 @@ class RouterServer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<GenerationService> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<GrpcServer> server_;
   int port_ = 0;
   bool shut_down_ = false;
   // Last health status published (-1: none yet); avoids re-publishing on

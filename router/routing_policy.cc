@@ -16,8 +16,7 @@ bool Contains(const std::vector<std::string>& list, const std::string& value) {
 
 bool SameLayout(const v1::KvLayout& a, const v1::KvLayout& b) {
   return a.num_layers() == b.num_layers() && a.num_kv_heads() == b.num_kv_heads() &&
-         a.head_dim() == b.head_dim() && a.block_size() == b.block_size() &&
-         a.dtype() == b.dtype();
+         a.head_dim() == b.head_dim() && a.block_size() == b.block_size() && a.dtype() == b.dtype();
 }
 
 int64_t BlocksNeeded(const WorkerState& w, int32_t prompt_tokens) {
@@ -95,9 +94,9 @@ absl::Status CheckPairCompatible(const WorkerState& prefill, const WorkerState& 
         " != decode worker ", decode.address, " ", FormatKvLayout(d.kv_layout())));
   }
   if (p.protocol_version() != d.protocol_version()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "prefill worker ", prefill.address, " protocol version ", p.protocol_version(),
-        " != decode worker ", decode.address, " ", d.protocol_version()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("prefill worker ", prefill.address, " protocol version ", p.protocol_version(),
+                     " != decode worker ", decode.address, " ", d.protocol_version()));
   }
   return absl::OkStatus();
 }
@@ -110,8 +109,7 @@ absl::StatusOr<const WorkerState*> PickDecode(const RegistrySnapshot& snapshot,
   for (const WorkerState& w : snapshot.decode) {
     if (!IsUsable(w, snapshot.stale_after, query.now)) continue;
     any_live = true;
-    if (!query.model_fingerprint.empty() &&
-        w.info.model_fingerprint() != query.model_fingerprint) {
+    if (!query.model_fingerprint.empty() && w.info.model_fingerprint() != query.model_fingerprint) {
       mismatches.push_back(absl::StrCat("decode worker ", w.address, " model fingerprint ",
                                         w.info.model_fingerprint(), " != router model ",
                                         query.model_fingerprint));
@@ -120,9 +118,9 @@ absl::StatusOr<const WorkerState*> PickDecode(const RegistrySnapshot& snapshot,
     if (!Contains(query.excluded, w.address)) usable.push_back(&w);
   }
   if (!any_live) {
-    return absl::UnavailableError(absl::StrCat("no live decode worker (configured: ",
-                                               absl::StrJoin(Addresses(snapshot.decode), ", "),
-                                               ")"));
+    return absl::UnavailableError(absl::StrCat(
+        "no live decode worker (configured: ", absl::StrJoin(Addresses(snapshot.decode), ", "),
+        ")"));
   }
   if (usable.empty() && query.excluded.empty()) {
     return absl::FailedPreconditionError(absl::StrJoin(mismatches, "; "));

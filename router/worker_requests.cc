@@ -2,9 +2,8 @@
 
 namespace pdserve {
 
-v1::DecodeRequest MakeDecodeRequest(const std::string& request_id,
-                                    const ValidatedRequest& request, bool local_prefill,
-                                    uint32_t kv_wait_ms) {
+v1::DecodeRequest MakeDecodeRequest(const std::string& request_id, const ValidatedRequest& request,
+                                    bool local_prefill, uint32_t kv_wait_ms) {
   v1::DecodeRequest r;
   r.set_request_id(request_id);
   r.mutable_prompt_tokens()->Assign(request.prompt_tokens.begin(), request.prompt_tokens.end());
@@ -17,8 +16,7 @@ v1::DecodeRequest MakeDecodeRequest(const std::string& request_id,
 }
 
 v1::PrefillRequest MakePrefillRequest(const std::string& request_id,
-                                      const ValidatedRequest& request,
-                                      const v1::Reserved& reserved,
+                                      const ValidatedRequest& request, const v1::Reserved& reserved,
                                       const std::string& default_kv_endpoint) {
   v1::PrefillRequest r;
   r.set_request_id(request_id);

@@ -13,16 +13,14 @@
 
 namespace pdserve {
 
-v1::DecodeRequest MakeDecodeRequest(const std::string& request_id,
-                                    const ValidatedRequest& request, bool local_prefill,
-                                    uint32_t kv_wait_ms);
+v1::DecodeRequest MakeDecodeRequest(const std::string& request_id, const ValidatedRequest& request,
+                                    bool local_prefill, uint32_t kv_wait_ms);
 
 // The KV target is the reservation: its endpoint (or the decode worker's
 // advertised one when the reservation leaves it empty), transfer id, epoch
 // and layout; blocks the decode worker already caches are skipped.
 v1::PrefillRequest MakePrefillRequest(const std::string& request_id,
-                                      const ValidatedRequest& request,
-                                      const v1::Reserved& reserved,
+                                      const ValidatedRequest& request, const v1::Reserved& reserved,
                                       const std::string& default_kv_endpoint);
 
 }  // namespace pdserve

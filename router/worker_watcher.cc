@@ -8,6 +8,7 @@
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "pdserve/v1/worker.grpc.pb.h"
@@ -47,10 +48,6 @@ const char* RoleName(v1::WorkerRole role) {
   return role == v1::WORKER_ROLE_PREFILL ? "prefill" : "decode";
 }
 
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
 }  // namespace
 
 WorkerWatcher::WorkerWatcher(Options options, std::shared_ptr<grpc::Channel> channel,
@@ -67,7 +64,9 @@ WorkerWatcher::WorkerWatcher(Options options, std::shared_ptr<grpc::Channel> cha
 
 WorkerWatcher::~WorkerWatcher() { Stop(); }
 
-void WorkerWatcher::Start() { thread_ = std::thread([this] { Loop(); }); }
+void WorkerWatcher::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 void WorkerWatcher::Stop() {
   {
@@ -132,9 +131,9 @@ absl::Status WorkerWatcher::RunSession(bool* delivered) {
   Disarm();
   if (*delivered) {
     LOG(WARNING) << RoleName(options_.role) << " worker " << options_.address
-                 << " load stream ended: " << FromGrpc(status);
+                 << " load stream ended: " << FromGrpcStatus(status);
   }
-  return status.ok() ? absl::UnavailableError("load stream ended") : FromGrpc(status);
+  return status.ok() ? absl::UnavailableError("load stream ended") : FromGrpcStatus(status);
 }
 
 absl::Status WorkerWatcher::Handshake() {
@@ -145,11 +144,11 @@ absl::Status WorkerWatcher::Handshake() {
   v1::WorkerInfo info;
   const grpc::Status status = stub_->GetInfo(&ctx, &info);
   Disarm();
-  if (!status.ok()) return FromGrpc(status);
+  if (!status.ok()) return FromGrpcStatus(status);
   if (info.role() != options_.role && info.role() != v1::WORKER_ROLE_UNSPECIFIED) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("configured as a ", RoleName(options_.role), " worker but reports role ",
-                     v1::WorkerRole_Name(info.role())));
+    return absl::FailedPreconditionError(absl::StrCat("configured as a ", RoleName(options_.role),
+                                                      " worker but reports role ",
+                                                      v1::WorkerRole_Name(info.role())));
   }
   state_.info = std::move(info);
   state_.has_info = true;

@@ -1,19 +1,26 @@
 // `pdserve`: the project's CLI. Subcommands:
 //   run           generate from one prompt in this process (no servers)
 //   bench-engine  engine throughput: pp512, tg128, batched decode
+//   up            start a local cluster (router + prefill + decode) on loopback
+//   generate      stream an answer from a router
 #include <cstdio>
 #include <string>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "glog/logging.h"
+#include "common/rpc/grpc_server.h"
 #include "tools/bench_engine.h"
+#include "tools/cluster_commands.h"
 #include "tools/run_command.h"
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "pdserve <command> [flags]\n  run           generate in this process\n"
-      "  bench-engine  measure engine throughput");
+      "  bench-engine  measure engine throughput\n"
+      "  up            start router + prefill + decode on loopback\n"
+      "  generate      stream an answer: pdserve generate [--router=A] \"prompt\"");
+  pdserve::BlockTerminationSignals();
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
@@ -27,6 +34,10 @@ int main(int argc, char** argv) {
     status = pdserve::RunCommand();
   } else if (cmd == "bench-engine") {
     status = pdserve::BenchEngineCommand();
+  } else if (cmd == "up") {
+    status = pdserve::UpCommand();
+  } else if (cmd == "generate") {
+    status = pdserve::GenerateCommand(std::vector<std::string>(args.begin() + 2, args.end()));
   } else {
     std::fprintf(stderr, "unknown command '%s'\n%s\n", cmd.c_str(),
                  absl::ProgramUsageMessage().data());

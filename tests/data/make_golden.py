@@ -8,6 +8,15 @@ llama.cpp sampler, stop logic or logit post-processing sits between the
 model and the recorded token. EOS/EOG is not a stop condition: every prompt
 gets exactly --steps tokens so comparisons have a fixed length.
 
+Prompts are evaluated one token per llama_decode (n_batch = n_ubatch = 1),
+like the generated tokens. llama.cpp's batched prompt path multiplies the
+attention matrices with llamafile's tinyBLAS instead of ggml_vec_dot_f16,
+which sums in another order, so its logits differ from its own
+token-by-token logits (by up to ~0.4 here); the token-by-token path is the
+one with a single, documented summation order, which our engine reproduces
+bit for bit on AVX512 CPUs. Each case also records how far llama.cpp's
+batched prefill (n_batch = n_ubatch = 512) lands from it.
+
 On CPUs with Intel AMX, llama.cpp's AMX kernels for Q4_1 give wrong logits
 (see no_amx_preload.c), so the script re-runs itself with that shim
 preloaded and refuses to write output if the model still landed in an AMX
@@ -38,8 +47,15 @@ EXPECTED_SHA256 = (
     "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53")
 EOG_IDS = (0, 2)  # <|endoftext|>, <|im_end|>
 TOP_N_FIRST_STEP = 20
-LLAMA_PARAMS = dict(n_ctx=2048, n_batch=512, n_threads=2, logits_all=False,
-                    seed=0)
+# One token per llama_decode. llama.cpp raises n_batch to 32 internally
+# (GGML_KQ_MASK_PAD) but keeps n_ubatch = 1; llama-cpp-python's eval() splits
+# prompts by its own n_batch, so every decode holds exactly one token.
+# Results do not depend on n_threads (every output element is one dot
+# product); 1 avoids OpenMP spin-waiting on a busy machine.
+LLAMA_PARAMS = dict(n_ctx=2048, n_batch=1, n_ubatch=1, n_threads=1,
+                    logits_all=False, seed=0)
+# llama.cpp's default batched prompt path, only to record its discrepancy.
+BATCHED_PARAMS = dict(LLAMA_PARAMS, n_batch=512, n_ubatch=512)
 SHIM_ENV = "PDSERVE_NO_AMX_SHIM"
 
 # A ~400-token passage written for this file (no copyrighted source), long
@@ -148,14 +164,14 @@ def reexec_without_amx():
   os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 
-def load_model(path):
+def load_model(path, params):
   """Loads the model with its load log captured, to see the weight buffers."""
   with tempfile.TemporaryFile(mode="w+") as log:
     sys.stderr.flush()
     saved = os.dup(2)
     os.dup2(log.fileno(), 2)
     try:
-      llm = llama_cpp.Llama(model_path=path, verbose=True, **LLAMA_PARAMS)
+      llm = llama_cpp.Llama(model_path=path, verbose=True, **params)
     finally:
       sys.stderr.flush()
       os.dup2(saved, 2)
@@ -189,9 +205,15 @@ def last_logits(llm):
   return np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)).copy()
 
 
-def generate(llm, prompt_tokens, steps):
+def batched_prefill_logits(llm_batched, prompt_tokens):
+  llm_batched.reset()
+  llm_batched.eval(prompt_tokens)
+  return last_logits(llm_batched)
+
+
+def generate(llm, llm_batched, prompt_tokens, steps):
   llm.reset()
-  llm.eval(prompt_tokens)
+  llm.eval(prompt_tokens)  # one token per decode (n_batch = 1)
   out = {"output_tokens": [], "top1_logit": [], "top2_logit": [], "gap": []}
   for step in range(steps):
     logits = last_logits(llm)
@@ -202,6 +224,10 @@ def generate(llm, prompt_tokens, steps):
       order = np.argsort(-logits, kind="stable")[:TOP_N_FIRST_STEP]
       out["first_step_top20"] = [
           {"id": int(i), "logit": float(logits[i])} for i in order]
+      batched = batched_prefill_logits(llm_batched, prompt_tokens)
+      out["batched_prefill_max_abs_diff"] = float(
+          np.max(np.abs(batched.astype(np.float64) - logits)))
+      out["batched_prefill_same_argmax"] = bool(np.argmax(batched) == token)
     out["output_tokens"].append(token)
     out["top1_logit"].append(float(logits[token]))
     out["top2_logit"].append(second)
@@ -212,10 +238,10 @@ def generate(llm, prompt_tokens, steps):
   return out
 
 
-def run_case(llm, name, kind, text, messages, steps):
+def run_case(llm, llm_batched, name, kind, text, messages, steps):
   prompt_tokens = llm.tokenize(text.encode("utf-8"), add_bos=False,
                                special=True)
-  result = generate(llm, prompt_tokens, steps)
+  result = generate(llm, llm_batched, prompt_tokens, steps)
   case = {"name": name, "kind": kind, "text": text}
   if messages is not None:
     case["messages"] = messages
@@ -257,21 +283,25 @@ def main():
   digest = sha256_of(args.model)
   if digest != EXPECTED_SHA256:
     sys.exit(f"model sha256 {digest} != expected {EXPECTED_SHA256}")
-  llm, buffers = load_model(args.model)
-  if any("AMX" in b for b in buffers) and not args.allow_amx:
+  llm, buffers = load_model(args.model, LLAMA_PARAMS)
+  llm_batched, batched_buffers = load_model(args.model, BATCHED_PARAMS)
+  if (any("AMX" in b for b in buffers + batched_buffers) and
+      not args.allow_amx):
     sys.exit(f"weights are in an AMX buffer ({buffers}); golden unusable")
   template = llm.metadata["tokenizer.chat_template"]
 
   cases = []
   for name, text in PLAIN_PROMPTS:
-    cases.append(run_case(llm, name, "plain", text, None, args.steps))
+    cases.append(run_case(llm, llm_batched, name, "plain", text, None,
+                          args.steps))
   for name, messages in CHAT_PROMPTS:
     text = render_chat(template, messages)
-    cases.append(run_case(llm, name, "chat", text, messages, args.steps))
+    cases.append(run_case(llm, llm_batched, name, "chat", text, messages,
+                          args.steps))
 
   # Re-run the first case to prove the oracle itself is deterministic.
-  again = run_case(llm, "rerun", "plain", PLAIN_PROMPTS[0][1], None,
-                   args.steps)
+  again = run_case(llm, llm_batched, "rerun", "plain", PLAIN_PROMPTS[0][1],
+                   None, args.steps)
   if again["output_tokens"] != cases[0]["output_tokens"]:
     sys.exit("llama.cpp is not deterministic across runs; golden unusable")
 
@@ -285,6 +315,12 @@ def main():
       "model_file": os.path.basename(args.model),
       "model_sha256": digest,
       "llama_params": LLAMA_PARAMS,
+      "prompt_eval": "token by token: one token per llama_decode "
+                     "(n_batch = n_ubatch = 1), the path whose summation "
+                     "order is ggml_vec_dot_f16's; llama.cpp's batched "
+                     "prefill (tinyBLAS) differs from it, see "
+                     "batched_prefill_max_abs_diff per case",
+      "batched_params": BATCHED_PARAMS,
       "weight_buffers": buffers,
       "amx": ("disabled: tests/data/no_amx_preload.c preloaded "
               "(llama.cpp AMX Q4_1 kernels give wrong logits)"
@@ -295,7 +331,8 @@ def main():
       "chat_render": "jinja2 trim_blocks+lstrip_blocks, "
                      "add_generation_prompt=True",
       "decoding": "greedy: first index of max raw logit; EOS/EOG not a "
-                  "stop; llm.eval(prompt) then llm.eval([token]) per step",
+                  "stop; llm.eval(prompt) (one token per decode) then "
+                  "llm.eval([token]) per step",
       "steps": args.steps,
       "eog_ids": list(EOG_IDS),
   }

@@ -156,6 +156,7 @@ TEST_F(LlamaCppGoldenTest, PrefixLogitsEqualLlamaCppDump) {
     for (int i = 0; i < vocab; ++i) {
       max_err = std::max(max_err, std::abs(double{logits[i]} - want[n * vocab + i]));
     }
+    if (getenv("PDS_DBG_DUMP")) { std::ofstream o(std::string(getenv("PDS_DBG_DUMP")) + std::to_string(n), std::ios::binary); o.write(reinterpret_cast<const char*>(logits.data()), vocab * 4); }
     if (max_err == 0) ++exact;
     EXPECT_EQ(max_err, 0) << "prefix of " << n + 1 << " tokens";
   }

@@ -9,6 +9,7 @@
 #ifndef PDSERVE_TESTS_INTEGRATION_FAKE_WORKERS_H_
 #define PDSERVE_TESTS_INTEGRATION_FAKE_WORKERS_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -94,9 +95,9 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     uint32_t free_blocks = 100;
     uint32_t cached_prefix_tokens = 0;
     absl::Duration token_delay = absl::Milliseconds(1);
-    bool refuse = false;   // RESOURCE_EXHAUSTED at once
-    bool hang = false;     // after Reserved/commit, never produce a token
-    int die_after = -1;    // UNAVAILABLE after this many tokens
+    bool refuse = false;  // RESOURCE_EXHAUSTED at once
+    bool hang = false;    // after Reserved/commit, never produce a token
+    int die_after = -1;   // UNAVAILABLE after this many tokens
   };
 
   FakeDecodeWorker(Options options, FakeKvBus* bus) : options_(std::move(options)), bus_(bus) {

@@ -24,7 +24,7 @@ using test::FakeDecodeWorker;
 using test::FakeKvBus;
 using test::FakePrefillWorker;
 
-constexpr int kContext = 8192;
+constexpr int kContext = 16384;
 
 struct Outcome {
   grpc::Status status;
@@ -68,8 +68,8 @@ class RouterFakeWorkersTest : public ::testing::Test {
   }
 
   // Starts the router and waits until every worker is usable in its view.
-  void StartRouter(const std::vector<std::string>& decode,
-                   const std::vector<std::string>& prefill, RouterConfig config = {}) {
+  void StartRouter(const std::vector<std::string>& decode, const std::vector<std::string>& prefill,
+                   RouterConfig config = {}) {
     config.listen = "127.0.0.1:0";
     config.model_path = *model_path_;
     config.decode_addresses = decode;
@@ -168,7 +168,8 @@ TEST_F(RouterFakeWorkersTest, RemotePrefillStreamsTextAndTimings) {
   ASSERT_TRUE(out.has_finished);
   EXPECT_TRUE(out.responses.back().has_finished());
   EXPECT_EQ(out.finished.reason(), v1::FINISH_REASON_EOS);
-  EXPECT_EQ(out.finished.usage().completion_tokens(), static_cast<int>(Encode("Hello world").size()));
+  EXPECT_EQ(out.finished.usage().completion_tokens(),
+            static_cast<int>(Encode("Hello world").size()));
   EXPECT_EQ(out.finished.usage().cached_prompt_tokens(), 16);
   const v1::Timings& t = out.finished.timings();
   EXPECT_EQ(t.prefill_mode(), "remote");
@@ -317,18 +318,20 @@ TEST_F(RouterFakeWorkersTest, BadInputIsRejectedAndTheRouterKeepsServing) {
 // when the client drains. Nothing may be lost, duplicated or reordered.
 TEST_F(RouterFakeWorkersTest, SlowClientGetsEveryTokenInOrder) {
   std::string expected;
-  for (int i = 0; i < 3000; ++i) expected += static_cast<char>('a' + (i * 7) % 26);
+  for (int i = 0; i < 12000; ++i) expected += static_cast<char>('a' + (i * 7) % 26);
   auto options = DecodeOptions(expected);
   options.token_delay = absl::ZeroDuration();
   FakeDecodeWorker d(options, &bus_);
-  StartRouter({d.address()}, {});
+  RouterConfig config;
+  config.max_tokens_limit = kContext - 100;
+  StartRouter({d.address()}, {}, config);
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1024);
   auto slow = v1::Generation::NewStub(grpc::CreateCustomChannel(
       "127.0.0.1:" + std::to_string(router_->port()), grpc::InsecureChannelCredentials(), args));
   grpc::ClientContext ctx;
-  v1::GenerateRequest request = Text("go", 4000);
+  v1::GenerateRequest request = Text("go", kContext - 100);
   request.set_return_token_ids(true);
   auto reader = slow->Generate(&ctx, request);
   absl::SleepFor(absl::Milliseconds(500));  // let everything pile up

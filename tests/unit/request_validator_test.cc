@@ -109,10 +109,10 @@ TEST_F(RequestValidatorTest, RejectsBadInput) {
        StatusCode::kInvalidArgument, "tokens.ids[0] = 320"},
       {"negative token id", [](auto& r) { r.mutable_tokens()->add_ids(-1); },
        StatusCode::kInvalidArgument, "-1"},
-      {"negative max_tokens", [](auto& r) { r.set_max_tokens(-3); },
-       StatusCode::kInvalidArgument, "max_tokens = -3"},
-      {"max_tokens over the limit", [](auto& r) { r.set_max_tokens(101); },
-       StatusCode::kOutOfRange, "101"},
+      {"negative max_tokens", [](auto& r) { r.set_max_tokens(-3); }, StatusCode::kInvalidArgument,
+       "max_tokens = -3"},
+      {"max_tokens over the limit", [](auto& r) { r.set_max_tokens(101); }, StatusCode::kOutOfRange,
+       "101"},
       {"prompt + max_tokens beyond context",
        [](auto& r) {
          for (int i = 0; i < 200; ++i) r.mutable_tokens()->add_ids(10);

@@ -25,16 +25,47 @@ v1::KvLayout Layout(uint32_t layers = 2, uint32_t block = 16, const char* dtype 
 // A worker row of a table; chained setters keep the rows short.
 struct W {
   W(const char* a) : address(a) {}  // NOLINT: implicit, for table rows
-  W& Free(uint32_t n) { free_blocks = n; return *this; }
-  W& Seqs(uint32_t r, uint32_t w) { running = r; waiting = w; return *this; }
-  W& Queued(uint64_t n) { queued_tokens = n; return *this; }
-  W& Waiting(uint32_t n) { waiting = n; return *this; }
-  W& Fp(const char* f) { fingerprint = f; return *this; }
-  W& Kv(v1::KvLayout l) { layout = std::move(l); return *this; }
-  W& Protocol(uint32_t p) { protocol = p; return *this; }
-  W& Dead() { live = false; return *this; }
-  W& Draining() { draining = true; return *this; }
-  W& Age(absl::Duration a) { age = a; return *this; }
+  W& Free(uint32_t n) {
+    free_blocks = n;
+    return *this;
+  }
+  W& Seqs(uint32_t r, uint32_t w) {
+    running = r;
+    waiting = w;
+    return *this;
+  }
+  W& Queued(uint64_t n) {
+    queued_tokens = n;
+    return *this;
+  }
+  W& Waiting(uint32_t n) {
+    waiting = n;
+    return *this;
+  }
+  W& Fp(const char* f) {
+    fingerprint = f;
+    return *this;
+  }
+  W& Kv(v1::KvLayout l) {
+    layout = std::move(l);
+    return *this;
+  }
+  W& Protocol(uint32_t p) {
+    protocol = p;
+    return *this;
+  }
+  W& Dead() {
+    live = false;
+    return *this;
+  }
+  W& Draining() {
+    draining = true;
+    return *this;
+  }
+  W& Age(absl::Duration a) {
+    age = a;
+    return *this;
+  }
 
   std::string address;
   uint32_t free_blocks = 100;
@@ -98,36 +129,58 @@ std::vector<DecodeCase> DecodeCases() {
                    W("c").Free(50).Seqs(2, 2)},
        .want = "b"},
       {.name = "exact ties rotate with the ticket",
-       .workers = {W("a").Free(50), W("b").Free(50)}, .ticket = 1, .want = "b"},
+       .workers = {W("a").Free(50), W("b").Free(50)},
+       .ticket = 1,
+       .want = "b"},
       {.name = "exact ties rotate with the ticket (2)",
-       .workers = {W("a").Free(50), W("b").Free(50)}, .ticket = 2, .want = "a"},
+       .workers = {W("a").Free(50), W("b").Free(50)},
+       .ticket = 2,
+       .want = "a"},
       {.name = "workers whose blocks fit the prompt come first",
-       .workers = {W("a").Free(3), W("b").Free(4).Seqs(9, 9)}, .prompt_tokens = 64,
+       .workers = {W("a").Free(3), W("b").Free(4).Seqs(9, 9)},
+       .prompt_tokens = 64,
        .want = "b"},
       {.name = "none fits: still the best one (reports lag)",
-       .workers = {W("a").Free(1), W("b").Free(2)}, .prompt_tokens = 1000, .want = "b"},
+       .workers = {W("a").Free(1), W("b").Free(2)},
+       .prompt_tokens = 1000,
+       .want = "b"},
       {.name = "dead, draining and stale workers are skipped",
        .workers = {W("a").Free(90).Dead(), W("b").Free(80).Draining(),
                    W("c").Free(70).Age(absl::Seconds(10)), W("d").Free(1)},
        .want = "d"},
       {.name = "excluded workers are skipped",
-       .workers = {W("a").Free(90), W("b").Free(10)}, .excluded = {"a"}, .want = "b"},
+       .workers = {W("a").Free(90), W("b").Free(10)},
+       .excluded = {"a"},
+       .want = "b"},
       {.name = "round robin follows the ticket",
-       .workers = {W("a").Free(1), W("b").Free(99), W("c").Free(50)}, .policy = kRr,
-       .ticket = 4, .want = "b"},
+       .workers = {W("a").Free(1), W("b").Free(99), W("c").Free(50)},
+       .policy = kRr,
+       .ticket = 4,
+       .want = "b"},
       {.name = "round robin skips unusable workers",
-       .workers = {W("a").Dead(), W("b"), W("c")}, .policy = kRr, .ticket = 1, .want = "c"},
-      {.name = "no live worker", .workers = {W("a").Dead()},
+       .workers = {W("a").Dead(), W("b"), W("c")},
+       .policy = kRr,
+       .ticket = 1,
+       .want = "c"},
+      {.name = "no live worker",
+       .workers = {W("a").Dead()},
        .want_code = absl::StatusCode::kUnavailable},
       {.name = "no worker at all", .workers = {}, .want_code = absl::StatusCode::kUnavailable},
-      {.name = "every worker refused", .workers = {W("a"), W("b")}, .policy = kLeast,
-       .excluded = {"a", "b"}, .want_code = absl::StatusCode::kResourceExhausted},
-      {.name = "wrong model everywhere", .workers = {W("a").Fp("other")},
+      {.name = "every worker refused",
+       .workers = {W("a"), W("b")},
+       .policy = kLeast,
+       .excluded = {"a", "b"},
+       .want_code = absl::StatusCode::kResourceExhausted},
+      {.name = "wrong model everywhere",
+       .workers = {W("a").Fp("other")},
        .want_code = absl::StatusCode::kFailedPrecondition},
       {.name = "wrong model is skipped",
-       .workers = {W("a").Free(99).Fp("other"), W("b").Free(1)}, .want = "b"},
-      {.name = "empty router fingerprint skips the check", .workers = {W("a").Fp("x")},
-       .fingerprint = "", .want = "a"},
+       .workers = {W("a").Free(99).Fp("other"), W("b").Free(1)},
+       .want = "b"},
+      {.name = "empty router fingerprint skips the check",
+       .workers = {W("a").Fp("x")},
+       .fingerprint = "",
+       .want = "a"},
   };
 }
 
@@ -167,29 +220,46 @@ std::vector<PrefillCase> PrefillCases() {
   using absl::StatusCode;
   return {
       {.name = "fewest queued prompt tokens",
-       .workers = {W("p1").Queued(500), W("p2").Queued(20)}, .want = "p2"},
+       .workers = {W("p1").Queued(500), W("p2").Queued(20)},
+       .want = "p2"},
       {.name = "ties on queue go to fewest waiting",
-       .workers = {W("p1").Waiting(3), W("p2").Waiting(1)}, .want = "p2"},
-      {.name = "round robin", .workers = {W("p1"), W("p2"), W("p3")},
-       .policy = PolicyKind::kRoundRobin, .ticket = 5, .want = "p3"},
-      {.name = "no live prefill worker", .workers = {W("p1").Dead()},
+       .workers = {W("p1").Waiting(3), W("p2").Waiting(1)},
+       .want = "p2"},
+      {.name = "round robin",
+       .workers = {W("p1"), W("p2"), W("p3")},
+       .policy = PolicyKind::kRoundRobin,
+       .ticket = 5,
+       .want = "p3"},
+      {.name = "no live prefill worker",
+       .workers = {W("p1").Dead()},
        .want_code = StatusCode::kNotFound},
-      {.name = "no prefill worker configured", .workers = {},
-       .want_code = StatusCode::kNotFound},
-      {.name = "incompatible fingerprint", .workers = {W("p1").Fp("abc")},
+      {.name = "no prefill worker configured", .workers = {}, .want_code = StatusCode::kNotFound},
+      {.name = "incompatible fingerprint",
+       .workers = {W("p1").Fp("abc")},
        .want_code = StatusCode::kFailedPrecondition,
        .want_message = "prefill worker p1 model fingerprint abc != decode worker d fp"},
-      {.name = "incompatible block size", .workers = {W("p1").Kv(Layout(2, 32))},
-       .want_code = StatusCode::kFailedPrecondition, .want_message = "block_size=32"},
-      {.name = "incompatible dtype", .workers = {W("p1").Kv(Layout(2, 16, "bf16"))},
-       .want_code = StatusCode::kFailedPrecondition, .want_message = "dtype=bf16"},
-      {.name = "incompatible layer count", .workers = {W("p1").Kv(Layout(3))},
-       .want_code = StatusCode::kFailedPrecondition, .want_message = "layers=3"},
-      {.name = "incompatible protocol", .workers = {W("p1").Protocol(2)},
-       .want_code = StatusCode::kFailedPrecondition, .want_message = "protocol version 2"},
+      {.name = "incompatible block size",
+       .workers = {W("p1").Kv(Layout(2, 32))},
+       .want_code = StatusCode::kFailedPrecondition,
+       .want_message = "block_size=32"},
+      {.name = "incompatible dtype",
+       .workers = {W("p1").Kv(Layout(2, 16, "bf16"))},
+       .want_code = StatusCode::kFailedPrecondition,
+       .want_message = "dtype=bf16"},
+      {.name = "incompatible layer count",
+       .workers = {W("p1").Kv(Layout(3))},
+       .want_code = StatusCode::kFailedPrecondition,
+       .want_message = "layers=3"},
+      {.name = "incompatible protocol",
+       .workers = {W("p1").Protocol(2)},
+       .want_code = StatusCode::kFailedPrecondition,
+       .want_message = "protocol version 2"},
       {.name = "incompatible ones are skipped",
-       .workers = {W("p1").Fp("abc"), W("p2").Queued(999)}, .want = "p2"},
-      {.name = "every compatible one excluded", .workers = {W("p1")}, .excluded = {"p1"},
+       .workers = {W("p1").Fp("abc"), W("p2").Queued(999)},
+       .want = "p2"},
+      {.name = "every compatible one excluded",
+       .workers = {W("p1")},
+       .excluded = {"p1"},
        .want_code = StatusCode::kUnavailable},
   };
 }
@@ -229,18 +299,24 @@ struct PlacementCase {
 TEST(RoutingPolicyTest, PlaceRequestChoosesThePrefillMode) {
   const std::vector<PlacementCase> cases = {
       {.name = "remote when a compatible prefill worker is live", .prefill = {W("p")}},
-      {.name = "colocated mode is always local", .prefill = {W("p")}, .colocated = true,
+      {.name = "colocated mode is always local",
+       .prefill = {W("p")},
+       .colocated = true,
        .want_local = true},
-      {.name = "short prompts are local", .prefill = {W("p")}, .local_max = 100,
+      {.name = "short prompts are local",
+       .prefill = {W("p")},
+       .local_max = 100,
        .want_local = true},
       {.name = "longer prompts are remote", .prefill = {W("p")}, .local_max = 99},
-      {.name = "no live prefill worker: local", .prefill = {W("p").Dead()},
-       .want_local = true},
+      {.name = "no live prefill worker: local", .prefill = {W("p").Dead()}, .want_local = true},
       {.name = "no prefill tier: local", .prefill = {}, .want_local = true},
-      {.name = "only incompatible prefill workers: error", .prefill = {W("p").Fp("zz")},
+      {.name = "only incompatible prefill workers: error",
+       .prefill = {W("p").Fp("zz")},
        .want_code = absl::StatusCode::kFailedPrecondition},
-      {.name = "colocated ignores incompatible prefill workers", .prefill = {W("p").Fp("zz")},
-       .colocated = true, .want_local = true},
+      {.name = "colocated ignores incompatible prefill workers",
+       .prefill = {W("p").Fp("zz")},
+       .colocated = true,
+       .want_local = true},
   };
   for (const PlacementCase& c : cases) {
     SCOPED_TRACE(c.name);

@@ -1,17 +1,14 @@
-// Status helpers for the router's service edge: absl::Status inside,
-// grpc::Status on the wire, and how a worker's failure is reported to the
-// client (which codes pass through, which become UNAVAILABLE).
-#ifndef PDSERVE_ROUTER_STATUS_CONVERSION_H_
-#define PDSERVE_ROUTER_STATUS_CONVERSION_H_
+// How a worker's failure is reported to the router's client: which codes
+// pass through and which become UNAVAILABLE, with a message naming the
+// worker.
+#ifndef PDSERVE_ROUTER_WORKER_FAILURE_H_
+#define PDSERVE_ROUTER_WORKER_FAILURE_H_
 
 #include <string>
 
-#include "absl/status/status.h"
 #include "grpcpp/support/status.h"
 
 namespace pdserve {
-
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // "RESOURCE_EXHAUSTED", ...
 std::string StatusCodeName(grpc::StatusCode code);
@@ -25,4 +22,4 @@ grpc::Status WorkerFailureStatus(const char* role, const std::string& address,
 
 }  // namespace pdserve
 
-#endif  // PDSERVE_ROUTER_STATUS_CONVERSION_H_
+#endif  // PDSERVE_ROUTER_WORKER_FAILURE_H_

@@ -1,13 +1,9 @@
-#include "router/status_conversion.h"
+#include "router/worker_failure.h"
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace pdserve {
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
-}
 
 std::string StatusCodeName(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
@@ -27,8 +23,8 @@ grpc::Status WorkerFailureStatus(const char* role, const std::string& address,
     default:
       break;
   }
-  return grpc::Status(code, absl::StrCat(role, " worker ", address, " failed: ",
-                                         StatusCodeName(status.error_code()), ": ",
+  return grpc::Status(code, absl::StrCat(role, " worker ", address,
+                                         " failed: ", StatusCodeName(status.error_code()), ": ",
                                          status.error_message()));
 }
 

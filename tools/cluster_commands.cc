@@ -1,0 +1,104 @@
+#include "tools/cluster_commands.h"
+
+#include <cstdio>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/rpc/grpc_server.h"
+#include "common/status_macros.h"
+#include "tools/cli_flags.h"
+#include "tools/generate_client.h"
+#include "tools/local_cluster.h"
+
+ABSL_FLAG(int32_t, prefill, 1, "up: prefill workers");
+ABSL_FLAG(int32_t, decode, 1, "up: decode workers");
+ABSL_FLAG(bool, colocated, false, "up: no prefill tier; decode workers prefill locally");
+ABSL_FLAG(int32_t, router_port, 50051, "up: router port on 127.0.0.1 (0 = any free port)");
+ABSL_FLAG(std::string, log_dir, "/tmp/pdserve-up", "up: where each process logs");
+ABSL_FLAG(std::string, demo_prompt, "", "up: stream an answer to this chat prompt once ready");
+ABSL_FLAG(std::string, router, "127.0.0.1:50051", "generate: router address");
+ABSL_FLAG(bool, gen_chat, true, "generate: wrap the prompt as a chat user message");
+ABSL_FLAG(int32_t, gen_max_tokens, 128, "generate: max tokens");
+ABSL_FLAG(int32_t, gen_timeout_ms, 120000, "generate: deadline");
+
+namespace pdserve {
+namespace {
+
+v1::GenerateRequest ChatRequest(const std::string& prompt, bool chat, int max_tokens) {
+  v1::GenerateRequest req;
+  if (chat) {
+    v1::ChatMessage* m = req.mutable_chat()->add_messages();
+    m->set_role("user");
+    m->set_content(prompt);
+  } else {
+    req.set_text(prompt);
+  }
+  req.set_max_tokens(max_tokens);
+  const SamplingParams s = SamplingParamsFromFlags();
+  req.mutable_sampling()->set_temperature(s.temperature);
+  req.mutable_sampling()->set_top_k(s.top_k);
+  req.mutable_sampling()->set_top_p(s.top_p);
+  req.mutable_sampling()->set_min_p(s.min_p);
+  req.mutable_sampling()->set_seed(s.seed);
+  return req;
+}
+
+absl::Status StreamAnswer(const std::string& router, const v1::GenerateRequest& req) {
+  GenerateClient client(router);
+  ASSIGN_OR_RETURN(GenerateResult r,
+                   client.Generate(req, absl::Milliseconds(absl::GetFlag(FLAGS_gen_timeout_ms)),
+                                   [](const std::string& text) {
+                                     std::fputs(text.c_str(), stdout);
+                                     std::fflush(stdout);
+                                   }));
+  const v1::Timings& t = r.finished.timings();
+  std::fprintf(stderr,
+               "\n[%d prompt + %d generated tokens; TTFT %.1f ms (prefill %s: queue %.1f, compute "
+               "%.1f; kv %.1f ms, %llu bytes); total %.1f ms]\n",
+               r.finished.usage().prompt_tokens(), r.finished.usage().completion_tokens(),
+               t.ttft_ms(), t.prefill_mode().c_str(), t.prefill_queue_ms(), t.prefill_compute_ms(),
+               t.kv_transfer_ms(), static_cast<unsigned long long>(t.kv_transfer_bytes()),
+               t.e2e_ms());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status UpCommand() {
+  LocalClusterOptions o;
+  o.bin_dir = SelfDir();
+  o.model = absl::GetFlag(FLAGS_model);
+  o.log_dir = absl::GetFlag(FLAGS_log_dir);
+  o.prefill = absl::GetFlag(FLAGS_prefill);
+  o.decode = absl::GetFlag(FLAGS_decode);
+  o.colocated = absl::GetFlag(FLAGS_colocated);
+  o.router_port = absl::GetFlag(FLAGS_router_port);
+  o.threads_per_worker = absl::GetFlag(FLAGS_threads);
+  o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
+  ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(o));
+  GenerateClient client(cluster->router_address());
+  RETURN_IF_ERROR(client.WaitReady(absl::Seconds(60)));
+  std::fprintf(stderr, "pdserve: router listening on %s (%d prefill, %d decode%s); logs in %s\n",
+               cluster->router_address().c_str(), o.colocated ? 0 : o.prefill, o.decode,
+               o.colocated ? ", colocated" : "", o.log_dir.c_str());
+  const std::string demo = absl::GetFlag(FLAGS_demo_prompt);
+  if (!demo.empty()) {
+    std::fprintf(stderr, "> %s\n", demo.c_str());
+    RETURN_IF_ERROR(StreamAnswer(cluster->router_address(),
+                                 ChatRequest(demo, true, absl::GetFlag(FLAGS_gen_max_tokens))));
+  }
+  std::fprintf(stderr, "pdserve: serving; press Ctrl-C to stop\n");
+  WaitForTerminationSignal();
+  cluster->Stop();
+  return absl::OkStatus();
+}
+
+absl::Status GenerateCommand(const std::vector<std::string>& args) {
+  if (args.empty()) return absl::InvalidArgumentError("usage: pdserve generate [flags] \"prompt\"");
+  return StreamAnswer(absl::GetFlag(FLAGS_router),
+                      ChatRequest(absl::StrJoin(args, " "), absl::GetFlag(FLAGS_gen_chat),
+                                  absl::GetFlag(FLAGS_gen_max_tokens)));
+}
+
+}  // namespace pdserve

@@ -1,0 +1,137 @@
+#include "tools/local_cluster.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pdserve {
+
+absl::StatusOr<int> PickFreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return absl::InternalError("cannot bind an ephemeral port");
+  }
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string SelfDir() {
+  return std::filesystem::canonical("/proc/self/exe").parent_path().string();
+}
+
+absl::Status LocalCluster::Spawn(ClusterProcess& p, const std::string& log_dir) {
+  const std::string log = absl::StrCat(log_dir, "/", p.name, ".log");
+  std::vector<char*> argv;
+  for (std::string& a : p.args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    // Child: own process group is not needed; log to a file, unblock signals.
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  p.pid = pid;
+  LOG(INFO) << "started " << p.name << " (pid " << pid << "): " << absl::StrJoin(p.args, " ");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOptions& o) {
+  std::unique_ptr<LocalCluster> c(new LocalCluster);
+  std::filesystem::create_directories(o.log_dir);
+  const std::string threads = absl::StrCat("--threads=", o.threads_per_worker);
+  const std::string blocks = absl::StrCat("--kv_blocks=", o.kv_blocks);
+  std::vector<std::string> prefill_addrs, decode_addrs;
+  auto add_worker = [&](const std::string& kind, int i) -> absl::Status {
+    ASSIGN_OR_RETURN(int port, PickFreePort());
+    ClusterProcess p{absl::StrCat(kind, "-", i), -1, port, {}};
+    p.args = {absl::StrCat(o.bin_dir, "/pdserve-", kind), "--model=" + o.model,
+              absl::StrCat("--listen=127.0.0.1:", port), threads, blocks,
+              "--worker_id=" + p.name};
+    if (kind == "decode") p.args.push_back("--kv_listen=127.0.0.1:0");
+    p.args.insert(p.args.end(), o.extra_worker_flags.begin(), o.extra_worker_flags.end());
+    (kind == "prefill" ? prefill_addrs : decode_addrs).push_back(absl::StrCat("127.0.0.1:", port));
+    c->processes_.push_back(std::move(p));
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < (o.colocated ? 0 : o.prefill); ++i) RETURN_IF_ERROR(add_worker("prefill", i));
+  for (int i = 0; i < o.decode; ++i) RETURN_IF_ERROR(add_worker("decode", i));
+  c->router_port_ = o.router_port;
+  if (c->router_port_ == 0) {
+    ASSIGN_OR_RETURN(c->router_port_, PickFreePort());
+  }
+  ClusterProcess r{"router", -1, c->router_port_, {}};
+  r.args = {absl::StrCat(o.bin_dir, "/pdserve-router"), "--model=" + o.model,
+            absl::StrCat("--listen=127.0.0.1:", c->router_port_),
+            "--decode=" + absl::StrJoin(decode_addrs, ","),
+            "--prefill=" + absl::StrJoin(prefill_addrs, ",")};
+  if (o.colocated) r.args.push_back("--colocated");
+  r.args.insert(r.args.end(), o.extra_router_flags.begin(), o.extra_router_flags.end());
+  c->processes_.push_back(std::move(r));
+  for (ClusterProcess& p : c->processes_) RETURN_IF_ERROR(c->Spawn(p, o.log_dir));
+  return c;
+}
+
+std::string LocalCluster::router_address() const {
+  return absl::StrCat("127.0.0.1:", router_port_);
+}
+
+void LocalCluster::Signal(const std::string& name, int sig) {
+  for (const ClusterProcess& p : processes_) {
+    if (p.name == name && p.pid > 0) kill(p.pid, sig);
+  }
+}
+
+void LocalCluster::Stop() {
+  for (ClusterProcess& p : processes_) {
+    if (p.pid > 0) kill(p.pid, SIGTERM);
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (ClusterProcess& p : processes_) {
+    while (p.pid > 0) {
+      int status = 0;
+      const pid_t r = waitpid(p.pid, &status, WNOHANG);
+      if (r == p.pid || r < 0) {
+        p.pid = -1;
+        break;
+      }
+      if (absl::Now() > deadline) {
+        kill(p.pid, SIGKILL);
+        waitpid(p.pid, &status, 0);
+        p.pid = -1;
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+}
+
+LocalCluster::~LocalCluster() { Stop(); }
+
+}  // namespace pdserve
