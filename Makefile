@@ -26,8 +26,11 @@ build: configure
 test: build model
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
+# A local cluster (1 router, 1 prefill, 1 decode on loopback) that streams a
+# sample answer, then keeps serving on 127.0.0.1:50051 until Ctrl-C.
 run: build model
-	@$(BUILD_DIR)/bin/pdserve run --chat --max_tokens 96 --prompt "$(PROMPT)"
+	@$(BUILD_DIR)/bin/pdserve up --prefill 1 --decode 1 --threads 1 --gen_max_tokens 96 \
+	  --demo_prompt "$(PROMPT)"
 
 bench-engine: build model
 	@$(BUILD_DIR)/bin/pdserve bench-engine

@@ -165,7 +165,8 @@ bool GenerateCall::AcceptFirstEvent(bool reserved, Actions* a) {
         a);
     return false;
   }
-  // Remote requests announce themselves once their prefill worker is known.
+  // Local requests announce themselves with their first output, remote ones
+  // once their prefill worker is chosen (HandleReserved).
   if (local_prefill_) PushStarted("");
   return true;
 }

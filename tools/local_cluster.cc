@@ -71,7 +71,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
   auto add_worker = [&](const std::string& kind, int i) -> absl::Status {
     ASSIGN_OR_RETURN(int port, PickFreePort());
     ClusterProcess p{absl::StrCat(kind, "-", i), -1, port, {}};
-    p.args = {absl::StrCat(o.bin_dir, "/pdserve-", kind), "--model=" + o.model,
+    const std::string model =
+        kind == "prefill" && !o.prefill_model.empty() ? o.prefill_model : o.model;
+    p.args = {absl::StrCat(o.bin_dir, "/pdserve-", kind), "--model=" + model,
               absl::StrCat("--listen=127.0.0.1:", port), threads, blocks,
               "--worker_id=" + p.name};
     if (kind == "decode") p.args.push_back("--kv_listen=127.0.0.1:0");
@@ -100,6 +102,14 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
 
 std::string LocalCluster::router_address() const {
   return absl::StrCat("127.0.0.1:", router_port_);
+}
+
+std::vector<std::string> LocalCluster::addresses(const std::string& prefix) const {
+  std::vector<std::string> out;
+  for (const ClusterProcess& p : processes_) {
+    if (p.name.rfind(prefix, 0) == 0) out.push_back(absl::StrCat("127.0.0.1:", p.port));
+  }
+  return out;
 }
 
 void LocalCluster::Signal(const std::string& name, int sig) {

@@ -18,6 +18,7 @@ namespace pdserve {
 struct LocalClusterOptions {
   std::string bin_dir;  // where pdserve-{router,prefill,decode} live
   std::string model;
+  std::string prefill_model;  // empty = `model` (tests use another file here)
   std::string log_dir;
   int prefill = 1;
   int decode = 1;
@@ -42,6 +43,8 @@ class LocalCluster {
   ~LocalCluster();
 
   std::string router_address() const;
+  // host:port of every process whose name starts with `prefix`.
+  std::vector<std::string> addresses(const std::string& prefix) const;
   const std::vector<ClusterProcess>& processes() const { return processes_; }
   // Sends `sig` to one process (fault injection in tests).
   void Signal(const std::string& name, int sig);

@@ -1,0 +1,152 @@
+// Helpers for integration tests that run the real binaries on loopback
+// with the real model: start a LocalCluster, call Generate, read a worker's
+// load, wait for pools to return to idle.
+#ifndef PDSERVE_TESTS_INTEGRATION_CLUSTER_TEST_UTIL_H_
+#define PDSERVE_TESTS_INTEGRATION_CLUSTER_TEST_UTIL_H_
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "pdserve/v1/generation.grpc.pb.h"
+#include "pdserve/v1/worker.grpc.pb.h"
+#include "tests/golden/test_model.h"
+#include "tools/local_cluster.h"
+
+namespace pdserve::testing {
+
+inline std::string BinDir() {
+  const char* b = std::getenv("PDSERVE_BINARY_DIR");
+  return std::string(b != nullptr ? b : ".") + "/bin";
+}
+
+inline std::unique_ptr<v1::Generation::Stub> RouterStub(const std::string& addr) {
+  return v1::Generation::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+}
+
+// Starts the cluster and waits (bounded) until the router sees its workers:
+// a one-token request answers with anything but UNAVAILABLE.
+inline std::unique_ptr<LocalCluster> StartCluster(LocalClusterOptions o, const std::string& tag) {
+  o.bin_dir = BinDir();
+  if (o.model.empty()) o.model = RealModelPath();
+  o.log_dir = ::testing::TempDir() + "/pdserve-" + tag;
+  auto c = LocalCluster::Start(o);
+  if (!c.ok()) return nullptr;
+  auto stub = RouterStub((*c)->router_address());
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::GenerateRequest req;
+    req.set_text("Hi");
+    req.set_max_tokens(1);
+    auto reader = stub->Generate(&ctx, req);
+    v1::GenerateResponse msg;
+    while (reader->Read(&msg)) {
+    }
+    const grpc::Status s = reader->Finish();
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return std::move(*c);
+}
+
+struct GenerateOutcome {
+  grpc::Status status;
+  std::string text;
+  std::vector<int32_t> ids;
+  v1::Finished finished;
+  int chunks = 0;
+};
+
+// Runs one Generate; `cancel_after_chunks` > 0 cancels the call after that
+// many text chunks.
+inline GenerateOutcome Generate(v1::Generation::Stub& stub, const v1::GenerateRequest& req,
+                                absl::Duration timeout, int cancel_after_chunks = 0) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
+  auto reader = stub.Generate(&ctx, req);
+  GenerateOutcome out;
+  v1::GenerateResponse msg;
+  while (reader->Read(&msg)) {
+    if (msg.has_chunk()) {
+      out.text += msg.chunk().text();
+      out.ids.insert(out.ids.end(), msg.chunk().token_ids().begin(),
+                     msg.chunk().token_ids().end());
+      if (++out.chunks == cancel_after_chunks) ctx.TryCancel();
+    }
+    if (msg.has_finished()) out.finished = msg.finished();
+  }
+  out.status = reader->Finish();
+  return out;
+}
+
+inline absl::StatusOr<v1::LoadReport> DecodeLoad(const std::string& addr) {
+  auto stub =
+      v1::DecodeWorker::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::LoadReport r;
+  grpc::Status s = stub->GetLoad(&ctx, v1::GetLoadRequest(), &r);
+  if (!s.ok()) return absl::UnavailableError(s.error_message());
+  return r;
+}
+
+inline absl::StatusOr<v1::LoadReport> PrefillLoad(const std::string& addr) {
+  auto stub =
+      v1::PrefillWorker::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::LoadReport r;
+  grpc::Status s = stub->GetLoad(&ctx, v1::GetLoadRequest(), &r);
+  if (!s.ok()) return absl::UnavailableError(s.error_message());
+  return r;
+}
+
+// True once every worker of the cluster reports all KV blocks free and no
+// sequence (bounded wait: the release is asynchronous).
+inline bool PoolsIdle(const LocalCluster& c, absl::Duration within) {
+  const absl::Time deadline = absl::Now() + within;
+  while (absl::Now() < deadline) {
+    bool idle = true;
+    for (const std::string& a : c.addresses("decode")) {
+      auto l = DecodeLoad(a);
+      idle = idle && l.ok() && l->kv_blocks_free() == l->kv_blocks_total() &&
+             l->running() + l->waiting() == 0 && l->pending_transfers() == 0;
+    }
+    for (const std::string& a : c.addresses("prefill")) {
+      auto l = PrefillLoad(a);
+      idle = idle && l.ok() && l->kv_blocks_free() == l->kv_blocks_total() &&
+             l->running() + l->waiting() == 0;
+    }
+    if (idle) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return false;
+}
+
+inline v1::GenerateRequest TextRequest(const std::string& text, int max_tokens) {
+  v1::GenerateRequest r;
+  r.set_text(text);
+  r.set_max_tokens(max_tokens);
+  r.set_return_token_ids(true);
+  return r;
+}
+
+inline v1::GenerateRequest ChatRequest(const std::string& user, int max_tokens) {
+  v1::GenerateRequest r;
+  v1::ChatMessage* m = r.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content(user);
+  r.set_max_tokens(max_tokens);
+  r.set_return_token_ids(true);
+  return r;
+}
+
+}  // namespace pdserve::testing
+
+#endif  // PDSERVE_TESTS_INTEGRATION_CLUSTER_TEST_UTIL_H_

@@ -1,0 +1,205 @@
+// End to end with real processes on loopback and the real model: the
+// disaggregated path (router + prefill + decode, KV over TCP) must give the
+// same greedy tokens as the colocated path and as the engine in-process,
+// under concurrency; cancellation, deadlines, lost KV, full pools, bad input
+// and mismatched workers must each end with a clear status and leave every
+// KV pool back at idle.
+#include <signal.h>
+
+#include <thread>
+
+#include "common/cpu_model_runner.h"
+#include "common/engine.h"
+#include "common/model.h"
+#include "common/random_model.h"
+#include "gtest/gtest.h"
+#include "tests/integration/cluster_test_util.h"
+
+namespace pdserve {
+namespace {
+
+using testing::ChatRequest;
+using testing::Generate;
+using testing::GenerateOutcome;
+using testing::PoolsIdle;
+using testing::StartCluster;
+using testing::TextRequest;
+
+constexpr int kMaxTokens = 24;
+const absl::Duration kTimeout = absl::Seconds(120);
+
+std::vector<v1::GenerateRequest> Requests() {
+  return {ChatRequest("What is the capital of France?", kMaxTokens),
+          ChatRequest("Write a haiku about the sea.", kMaxTokens),
+          TextRequest("Once upon a time, there was a little", kMaxTokens),
+          TextRequest("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+                      kMaxTokens)};
+}
+
+// Greedy tokens of each request from the engine in this process.
+std::vector<std::vector<int32_t>> InProcessTokens(const Model& model) {
+  CpuModelRunner runner(model.config(), &model.weights(), 1);
+  auto cache = KvCache::Create(KvLayout::ForModel(model.config(), 16), 256);
+  Engine engine(&model.tokenizer(), &runner, cache->get(), {});
+  std::vector<std::vector<int32_t>> out;
+  for (const v1::GenerateRequest& r : Requests()) {
+    std::string text = r.text();
+    if (r.has_chat()) {
+      text = *model.chat_template().Render({{"user", r.chat().messages(0).content()}}, true);
+    }
+    SequenceOptions o;
+    o.prompt = model.tokenizer().Encode(text, true);
+    o.max_tokens = r.max_tokens();
+    std::vector<int32_t> ids;
+    EXPECT_TRUE(engine.Add(o, [&](const TokenEvent& e) {
+      if (e.token >= 0 && !model.tokenizer().IsEog(e.token)) ids.push_back(e.token);
+    }).ok());
+    while (engine.HasWork()) EXPECT_TRUE(engine.Step().ok());
+    out.push_back(ids);
+  }
+  return out;
+}
+
+// Every request twice, all at once.
+std::vector<GenerateOutcome> RunConcurrently(const std::string& router) {
+  const std::vector<v1::GenerateRequest> reqs = Requests();
+  std::vector<GenerateOutcome> outs(2 * reqs.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto stub = testing::RouterStub(router);
+      outs[i] = Generate(*stub, reqs[i % reqs.size()], kTimeout);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return outs;
+}
+
+class ServingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::RealModelPath().empty()) GTEST_SKIP() << "real model not found";
+  }
+};
+
+TEST_F(ServingTest, DisaggregatedEqualsColocatedEqualsInProcess) {
+  auto model = Model::Load(testing::RealModelPath());
+  ASSERT_TRUE(model.ok());
+  const auto want = InProcessTokens(**model);
+  for (bool colocated : {false, true}) {
+    LocalClusterOptions o;
+    o.colocated = colocated;
+    auto cluster = StartCluster(o, colocated ? "colocated" : "disagg");
+    ASSERT_NE(cluster, nullptr);
+    auto outs = RunConcurrently(cluster->router_address());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      ASSERT_TRUE(outs[i].status.ok()) << outs[i].status.error_message();
+      EXPECT_EQ(outs[i].ids, want[i % want.size()]) << "request " << i << " colocated=" << colocated;
+      EXPECT_EQ(outs[i].finished.timings().prefill_mode(), colocated ? "local" : "remote");
+      if (!colocated) EXPECT_GT(outs[i].finished.timings().kv_transfer_bytes(), 0u);
+    }
+    EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
+  }
+}
+
+class DisaggClusterTest : public ServingTest {
+ protected:
+  void SetUp() override {
+    ServingTest::SetUp();
+    if (IsSkipped()) return;
+    LocalClusterOptions o;
+    o.kv_blocks = 64;  // 1024 tokens: small enough to exhaust in a test
+    o.extra_router_flags = {"--kv_wait_ms=1500"};
+    cluster_ = StartCluster(o, "faults");
+    ASSERT_NE(cluster_, nullptr);
+    stub_ = testing::RouterStub(cluster_->router_address());
+  }
+  static v1::GenerateRequest LongRequest() {
+    v1::GenerateRequest r = TextRequest("Tell me a long story.", 400);
+    r.set_ignore_eos(true);
+    return r;
+  }
+  std::unique_ptr<LocalCluster> cluster_;
+  std::unique_ptr<v1::Generation::Stub> stub_;
+};
+
+TEST_F(DisaggClusterTest, CancellationFreesBlocksOnBothTiers) {
+  GenerateOutcome o = Generate(*stub_, LongRequest(), kTimeout, 3);
+  EXPECT_EQ(o.status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(PoolsIdle(*cluster_, absl::Seconds(10)));
+}
+
+TEST_F(DisaggClusterTest, DeadlineEndsRequestAndFreesBlocks) {
+  GenerateOutcome o = Generate(*stub_, LongRequest(), absl::Milliseconds(700));
+  EXPECT_EQ(o.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(PoolsIdle(*cluster_, absl::Seconds(10)));
+}
+
+TEST_F(DisaggClusterTest, LostKvExpiresReservation) {
+  cluster_->Signal("prefill-0", SIGSTOP);  // prefill accepts nothing, sends nothing
+  GenerateOutcome o = Generate(*stub_, TextRequest("Hello there", 8), absl::Seconds(20));
+  cluster_->Signal("prefill-0", SIGCONT);
+  EXPECT_TRUE(o.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+              o.status.error_code() == grpc::StatusCode::UNAVAILABLE)
+      << o.status.error_code() << " " << o.status.error_message();
+  EXPECT_FALSE(o.status.error_message().empty());
+  EXPECT_TRUE(PoolsIdle(*cluster_, absl::Seconds(15)));
+  EXPECT_TRUE(Generate(*stub_, TextRequest("Hello there", 4), kTimeout).status.ok());
+}
+
+TEST_F(DisaggClusterTest, NoFreeDecodeBlocksIsResourceExhausted) {
+  // 64 blocks hold 1024 tokens; ask for more than that.
+  GenerateOutcome o = Generate(*stub_, TextRequest("Count to a thousand.", 1100), kTimeout);
+  EXPECT_EQ(o.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << o.status.error_message();
+  EXPECT_TRUE(PoolsIdle(*cluster_, absl::Seconds(5)));
+}
+
+TEST_F(DisaggClusterTest, BadInputIsRefusedAndClusterKeepsServing) {
+  struct Case {
+    v1::GenerateRequest req;
+    grpc::StatusCode code;
+  };
+  std::vector<Case> cases;
+  cases.push_back({TextRequest("", 8), grpc::StatusCode::INVALID_ARGUMENT});
+  cases.push_back({TextRequest("Hi", 9000), grpc::StatusCode::INVALID_ARGUMENT});
+  v1::GenerateRequest bad_ids = TextRequest("x", 8);
+  bad_ids.mutable_tokens()->add_ids(49152);
+  cases.push_back({bad_ids, grpc::StatusCode::INVALID_ARGUMENT});
+  v1::GenerateRequest nan = TextRequest("Hi", 8);
+  nan.mutable_sampling()->set_temperature(std::nanf(""));
+  cases.push_back({nan, grpc::StatusCode::INVALID_ARGUMENT});
+  v1::GenerateRequest neg = TextRequest("Hi", 8);
+  neg.mutable_sampling()->set_top_p(-1);
+  cases.push_back({neg, grpc::StatusCode::INVALID_ARGUMENT});
+  v1::GenerateRequest none;
+  cases.push_back({none, grpc::StatusCode::INVALID_ARGUMENT});
+  for (const Case& c : cases) {
+    GenerateOutcome o = Generate(*stub_, c.req, kTimeout);
+    EXPECT_TRUE(o.status.error_code() == c.code ||
+                o.status.error_code() == grpc::StatusCode::OUT_OF_RANGE)
+        << c.req.DebugString() << " -> " << o.status.error_code();
+    EXPECT_FALSE(o.status.error_message().empty());
+  }
+  EXPECT_TRUE(Generate(*stub_, TextRequest("Hello", 4), kTimeout).status.ok());
+  EXPECT_TRUE(PoolsIdle(*cluster_, absl::Seconds(5)));
+}
+
+TEST_F(ServingTest, IncompatibleWorkersAreNeverPaired) {
+  const std::string other = ::testing::TempDir() + "/other_model.gguf";
+  RandomModelSpec spec;
+  spec.n_vocab = 49152;  // tokenizer-compatible on ids, different fingerprint and shape
+  ASSERT_TRUE(WriteRandomModelGguf(spec, other).ok());
+  LocalClusterOptions o;
+  o.prefill_model = other;
+  auto cluster = StartCluster(o, "mismatch");
+  ASSERT_NE(cluster, nullptr);
+  auto stub = testing::RouterStub(cluster->router_address());
+  GenerateOutcome out =
+      Generate(*stub, TextRequest("Hello there, how are you today?", 8), kTimeout);
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << out.status.error_message();
+  EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(5)));
+}
+
+}  // namespace
+}  // namespace pdserve

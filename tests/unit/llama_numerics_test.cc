@@ -1,0 +1,189 @@
+// The AVX512 kernels of llama_numerics.h against a plain scalar model of
+// ggml's arithmetic (ggml_v_expf, ggml_vec_dot_f16, ggml_vec_soft_max_f32 as
+// llama.cpp 0.3.7 runs them on AVX512), written out lane by lane. They must
+// agree bit for bit. That the model is llama.cpp's is checked end to end by
+// tests/golden/llama_cpp_golden_test.cc.
+#include "common/llama_numerics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "common/half.h"
+#include "gtest/gtest.h"
+
+namespace pdserve {
+namespace {
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+// ggml_v_expf for one lane.
+float ModelExp(float x) {
+  const float shift = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, shift);
+  const float n = z - shift;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+  const float u = b * b;
+  const float hi = std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f);
+  const float mid = std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f);
+  const float lo = std::fma(0x1.ffffecp-1f, b, 1.0f);
+  const float poly = std::fma(std::fma(hi, u, mid), u, lo);
+  return std::ldexp(poly, static_cast<int>(n));
+}
+
+// _mm512_reduce_add_ps as GCC expands it: halves, quarters, pairs.
+float ModelReduce(float v[16]) {
+  for (int width = 8; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) v[l] = v[l] + v[l + width];
+  }
+  return v[0];
+}
+
+// ggml_vec_dot_f16 with GGML_F16_STEP 64 and four 16-lane accumulators.
+float ModelDot(const float* x, const float* y, int n) {
+  const int np = n & ~63;
+  float acc[4][16] = {};
+  for (int i = 0; i < np; i += 64) {
+    for (int a = 0; a < 4; ++a) {
+      for (int l = 0; l < 16; ++l) {
+        acc[a][l] = std::fma(x[i + 16 * a + l], y[i + 16 * a + l], acc[a][l]);
+      }
+    }
+  }
+  float v[16];
+  for (int l = 0; l < 16; ++l) v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+  double sum = ModelReduce(v);
+  for (int i = np; i < n; ++i) sum += static_cast<double>(x[i] * y[i]);
+  return static_cast<float>(sum);
+}
+
+float RoundF16(float x) { return F16ToF32(F32ToF16(x)); }
+
+// llama.cpp's attention for one head over n_ctx positions (KV padded to 32).
+std::vector<float> ModelAttend(const std::vector<float>& q, const std::vector<float>& k,
+                               const std::vector<float>& v, int dh, int n_ctx, float scale) {
+  const int n_pad = (n_ctx + 31) / 32 * 32;
+  std::vector<float> s(n_pad, -INFINITY);
+  float max = -INFINITY;
+  for (int j = 0; j < n_ctx; ++j) {
+    s[j] = ModelDot(&k[j * dh], q.data(), dh) * scale;
+    max = std::max(max, s[j]);
+  }
+  double sum = 0.0;
+  for (int i = 0; i < n_pad; i += 16) {
+    float chunk[16];
+    for (int l = 0; l < 16; ++l) chunk[l] = s[i + l] = ModelExp(s[i + l] - max);
+    sum += ModelReduce(chunk);
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  std::vector<float> p(n_pad), column(n_pad, 0.0f), out(dh);
+  for (int j = 0; j < n_pad; ++j) p[j] = RoundF16(s[j] * inv);
+  for (int d = 0; d < dh; ++d) {
+    for (int j = 0; j < n_ctx; ++j) column[j] = v[j * dh + d];
+    out[d] = ModelDot(column.data(), p.data(), n_pad);
+  }
+  return out;
+}
+
+class LlamaNumericsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!LlamaExactNumericsActive()) GTEST_SKIP() << "needs AVX512F+DQ";
+  }
+};
+
+TEST_F(LlamaNumericsTest, SiluMatchesModelBitwise) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  const int rows = 3, n = 16 * 40 + 7;  // 7 leftovers per row take scalar expf
+  std::vector<float> gate(rows * n), up(rows * n);
+  for (float& x : gate) x = normal(rng);
+  for (float& x : up) x = normal(rng);
+  // Saturation and extremes of the exp range.
+  const float special[] = {0.0f, -0.0f, 88.0f, -88.0f, 103.0f, -103.0f, 150.0f, -150.0f,
+                           300.0f, -300.0f, 1e-30f, -1e-30f, INFINITY, -INFINITY};
+  std::copy(std::begin(special), std::end(special), gate.begin() + 3);
+  std::vector<float> want(gate.size());
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < n; ++i) {
+      const float x = gate[r * n + i];
+      const float e = i < n / 16 * 16 ? ModelExp(0.0f - x) : std::exp(-x);
+      want[r * n + i] = (x / (1.0f + e)) * up[r * n + i];
+    }
+  }
+  LlamaSiluMulRows(gate.data(), up.data(), rows, n);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(gate[i])) << i;
+    } else {
+      EXPECT_EQ(Bits(gate[i]), Bits(want[i])) << i << ": " << gate[i] << " vs " << want[i];
+    }
+  }
+}
+
+// A paged cache of 16-token blocks in shuffled order, 3 kv heads per row.
+struct PagedKv {
+  static constexpr int kBlock = 16, kHeads = 3;
+  int dh;
+  std::vector<uint16_t> pool;
+  std::vector<int32_t> table;
+
+  PagedKv(const std::vector<float>& k, const std::vector<float>& v, int dh, int n, int head)
+      : dh(dh) {
+    const int blocks = (n + kBlock - 1) / kBlock;
+    table.resize(blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), std::mt19937(n));
+    pool.assign(static_cast<size_t>(blocks) * 2 * kBlock * kHeads * dh, 0x7E00);  // NaN filler
+    for (int j = 0; j < n; ++j) {
+      for (int d = 0; d < dh; ++d) {
+        const size_t row = (static_cast<size_t>(table[j / kBlock]) * 2 * kBlock + j % kBlock) *
+                               kHeads * dh + head * dh + d;
+        pool[row] = F32ToF16(k[j * dh + d]);
+        pool[row + kBlock * kHeads * dh] = F32ToF16(v[j * dh + d]);
+      }
+    }
+  }
+  KvHeadRows Rows(int head) const {
+    return {pool.data() + head * dh, table.data(), 2 * kBlock * kHeads * dh,
+            kBlock * kHeads * dh,    kHeads * dh,  kBlock};
+  }
+};
+
+TEST_F(LlamaNumericsTest, AttendHeadMatchesModelBitwise) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int dh : {16, 64, 80, 128}) {
+    for (int n : {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 95, 96, 97, 128, 150, 300}) {
+      std::vector<float> q(dh), k(n * dh), v(n * dh);
+      for (float& x : q) x = RoundF16(2.0f * normal(rng));
+      for (float& x : k) x = RoundF16(2.0f * normal(rng));
+      for (float& x : v) x = RoundF16(normal(rng));
+      const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+      const std::vector<float> want = ModelAttend(q, k, v, dh, n, scale);
+
+      const int head = 1;
+      const PagedKv kv(k, v, dh, n, head);
+      std::vector<uint16_t> qh(dh);
+      for (int i = 0; i < dh; ++i) qh[i] = F32ToF16(q[i]);
+      std::vector<float> scratch(LlamaAttendScratchFloats(dh, n), NAN), got(dh);
+      LlamaAttendHead(qh.data(), dh, scale, n, kv.Rows(head), scratch.data(), got.data());
+      for (int d = 0; d < dh; ++d) {
+        ASSERT_EQ(Bits(got[d]), Bits(want[d]))
+            << "dh " << dh << " n " << n << " d " << d << ": " << got[d] << " vs " << want[d];
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pdserve
