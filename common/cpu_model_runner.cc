@@ -96,7 +96,10 @@ void CpuModelRunner::RmsNorm(const float* x, const std::vector<float>& w, float*
 }
 
 // Adjacent-pair ("NORM") rotary embedding: GGUF llama weights were permuted
-// by the converter so that pairs (2i, 2i+1) rotate together.
+// by the converter so that pairs (2i, 2i+1) rotate together. The x0 products
+// are fused with the sums: that is what GCC makes of ggml's
+// `x0*cos - x1*sin` / `x0*sin + x1*cos` when llama.cpp is built for an FMA
+// CPU (-march=native contracts them), and plain rounding differs by an ulp.
 void CpuModelRunner::ApplyRope(float* rows, int n_heads) {
   const int dh = config_.head_dim;
   const int half = config_.rope_dim / 2;
@@ -106,8 +109,8 @@ void CpuModelRunner::ApplyRope(float* rows, int n_heads) {
       float* v = rows + (t * n_heads + h) * dh;
       for (int i = 0; i < half; ++i) {
         const float x0 = v[2 * i], x1 = v[2 * i + 1];
-        v[2 * i] = x0 * r[2 * i] - x1 * r[2 * i + 1];
-        v[2 * i + 1] = x0 * r[2 * i + 1] + x1 * r[2 * i];
+        v[2 * i] = std::fma(x0, r[2 * i], -(x1 * r[2 * i + 1]));
+        v[2 * i + 1] = std::fma(x0, r[2 * i + 1], x1 * r[2 * i]);
       }
     }
   }

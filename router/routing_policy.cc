@@ -188,7 +188,7 @@ absl::StatusOr<Placement> PlaceRequest(const RegistrySnapshot& snapshot,
   }
   if (!prefill.ok()) return prefill.status();
   placement.local_prefill = false;
-  placement.why = "remote prefill";
+  placement.why = "a compatible prefill worker is live";
   return placement;
 }
 

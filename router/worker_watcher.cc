@@ -129,7 +129,7 @@ absl::Status WorkerWatcher::RunSession(bool* delivered) {
   }
   const grpc::Status status = reader->Finish();
   Disarm();
-  if (*delivered) {
+  if (*delivered && !Stopping()) {
     LOG(WARNING) << RoleName(options_.role) << " worker " << options_.address
                  << " load stream ended: " << FromGrpcStatus(status);
   }

@@ -110,7 +110,8 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     control_.load.set_kv_blocks_total(100);
     control_.load.set_kv_blocks_free(options_.free_blocks);
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort("127.0.0.1:" + std::to_string(options_.port),
+                             grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
   }
@@ -120,6 +121,7 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
   }
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
   int decode_calls() const { return decode_calls_.load(); }
   int cancelled_calls() const { return cancelled_calls_.load(); }
   v1::DecodeRequest last_request() {

@@ -467,6 +467,27 @@ TEST_F(RouterFakeWorkersTest, AdmissionIsBounded) {
   EXPECT_TRUE(Eventually([&] { return router_->service().calls_in_flight() == 0; }));
 }
 
+TEST_F(RouterFakeWorkersTest, AWorkerThatGoesAwayLeavesThePoolAndComesBack) {
+  auto d = std::make_unique<FakeDecodeWorker>(DecodeOptions("one"), &bus_);
+  const std::string address = d->address();
+  const int port = d->port();
+  StartRouter({address}, {});
+  EXPECT_TRUE(Generate(Text("go")).status.ok());
+  d.reset();
+  const bool gone = Eventually([&] {
+    return Generate(Text("go")).status.error_code() == grpc::StatusCode::UNAVAILABLE;
+  });
+  ASSERT_TRUE(gone);
+  EXPECT_NE(Generate(Text("go")).status.error_message().find("no live decode worker"),
+            std::string::npos);
+  auto options = DecodeOptions("two");
+  options.port = port;
+  d = std::make_unique<FakeDecodeWorker>(options, &bus_);
+  ASSERT_EQ(d->address(), address);
+  const bool back = Eventually([&] { return Generate(Text("go")).text == "two"; });
+  EXPECT_TRUE(back);
+}
+
 TEST_F(RouterFakeWorkersTest, TokenizeAndModelInfo) {
   FakeDecodeWorker d(DecodeOptions("x"), &bus_);
   StartRouter({d.address()}, {});
