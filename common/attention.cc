@@ -18,7 +18,6 @@ void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx
   const int bs = cache.layout().block_size;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
 
-  float q16[512];
   uint16_t qh[512];
   k.to_f16(q, qh, dh);
   if (dh % 16 == 0 && LlamaExactNumericsActive()) {
@@ -34,6 +33,7 @@ void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx
     LlamaAttendHead(qh, dh, scale, n_ctx, rows, scores.data(), out);
     return;
   }
+  float q16[512];
   for (int i = 0; i < dh; ++i) q16[i] = F16ToF32(qh[i]);
 
   if (static_cast<int>(scores.size()) < n_ctx) scores.resize(n_ctx);

@@ -1,7 +1,6 @@
 #include "common/llama_numerics.h"
 
 #include "common/quant/kernels.h"
-#include <cstdlib>
 
 namespace pdserve {
 namespace {
@@ -16,8 +15,7 @@ bool CpuSupportsAvx512Dq() {
 
 bool LlamaExactNumericsActive() {
   static const bool supported = CpuSupportsAvx512Dq();
-  static const int dbg = getenv("PDS_DBG_EXACT") ? atoi(getenv("PDS_DBG_EXACT")) : 3;
-  return supported && ActiveKernelIsa() != KernelIsa::kScalar && dbg != 0;
+  return supported && ActiveKernelIsa() != KernelIsa::kScalar;
 }
 
 void LlamaSiluMulRows(float* gate, const float* up, int64_t rows, int64_t n) {

@@ -56,8 +56,8 @@ void LlamaAttendHead(const uint16_t* q_f16, int head_dim, float scale, int n_ctx
 
 namespace llama_numerics_avx512 {
 void SiluMulRows(float* gate, const float* up, int64_t rows, int64_t n);
-void AttendHead(const uint16_t* q_f16, int head_dim, float scale, int n_ctx,
-                const KvHeadRows& kv, float* scratch, float* out);
+void AttendHead(const uint16_t* q_f16, int head_dim, float scale, int n_ctx, const KvHeadRows& kv,
+                float* scratch, float* out);
 }  // namespace llama_numerics_avx512
 
 }  // namespace pdserve

@@ -30,9 +30,9 @@ namespace pdserve::llama_numerics_avx512 {
 namespace {
 
 constexpr int kLanes = 16;
-constexpr int kAccs = 4;                 // GGML_F16_ARR
-constexpr int kStep = kAccs * kLanes;    // GGML_F16_STEP
-constexpr int kKvPad = 32;               // llama.cpp's n_kv padding (no flash attention)
+constexpr int kAccs = 4;               // GGML_F16_ARR
+constexpr int kStep = kAccs * kLanes;  // GGML_F16_STEP
+constexpr int kKvPad = 32;             // llama.cpp's n_kv padding (no flash attention)
 
 // exp(x) = 2^n * exp(b), n = round(x / ln2) through the 1.5 * 2^23 shift,
 // b = x - n ln2 with ln2 in two parts, exp(b) by a degree-5 polynomial, and
@@ -44,13 +44,12 @@ __m512 Exp(__m512 x) {
   const __m512 n = _mm512_sub_ps(z, shift);
   const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
                                     _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-  const __mmask16 huge =
-      _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+  const __mmask16 huge = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
   const __m512 u = _mm512_mul_ps(b, b);
-  const __m512 hi = _mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b,
-                                    _mm512_set1_ps(0x1.573e2ep-5f));
-  const __m512 mid = _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b,
-                                     _mm512_set1_ps(0x1.fffdb6p-2f));
+  const __m512 hi =
+      _mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f));
+  const __m512 mid =
+      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f));
   const __m512 lo = _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f));
   const __m512 poly = _mm512_fmadd_ps(_mm512_fmadd_ps(hi, u, mid), u, lo);
   const __m512 res = _mm512_scalef_ps(poly, n);
@@ -104,8 +103,7 @@ void ForEachRow(const KvHeadRows& kv, int begin, int end, Fn fn) {
 }
 
 // scores[j] = (q . k_j) * scale for j < n_ctx; returns their maximum.
-float Scores(const float* q, int dh, float scale, int n_ctx, const KvHeadRows& kv,
-             float* scores) {
+float Scores(const float* q, int dh, float scale, int n_ctx, const KvHeadRows& kv, float* scores) {
   float max = -INFINITY;
   ForEachRow(kv, 0, n_ctx, [&](int j, const uint16_t* k, const uint16_t*) {
     scores[j] = DotF16(k, q, dh) * scale;
@@ -209,8 +207,8 @@ void SiluMulRows(float* gate, const float* up, int64_t rows, int64_t n) {
   }
 }
 
-void AttendHead(const uint16_t* q_f16, int head_dim, float scale, int n_ctx,
-                const KvHeadRows& kv, float* scratch, float* out) {
+void AttendHead(const uint16_t* q_f16, int head_dim, float scale, int n_ctx, const KvHeadRows& kv,
+                float* scratch, float* out) {
   float q[512];
   for (int i = 0; i < head_dim; i += kLanes) _mm512_storeu_ps(q + i, LoadF16(q_f16 + i));
   float* p = scratch;

@@ -13,7 +13,7 @@ constexpr int64_t kRowGroup = 4;
 
 // The per-block scalars the packed kernels read, for activation row `row`.
 void FillBlockScalars(GgmlType act_type, const uint8_t* row, int64_t n_blocks, float* d, float* s,
-                      int32_t* sum) {
+                      int32_t* slice_sums) {
   if (act_type == GgmlType::kQ8_1) {
     const auto* blk = reinterpret_cast<const BlockQ8_1*>(row);
     for (int64_t b = 0; b < n_blocks; ++b) {
@@ -25,9 +25,10 @@ void FillBlockScalars(GgmlType act_type, const uint8_t* row, int64_t n_blocks, f
   const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
   for (int64_t b = 0; b < n_blocks; ++b) {
     d[b] = F16ToF32(blk[b].d);
-    int32_t total = 0;
-    for (int j = 0; j < kQK; ++j) total += blk[b].qs[j];
-    sum[b] = total;
+    for (int g = 0; g < kQK / 4; ++g) {
+      const int8_t* q = blk[b].qs + 4 * g;
+      slice_sums[b * (kQK / 4) + g] = q[0] + q[1] + q[2] + q[3];
+    }
   }
 }
 
@@ -49,7 +50,7 @@ Matmul::QuantizedInput& Matmul::Quantize(uint32_t weight_type, const float* x, i
   if (scalars) {
     q.d.resize(static_cast<size_t>(n_blocks * n_tokens));
     q.s.resize(q.d.size());
-    q.sum.resize(q.d.size());
+    q.slice_sums.resize(q.d.size() * (kQK / 4));
   }
   uint8_t* out = q.data.data();
   const int64_t row_bytes = q.row_bytes;
@@ -58,7 +59,8 @@ Matmul::QuantizedInput& Matmul::Quantize(uint32_t weight_type, const float* x, i
       k->quantize_act(x + t * in, out + t * row_bytes, in);
       if (scalars) {
         const int64_t i = t * n_blocks;
-        FillBlockScalars(k->act_type, out + t * row_bytes, n_blocks, &q.d[i], &q.s[i], &q.sum[i]);
+        FillBlockScalars(k->act_type, out + t * row_bytes, n_blocks, &q.d[i], &q.s[i],
+                         &q.slice_sums[i * (kQK / 4)]);
       }
     }
   };
@@ -116,7 +118,7 @@ void Matmul::RunPacked(const Plan& p, int64_t n_tokens, int64_t lo, int64_t hi) 
   args.act_stride = in.row_bytes;
   args.act_d = in.d.data();
   args.act_s = in.s.data();
-  args.act_sum = in.sum.data();
+  args.act_slice_sums = in.slice_sums.data();
   args.n_tokens = n_tokens;
   args.y = p.job->y + lo * kPackedRows;
   args.ldy = w.out();

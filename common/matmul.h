@@ -7,7 +7,8 @@
 // weight with a packed copy (common/packed_weights.h) whose type has a
 // packed kernel on the active ISA goes through that kernel, which computes a
 // whole row group per SIMD dot product and reuses it across a tile of
-// tokens; any other weight is dotted row by row. One call = one parallel
+// tokens, with results bit-identical to the row-by-row vec_dot kernels;
+// any other weight is dotted row by row. One call = one parallel
 // region, so fusing Q/K/V or gate/up into one call halves the
 // synchronisation per layer.
 //
@@ -46,10 +47,9 @@ class Matmul {
     uint32_t weight_type = 0;
     int64_t row_bytes = 0;
     std::vector<uint8_t> data;
-    // Per block [t * n_blocks + b], for the packed kernels: d and s as f32,
-    // or the sum of the int8 values for Q8_0 activations.
+    // Per-block scalars for the packed kernels (see PackedGemmArgs).
     std::vector<float> d, s;
-    std::vector<int32_t> sum;
+    std::vector<int32_t> slice_sums;
   };
   // How one job is computed in the current Run.
   struct Plan {

@@ -1,16 +1,16 @@
 #include "router/generate_call.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
 #include "glog/logging.h"
 #include "router/routing_policy.h"
-#include "common/grpc_status.h"
 #include "router/worker_failure.h"
 #include "router/worker_requests.h"
 
@@ -28,19 +28,6 @@ std::string NewRequestId() {
 }
 
 }  // namespace
-
-struct GenerateCall::Actions {
-  DecodeStream* start_decode = nullptr;
-  v1::DecodeWorker::Stub* decode_stub = nullptr;
-  PrefillCall* start_prefill = nullptr;
-  v1::PrefillWorker::Stub* prefill_stub = nullptr;
-  DecodeStream* cancel_decode = nullptr;
-  PrefillCall* cancel_prefill = nullptr;
-  DecodeStream* resume_decode = nullptr;
-  bool start_write = false;
-  bool finish = false;
-  grpc::Status finish_status;
-};
 
 GenerateCall* GenerateCall::Create(const Env& env, grpc::CallbackServerContext* context,
                                    const v1::GenerateRequest& request) {
@@ -72,7 +59,8 @@ void GenerateCall::Start(const v1::GenerateRequest& request) {
       request_ = std::move(*validated);
       relay_ = std::make_unique<TokenRelay>(
           env_.model->tokenizer(),
-          TokenRelay::Options{request_.max_tokens, request_.stop, request_.return_token_ids});
+          TokenRelay::Options{request_.max_tokens, request_.stop, request_.return_token_ids,
+                              request_.ignore_eos});
       LOG(INFO) << "[" << id_ << "] admitted: " << request_.prompt_tokens.size()
                 << " prompt tokens, max_tokens " << request_.max_tokens;
       Place(&a);
@@ -141,7 +129,7 @@ bool GenerateCall::OnDecodeEvent(DecodeStream* stream, const v1::DecodeEvent& ev
           break;
       }
     }
-    if (!terminal_ && pending_.size() >= kPauseReadsAt) {
+    if (!terminal_ && out_.pending() >= kPauseReadsAt) {
       VLOG(1) << "[" << id_ << "] client is slow: pausing reads from " << stream->address();
       keep_reading = false;
       read_paused_ = true;
@@ -150,107 +138,6 @@ bool GenerateCall::OnDecodeEvent(DecodeStream* stream, const v1::DecodeEvent& ev
   }
   Run(a);
   return keep_reading;
-}
-
-bool GenerateCall::AcceptFirstEvent(bool reserved, Actions* a) {
-  if (event_seen_) {
-    if (!reserved) return true;
-    FailProtocol("reserved twice", a);
-    return false;
-  }
-  event_seen_ = true;
-  if (reserved == local_prefill_) {
-    FailProtocol(
-        reserved ? "reserved KV for a local-prefill request" : "sent output before reserving KV",
-        a);
-    return false;
-  }
-  // Local requests announce themselves with their first output, remote ones
-  // once their prefill worker is chosen (HandleReserved).
-  if (local_prefill_) PushStarted("");
-  return true;
-}
-
-void GenerateCall::HandleReserved(const v1::Reserved& reserved, Actions* a) {
-  if (!AcceptFirstEvent(/*reserved=*/true, a)) return;
-  timeline_.MarkReserved(absl::Now());
-  cached_prefix_tokens_ = reserved.cached_prefix_tokens();
-  std::shared_ptr<const RegistrySnapshot> snapshot = env_.registry->snapshot();
-  PrefillQuery q;
-  q.policy = env_.config->prefill_policy;
-  q.ticket = env_.prefill_ticket->fetch_add(1, std::memory_order_relaxed);
-  q.now = absl::Now();
-  absl::StatusOr<const WorkerState*> prefill = PickPrefill(*snapshot, decode_worker_, q);
-  if (!prefill.ok()) {
-    const bool gone = absl::IsNotFound(prefill.status());
-    Fail(gone ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                             "every prefill worker went away after placement")
-              : ToGrpcStatus(prefill.status()),
-         a);
-    return;
-  }
-  const std::string& address = (*prefill)->address;
-  v1::PrefillRequest r =
-      MakePrefillRequest(id_, request_, reserved, decode_worker_.info.kv_endpoint());
-  prefill_ = std::make_unique<PrefillCall>(address, std::move(r), deadline_);
-  prefill_in_flight_ = true;
-  ++holds_;
-  a->start_prefill = prefill_.get();
-  a->prefill_stub = env_.registry->prefill_stub(address);
-  CHECK(a->prefill_stub != nullptr) << address;
-  PushStarted(address);
-  LOG(INFO) << "[" << id_ << "] reserved on " << decode_worker_.address << " (transfer "
-            << reserved.transfer_id() << ", epoch " << reserved.epoch() << ", "
-            << reserved.cached_prefix_tokens() << " cached tokens); prefill on " << address;
-}
-
-void GenerateCall::HandleTokens(const v1::Tokens& tokens, Actions* a) {
-  if (!AcceptFirstEvent(/*reserved=*/false, a)) return;
-  if (tokens.ids_size() > 0) timeline_.MarkFirstToken(absl::Now());
-  absl::StatusOr<TokenRelay::Output> out = relay_->Push(tokens);
-  if (!out.ok()) {
-    FailProtocol(out.status().message(), a);
-    return;
-  }
-  if (out->has_chunk) PushChunk(std::move(out->chunk));
-  if (out->stopped) {
-    LOG(INFO) << "[" << id_ << "] stop string matched after " << relay_->completion_tokens()
-              << " tokens; cancelling the decode stream";
-    decode_done_ = true;
-    reason_ = v1::FINISH_REASON_STOP;
-    if (decode_active_) a->cancel_decode = decode_;
-    MaybeComplete(a);
-  }
-}
-
-void GenerateCall::HandleFinished(const v1::DecodeFinished& f, Actions* a) {
-  if (!AcceptFirstEvent(/*reserved=*/false, a)) return;
-  decode_finished_ = f;
-  decode_done_ = true;
-  reason_ = f.reason();
-  MaybeComplete(a);
-}
-
-void GenerateCall::MaybeComplete(Actions* a) {
-  if (terminal_ || !decode_done_ || prefill_in_flight_) return;
-  TokenRelay::Output tail = relay_->Flush();
-  if (tail.stopped) reason_ = v1::FINISH_REASON_STOP;
-  if (tail.has_chunk) PushChunk(std::move(tail.chunk));
-  v1::GenerateResponse response;
-  v1::Finished* finished = response.mutable_finished();
-  finished->set_reason(reason_);
-  finished->mutable_usage()->set_prompt_tokens(static_cast<int32_t>(request_.prompt_tokens.size()));
-  finished->mutable_usage()->set_completion_tokens(relay_->completion_tokens());
-  finished->mutable_usage()->set_cached_prompt_tokens(static_cast<int32_t>(cached_prefix_tokens_));
-  *finished->mutable_timings() =
-      timeline_.Merge(decode_finished_.timings(), prefill_ok_ ? &prefill_->response() : nullptr,
-                      local_prefill_, absl::Now());
-  LOG(INFO) << "[" << id_ << "] finished: " << v1::FinishReason_Name(reason_) << ", "
-            << relay_->completion_tokens() << " tokens, ttft " << finished->timings().ttft_ms()
-            << " ms, e2e " << finished->timings().e2e_ms() << " ms";
-  pending_.push_back(std::move(response));
-  terminal_ = true;
-  finish_status_ = grpc::Status::OK;
 }
 
 void GenerateCall::OnDecodeDone(DecodeStream* stream, const grpc::Status& status) {
@@ -266,40 +153,6 @@ void GenerateCall::OnDecodeDone(DecodeStream* stream, const grpc::Status& status
   }
   Run(a);
   Release();
-}
-
-void GenerateCall::HandleDecodeEnd(const grpc::Status& status, Actions* a) {
-  const std::string& address = decode_worker_.address;
-  if (decode_done_) {
-    MaybeComplete(a);
-    return;
-  }
-  // Nothing was produced yet, so another decode worker can take the request
-  // as if it had been placed there first.
-  if (!event_seen_ && DecodeAttempts::IsRetryable(status)) {
-    LOG(INFO) << "[" << id_ << "] decode worker " << address
-              << " refused: " << status.error_message() << "; trying another";
-    attempts_.RecordRefusal(address, status);
-    Place(a);
-    return;
-  }
-  if (status.ok()) {
-    FailProtocol("ended the stream without DecodeFinished", a);
-    return;
-  }
-  // Our own deadline (client's or --request_timeout_ms) is reported as such;
-  // a worker-side timeout (e.g. the KV never arrived) keeps its message.
-  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-      std::chrono::system_clock::now() >= deadline_) {
-    Fail(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                      absl::StrCat("deadline exceeded after ",
-                                   absl::FormatDuration(timeline_.Elapsed(absl::Now())),
-                                   " waiting for decode worker ", address, " (",
-                                   relay_->completion_tokens(), " tokens generated)")),
-         a);
-    return;
-  }
-  Fail(WorkerFailureStatus("decode", address, status), a);
 }
 
 void GenerateCall::OnPrefillDone(const grpc::Status& status) {
@@ -337,13 +190,13 @@ void GenerateCall::OnWriteDone(bool ok) {
   Actions a;
   {
     absl::MutexLock lock(&mu_);
-    writing_ = false;
+    out_.WriteDone();
     if (!ok) {
       client_gone_ = true;
-      pending_.clear();
+      out_.DropPending();
       Fail(grpc::Status(grpc::StatusCode::CANCELLED, "client stream closed"), &a);
     }
-    if (read_paused_ && pending_.size() <= kResumeReadsAt) {
+    if (read_paused_ && out_.pending() <= kResumeReadsAt) {
       read_paused_ = false;
       if (decode_active_) a.resume_decode = decode_;
     }
@@ -357,7 +210,7 @@ void GenerateCall::OnCancel() {
   {
     absl::MutexLock lock(&mu_);
     client_gone_ = true;
-    pending_.clear();
+    out_.DropPending();
     const bool expired = server_context_->deadline() <= std::chrono::system_clock::now();
     Fail(expired ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "client deadline exceeded")
                  : grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled"),
@@ -372,7 +225,7 @@ void GenerateCall::OnDone() { Release(); }
 void GenerateCall::Fail(const grpc::Status& status, Actions* a) {
   if (terminal_) return;
   terminal_ = true;
-  finish_status_ = status;
+  out_.Close(status);
   // Problems the client caused are routine; the rest deserve attention.
   const grpc::StatusCode code = status.error_code();
   const bool routine = code == grpc::StatusCode::INVALID_ARGUMENT ||
@@ -392,36 +245,10 @@ void GenerateCall::FailProtocol(absl::string_view what, Actions* a) {
        a);
 }
 
-void GenerateCall::PushStarted(const std::string& prefill_worker) {
-  v1::GenerateResponse response;
-  v1::Started* started = response.mutable_started();
-  started->set_request_id(id_);
-  started->set_prompt_tokens(static_cast<int32_t>(request_.prompt_tokens.size()));
-  started->set_decode_worker(decode_worker_.address);
-  started->set_prefill_worker(prefill_worker);
-  pending_.push_back(std::move(response));
-}
-
-void GenerateCall::PushChunk(v1::Chunk chunk) {
-  v1::GenerateResponse response;
-  *response.mutable_chunk() = std::move(chunk);
-  pending_.push_back(std::move(response));
-}
-
 void GenerateCall::Pump(Actions* a) {
-  if (writing_ || finish_sent_) return;
-  if (!pending_.empty() && !client_gone_) {
-    in_write_ = std::move(pending_.front());
-    pending_.pop_front();
-    writing_ = true;
-    a->start_write = true;
-    return;
-  }
-  if (terminal_) {
-    finish_sent_ = true;
-    a->finish = true;
-    a->finish_status = finish_status_;
-  }
+  ResponseQueue::Next next = out_.TakeNext();
+  a->write = next.write;
+  a->finish = std::move(next.finish);
 }
 
 void GenerateCall::Run(Actions& a) {
@@ -432,8 +259,8 @@ void GenerateCall::Run(Actions& a) {
   if (a.cancel_prefill != nullptr) a.cancel_prefill->Cancel();
   if (a.cancel_decode != nullptr) a.cancel_decode->Cancel();
   if (a.resume_decode != nullptr) a.resume_decode->Resume();
-  if (a.start_write) StartWrite(&in_write_);
-  if (a.finish) Finish(a.finish_status);
+  if (a.write != nullptr) StartWrite(a.write);
+  if (a.finish.has_value()) Finish(*a.finish);
 }
 
 void GenerateCall::Release() {

@@ -16,7 +16,7 @@
 // prefill completion) locks mu_, advances the state and collects the gRPC
 // operations to issue (Actions); those run after mu_ is released, because
 // gRPC may run another reaction inline. Server writes are serialised: one
-// StartWrite is outstanding at a time and later messages queue in pending_.
+// StartWrite is outstanding at a time and later messages queue (ResponseQueue).
 //
 // Lifetime: the object deletes itself when its last "hold" is released.
 // Holds: one for the server RPC (released in OnDone, which gRPC calls after
@@ -31,9 +31,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +46,7 @@
 #include "router/prefill_call.h"
 #include "router/request_timeline.h"
 #include "router/request_validator.h"
+#include "router/response_queue.h"
 #include "router/router_config.h"
 #include "router/token_relay.h"
 #include "router/worker_registry.h"
@@ -76,7 +77,19 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
   void OnDone() override;
 
  private:
-  struct Actions;
+  // The gRPC operations a transition decided on, issued by Run() once mu_
+  // is released.
+  struct Actions {
+    DecodeStream* start_decode = nullptr;
+    v1::DecodeWorker::Stub* decode_stub = nullptr;
+    PrefillCall* start_prefill = nullptr;
+    v1::PrefillWorker::Stub* prefill_stub = nullptr;
+    DecodeStream* cancel_decode = nullptr;
+    PrefillCall* cancel_prefill = nullptr;
+    DecodeStream* resume_decode = nullptr;
+    const v1::GenerateResponse* write = nullptr;
+    std::optional<grpc::Status> finish;
+  };
 
   GenerateCall(const Env& env, grpc::CallbackServerContext* context);
   ~GenerateCall() override;
@@ -101,8 +114,8 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
   void FailProtocol(absl::string_view what, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushStarted(const std::string& prefill_worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushChunk(v1::Chunk chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Starts the next write, or Finish once the outcome is decided and every
-  // queued message is written.
+  // Collects the next write, or Finish once the outcome is decided and
+  // every queued message is written (ResponseQueue).
   void Pump(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Issues the collected gRPC operations; called without mu_.
@@ -143,15 +156,10 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
   v1::FinishReason reason_ ABSL_GUARDED_BY(mu_) = v1::FINISH_REASON_UNSPECIFIED;
   v1::DecodeFinished decode_finished_ ABSL_GUARDED_BY(mu_);
 
-  // The client stream. terminal_: the outcome is decided; once pending_
-  // drains, Finish(finish_status_) is sent.
+  // The outcome is decided (out_ is closed); later events are ignored.
   bool terminal_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
-  bool finish_sent_ ABSL_GUARDED_BY(mu_) = false;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<v1::GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  v1::GenerateResponse in_write_;  // owned by the outstanding StartWrite
+  ResponseQueue out_ ABSL_GUARDED_BY(mu_);
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
 };
 

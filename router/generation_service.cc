@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/detokenizer.h"
-#include "glog/logging.h"
 #include "common/grpc_status.h"
+#include "glog/logging.h"
 
 namespace pdserve {
 namespace {

@@ -1,8 +1,8 @@
 // RouterServer: a running pdserve-router — the tokenizer-only model, the
 // worker registry, the Generation service, and the gRPC server carrying it
 // together with the standard health (grpc.health.v1) and reflection
-// services (common/rpc/grpc_server.h). Health is SERVING while at least one decode worker serving the
-// router's model is live.
+// services (common/rpc/grpc_server.h). Health is SERVING while at least one decode worker serving
+// the router's model is live.
 //
 // Tests start one in-process on port 0; Run() is the binary's main loop.
 // Start()/Shutdown() from one thread; the rest is thread-safe.

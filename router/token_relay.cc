@@ -8,10 +8,12 @@
 namespace pdserve {
 
 TokenRelay::TokenRelay(const Tokenizer& tokenizer, Options options)
-    : detokenizer_(tokenizer),
+    : tokenizer_(tokenizer),
+      detokenizer_(tokenizer),
       stop_(std::move(options.stop)),
       max_tokens_(options.max_tokens),
-      return_token_ids_(options.return_token_ids) {}
+      return_token_ids_(options.return_token_ids),
+      ignore_eos_(options.ignore_eos) {}
 
 absl::StatusOr<TokenRelay::Output> TokenRelay::Push(const v1::Tokens& tokens) {
   Output out;
@@ -27,6 +29,7 @@ absl::StatusOr<TokenRelay::Output> TokenRelay::Push(const v1::Tokens& tokens) {
     if (next_index_ >= max_tokens_ || stop_.stopped()) break;
     const int32_t id = tokens.ids(i);
     ++next_index_;
+    if (!ignore_eos_ && tokenizer_.IsEog(id)) continue;  // the end marker, not output
     if (return_token_ids_) out.chunk.add_token_ids(id);
     StopMatcher::Result r = stop_.Push(detokenizer_.Push(id));
     text += r.text;

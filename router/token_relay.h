@@ -4,6 +4,8 @@
 //     resent or overlapping event is harmless) and reports a gap as a
 //     protocol error,
 //   - never forwards more than max_tokens tokens,
+//   - keeps the end-of-generation token (EOS/EOT) out of the output unless
+//     ignore_eos makes it an ordinary token; it still counts as generated,
 //   - detokenizes incrementally (only complete UTF-8 leaves the router),
 //   - applies stop strings (StopMatcher): text that may begin a stop string
 //     is held back, and on a match the text before it is the last output.
@@ -31,6 +33,7 @@ class TokenRelay {
     int32_t max_tokens = 128;
     std::vector<std::string> stop;
     bool return_token_ids = false;
+    bool ignore_eos = false;
   };
   TokenRelay(const Tokenizer& tokenizer, Options options);
 
@@ -51,10 +54,12 @@ class TokenRelay {
   bool stopped() const { return stop_.stopped(); }
 
  private:
+  const Tokenizer& tokenizer_;
   IncrementalDetokenizer detokenizer_;
   StopMatcher stop_;
   const int32_t max_tokens_;
   const bool return_token_ids_;
+  const bool ignore_eos_;
   int32_t next_index_ = 0;
 };
 

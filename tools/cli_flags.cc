@@ -15,7 +15,10 @@ ABSL_FLAG(float, repetition_penalty, 1.0f, "Repetition penalty (llama.cpp semant
 ABSL_FLAG(float, presence_penalty, 0.0f, "Presence penalty");
 ABSL_FLAG(float, frequency_penalty, 0.0f, "Frequency penalty");
 ABSL_FLAG(int32_t, penalty_last_n, 64, "Window of tokens the penalties look at");
-ABSL_FLAG(uint64_t, seed, 0, "Sampling seed (with the token index, fixes every draw)");
+ABSL_FLAG(uint64_t, seed, 0,
+          "Sampling seed (with the token index, fixes every draw); bench: also seeds the workload");
+ABSL_FLAG(bool, ignore_eos, false, "Keep generating past end-of-generation tokens");
+ABSL_FLAG(std::string, router, "127.0.0.1:50051", "generate, bench: router address");
 
 namespace pdserve {
 

@@ -1,5 +1,5 @@
-// Flags shared by the `pdserve` CLI's subcommands (run, bench-engine), and
-// the helpers that turn them into engine options.
+// Flags shared by the `pdserve` CLI's subcommands (run, bench-engine,
+// generate, bench), and the helpers that turn them into engine options.
 #ifndef PDSERVE_TOOLS_CLI_FLAGS_H_
 #define PDSERVE_TOOLS_CLI_FLAGS_H_
 
@@ -12,6 +12,9 @@ ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(int32_t, kv_blocks);
 ABSL_DECLARE_FLAG(int32_t, max_batch_tokens);
+ABSL_DECLARE_FLAG(uint64_t, seed);
+ABSL_DECLARE_FLAG(bool, ignore_eos);
+ABSL_DECLARE_FLAG(std::string, router);
 
 namespace pdserve {
 

@@ -17,7 +17,6 @@ ABSL_FLAG(bool, colocated, false, "up: no prefill tier; decode workers prefill l
 ABSL_FLAG(int32_t, router_port, 50051, "up: router port on 127.0.0.1 (0 = any free port)");
 ABSL_FLAG(std::string, log_dir, "/tmp/pdserve-up", "up: where each process logs");
 ABSL_FLAG(std::string, demo_prompt, "", "up: stream an answer to this chat prompt once ready");
-ABSL_FLAG(std::string, router, "127.0.0.1:50051", "generate: router address");
 ABSL_FLAG(bool, gen_chat, true, "generate: wrap the prompt as a chat user message");
 ABSL_FLAG(int32_t, gen_max_tokens, 128, "generate: max tokens");
 ABSL_FLAG(int32_t, gen_timeout_ms, 120000, "generate: deadline");

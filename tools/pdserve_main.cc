@@ -3,6 +3,7 @@
 //   bench-engine  engine throughput: pp512, tg128, batched decode
 //   up            start a local cluster (router + prefill + decode) on loopback
 //   generate      stream an answer from a router
+//   bench         serving benchmark against a router (docs/PERFORMANCE.md)
 #include <cstdio>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "absl/flags/usage.h"
 #include "glog/logging.h"
 #include "common/rpc/grpc_server.h"
+#include "tools/bench_command.h"
 #include "tools/bench_engine.h"
 #include "tools/cluster_commands.h"
 #include "tools/run_command.h"
@@ -19,7 +21,9 @@ int main(int argc, char** argv) {
       "pdserve <command> [flags]\n  run           generate in this process\n"
       "  bench-engine  measure engine throughput\n"
       "  up            start router + prefill + decode on loopback\n"
-      "  generate      stream an answer: pdserve generate [--router=A] \"prompt\"");
+      "  generate      stream an answer: pdserve generate [--router=A] \"prompt\"\n"
+      "  bench         serving benchmark: pdserve bench --router=A --request_rate=R "
+      "--num_requests=N");
   pdserve::BlockTerminationSignals();
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
@@ -36,6 +40,8 @@ int main(int argc, char** argv) {
     status = pdserve::BenchEngineCommand();
   } else if (cmd == "up") {
     status = pdserve::UpCommand();
+  } else if (cmd == "bench") {
+    status = pdserve::BenchCommand();
   } else if (cmd == "generate") {
     status = pdserve::GenerateCommand(std::vector<std::string>(args.begin() + 2, args.end()));
   } else {

@@ -44,11 +44,12 @@ struct PackedGemmArgs {
   // Quantised activation rows (Q8_1 or Q8_0 blocks), row t at act + t * act_stride.
   const uint8_t* act;
   int64_t act_stride;
-  // Per activation block [t * n_blocks + b]: d as f32, and s as f32 (Q8_1)
-  // or the sum of the block's int8 values (Q8_0).
+  // Per activation block [t * n_blocks + b]: d as f32, and s as f32 (Q8_1
+  // only); for Q8_0, the sums of the block's eight 4-element slices of
+  // int8 values, [(t * n_blocks + b) * 8 + slice].
   const float* act_d;
   const float* act_s;
-  const int32_t* act_sum;
+  const int32_t* act_slice_sums;
   int64_t n_tokens;
   float* y;  // y[t * ldy + r]
   int64_t ldy;

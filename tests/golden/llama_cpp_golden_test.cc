@@ -1,8 +1,12 @@
 // The correctness oracle: greedy tokens of llama.cpp (llama-cpp-python
-// 0.3.7) on the same GGUF, recorded by tests/data/make_golden.py. For every
-// case our first 64 greedy tokens must equal llama.cpp's; where they part,
-// llama.cpp's own top-2 logits at that step must have been a near tie
-// (within kNearTie), i.e. a rounding-order difference, not a bug.
+// 0.3.7, prompts evaluated one token per decode) on the same GGUF, recorded
+// by tests/data/make_golden.py. For every case our first 64 greedy tokens
+// must equal llama.cpp's; where they part, llama.cpp's own top-2 logits at
+// that step must have been a near tie (within kNearTie), i.e. a
+// rounding-order difference, not a bug. On AVX512 CPUs our logits are
+// llama.cpp's bit for bit (llama_numerics.h), so no case should part.
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -11,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "common/cpu_model_runner.h"
 #include "common/engine.h"
+#include "common/llama_numerics.h"
 #include "common/model.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -67,9 +72,7 @@ class LlamaCppGoldenTest : public ::testing::Test {
 Model* LlamaCppGoldenTest::model_ = nullptr;
 nlohmann::json* LlamaCppGoldenTest::golden_ = nullptr;
 
-TEST_F(LlamaCppGoldenTest, HasEnoughCases) {
-  EXPECT_GE((*golden_)["cases"].size(), 10u);
-}
+TEST_F(LlamaCppGoldenTest, HasEnoughCases) { EXPECT_GE((*golden_)["cases"].size(), 10u); }
 
 TEST_F(LlamaCppGoldenTest, PromptTokenizationMatches) {
   for (const auto& c : (*golden_)["cases"]) {
@@ -95,15 +98,22 @@ TEST_F(LlamaCppGoldenTest, GreedyTokensMatch) {
     }
     EXPECT_LT(gaps[i], kNearTie) << "case " << c["name"] << " diverges at step " << i
                                  << ": llama.cpp " << want[i] << ", pdserve " << got[i]
-                                 << "; llama.cpp top-2 gap " << gaps[i] << "\nours: "
-                                 << absl::StrJoin(got, " ");
+                                 << "; llama.cpp top-2 gap " << gaps[i]
+                                 << "\nours: " << absl::StrJoin(got, " ");
     std::cout << "case " << c["name"] << " parts from llama.cpp at step " << i
               << " on a near tie (gap " << gaps[i] << ")\n";
   }
   std::cout << exact << " of " << (*golden_)["cases"].size() << " cases match all 64 tokens\n";
 }
 
-// The first step's logits themselves, not only their argmax.
+// How far our first-step logits may be from llama.cpp's: none at all where
+// llama_numerics.h reproduces its AVX512 arithmetic (the golden data comes
+// from an AVX512 build), else the rounding-order noise of other SIMD paths.
+double FirstStepTolerance() { return LlamaExactNumericsActive() ? 0.0 : 0.5; }
+
+// The first step's logits themselves, not only their argmax. The whole
+// prompt goes in as one chunk: our batched prefill computes every position
+// exactly as llama.cpp's token-by-token evaluation does.
 TEST_F(LlamaCppGoldenTest, FirstStepLogitsClose) {
   for (const auto& c : (*golden_)["cases"]) {
     const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
@@ -120,17 +130,20 @@ TEST_F(LlamaCppGoldenTest, FirstStepLogitsClose) {
     for (const auto& e : c["first_step_top20"]) {
       max_err = std::max(max_err, std::abs(logits[e["id"].get<int>()] - e["logit"].get<double>()));
     }
-    std::cout << "case " << c["name"] << ": max |logit - llama.cpp| over its top 20 = " << max_err << "\n";
-    EXPECT_LT(max_err, 0.5) << "case " << c["name"];
+    std::cout << "case " << c["name"] << ": max |logit - llama.cpp| over its top 20 = " << max_err
+              << "\n";
+    EXPECT_LE(max_err, FirstStepTolerance()) << "case " << c["name"];
   }
 }
 
-// Our logits after every prompt prefix against llama.cpp's, one token per
-// llama_decode, from a dump that tests/data/dump_llama_logits.py writes (too
-// big to keep in the tree). Set PDSERVE_LLAMA_PREFIX_LOGITS to the dump.
+// Our logits after every prompt prefix against llama.cpp's, bit for bit.
+// The dump is too big for the tree; make it with
+//   python3 tests/data/dump_llama_logits.py long_en_passage 64 /tmp/long64.f32
+// and run with PDSERVE_LLAMA_PREFIX_LOGITS=/tmp/long64.f32.
 TEST_F(LlamaCppGoldenTest, PrefixLogitsEqualLlamaCppDump) {
   const char* path = std::getenv("PDSERVE_LLAMA_PREFIX_LOGITS");
   if (path == nullptr) GTEST_SKIP() << "PDSERVE_LLAMA_PREFIX_LOGITS not set";
+  if (!LlamaExactNumericsActive()) GTEST_SKIP() << "bit-exact only with AVX512F+DQ";
   std::ifstream meta(std::string(path) + ".json");
   ASSERT_TRUE(meta.good()) << path << ".json";
   const auto tokens = nlohmann::json::parse(meta)["tokens"].get<std::vector<int32_t>>();
@@ -156,7 +169,6 @@ TEST_F(LlamaCppGoldenTest, PrefixLogitsEqualLlamaCppDump) {
     for (int i = 0; i < vocab; ++i) {
       max_err = std::max(max_err, std::abs(double{logits[i]} - want[n * vocab + i]));
     }
-    if (getenv("PDS_DBG_DUMP")) { std::ofstream o(std::string(getenv("PDS_DBG_DUMP")) + std::to_string(n), std::ios::binary); o.write(reinterpret_cast<const char*>(logits.data()), vocab * 4); }
     if (max_err == 0) ++exact;
     EXPECT_EQ(max_err, 0) << "prefix of " << n + 1 << " tokens";
   }

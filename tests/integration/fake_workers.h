@@ -98,6 +98,7 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     bool refuse = false;  // RESOURCE_EXHAUSTED at once
     bool hang = false;    // after Reserved/commit, never produce a token
     int die_after = -1;   // UNAVAILABLE after this many tokens
+    int port = 0;         // 0: any free port
   };
 
   FakeDecodeWorker(Options options, FakeKvBus* bus) : options_(std::move(options)), bus_(bus) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -474,9 +475,8 @@ TEST_F(RouterFakeWorkersTest, AWorkerThatGoesAwayLeavesThePoolAndComesBack) {
   StartRouter({address}, {});
   EXPECT_TRUE(Generate(Text("go")).status.ok());
   d.reset();
-  const bool gone = Eventually([&] {
-    return Generate(Text("go")).status.error_code() == grpc::StatusCode::UNAVAILABLE;
-  });
+  const bool gone = Eventually(
+      [&] { return Generate(Text("go")).status.error_code() == grpc::StatusCode::UNAVAILABLE; });
   ASSERT_TRUE(gone);
   EXPECT_NE(Generate(Text("go")).status.error_message().find("no live decode worker"),
             std::string::npos);
@@ -486,6 +486,55 @@ TEST_F(RouterFakeWorkersTest, AWorkerThatGoesAwayLeavesThePoolAndComesBack) {
   ASSERT_EQ(d->address(), address);
   const bool back = Eventually([&] { return Generate(Text("go")).text == "two"; });
   EXPECT_TRUE(back);
+}
+
+// Many requests at once, each ending differently (completion, stop string,
+// client cancel mid-stream, client deadline), race every event against
+// every other; each must end with its expected status and no call may be
+// left behind. Run under ASan this is the lifetime test of GenerateCall.
+TEST_F(RouterFakeWorkersTest, ConcurrentRequestsEndingEveryWayAllEnd) {
+  auto options = DecodeOptions("alpha beta. gamma delta epsilon zeta eta theta");
+  options.token_delay = absl::Milliseconds(2);
+  FakeDecodeWorker d1(options, &bus_);
+  FakeDecodeWorker d2(options, &bus_);
+  FakePrefillWorker p(PrefillOptions(), &bus_);
+  StartRouter({d1.address(), d2.address()}, {p.address()});
+  constexpr int kThreads = 24;
+  std::vector<grpc::StatusCode> codes(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      v1::GenerateRequest request = Text("go");
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(
+          absl::Now() + (i % 4 == 3 ? absl::Milliseconds(15) : absl::Seconds(20))));
+      if (i % 4 == 1) request.add_stop(".");
+      auto reader = stub_->Generate(&ctx, request);
+      v1::GenerateResponse r;
+      int read = 0;
+      while (reader->Read(&r)) {
+        if (i % 4 == 2 && ++read == 2 + i % 3) ctx.TryCancel();
+      }
+      codes[i] = reader->Finish().error_code();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    SCOPED_TRACE(i);
+    switch (i % 4) {
+      case 0:
+      case 1:
+        EXPECT_EQ(codes[i], grpc::StatusCode::OK);
+        break;
+      case 2:
+        EXPECT_EQ(codes[i], grpc::StatusCode::CANCELLED);
+        break;
+      case 3:
+        EXPECT_EQ(codes[i], grpc::StatusCode::DEADLINE_EXCEEDED);
+        break;
+    }
+  }
+  EXPECT_TRUE(Eventually([&] { return router_->service().calls_in_flight() == 0; }));
 }
 
 TEST_F(RouterFakeWorkersTest, TokenizeAndModelInfo) {

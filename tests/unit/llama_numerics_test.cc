@@ -109,8 +109,8 @@ TEST_F(LlamaNumericsTest, SiluMatchesModelBitwise) {
   for (float& x : gate) x = normal(rng);
   for (float& x : up) x = normal(rng);
   // Saturation and extremes of the exp range.
-  const float special[] = {0.0f, -0.0f, 88.0f, -88.0f, 103.0f, -103.0f, 150.0f, -150.0f,
-                           300.0f, -300.0f, 1e-30f, -1e-30f, INFINITY, -INFINITY};
+  const float special[] = {0.0f,    -0.0f,  88.0f,   -88.0f, 103.0f,  -103.0f,  150.0f,
+                           -150.0f, 300.0f, -300.0f, 1e-30f, -1e-30f, INFINITY, -INFINITY};
   std::copy(std::begin(special), std::end(special), gate.begin() + 3);
   std::vector<float> want(gate.size());
   for (int r = 0; r < rows; ++r) {
@@ -146,8 +146,9 @@ struct PagedKv {
     pool.assign(static_cast<size_t>(blocks) * 2 * kBlock * kHeads * dh, 0x7E00);  // NaN filler
     for (int j = 0; j < n; ++j) {
       for (int d = 0; d < dh; ++d) {
-        const size_t row = (static_cast<size_t>(table[j / kBlock]) * 2 * kBlock + j % kBlock) *
-                               kHeads * dh + head * dh + d;
+        const size_t row =
+            (static_cast<size_t>(table[j / kBlock]) * 2 * kBlock + j % kBlock) * kHeads * dh +
+            head * dh + d;
         pool[row] = F32ToF16(k[j * dh + d]);
         pool[row + kBlock * kHeads * dh] = F32ToF16(v[j * dh + d]);
       }

@@ -10,6 +10,8 @@
 namespace pdserve {
 namespace {
 
+constexpr int32_t kEos = 256;
+
 // Byte-level vocabulary: token i < 256 is byte i, rendered through the GPT-2
 // byte map; enough to exercise dedup, UTF-8 holding and stop strings.
 std::unique_ptr<Tokenizer> ByteTokenizer() {
@@ -27,6 +29,9 @@ std::unique_ptr<Tokenizer> ByteTokenizer() {
     v.tokens.push_back(utf8);
     v.token_types.push_back(1);
   }
+  v.tokens.push_back("<|im_end|>");  // id 256: end of generation
+  v.token_types.push_back(3);
+  v.eos_id = kEos;
   auto t = Tokenizer::FromVocab(v);
   EXPECT_TRUE(t.ok()) << t.status();
   return t.ok() ? std::move(*t) : nullptr;
@@ -80,6 +85,23 @@ TEST_F(TokenRelayTest, StopStringEndsTheStream) {
   EXPECT_TRUE(out->stopped);
   EXPECT_EQ(out->chunk.text(), "");
   EXPECT_EQ(relay.completion_tokens(), 5);  // up to the token that completed the match
+}
+
+TEST_F(TokenRelayTest, EndOfGenerationTokenIsCountedButNotOutput) {
+  v1::Tokens t = Tok(0, "ab");
+  t.add_ids(kEos);
+  TokenRelay relay(*tokenizer_, {.max_tokens = 100, .return_token_ids = true});
+  auto out = relay.Push(t);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.text(), "ab");
+  EXPECT_EQ(out->chunk.token_ids_size(), 2);
+  EXPECT_EQ(relay.completion_tokens(), 3);
+
+  TokenRelay ignoring(*tokenizer_,
+                      {.max_tokens = 100, .return_token_ids = true, .ignore_eos = true});
+  out = ignoring.Push(t);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.token_ids_size(), 3);
 }
 
 TEST_F(TokenRelayTest, FlushReleasesHeldText) {

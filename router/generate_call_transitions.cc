@@ -1,0 +1,169 @@
+// GenerateCall's state transitions on decode and prefill events (see the
+// state machine in generate_call.h). generate_call.cc holds the gRPC
+// plumbing: construction, reactions, locking and the Actions they issue.
+#include "router/generate_call.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "glog/logging.h"
+#include "router/routing_policy.h"
+#include "router/worker_failure.h"
+#include "router/worker_requests.h"
+
+namespace pdserve {
+
+bool GenerateCall::AcceptFirstEvent(bool reserved, Actions* a) {
+  if (event_seen_) {
+    if (!reserved) return true;
+    FailProtocol("reserved twice", a);
+    return false;
+  }
+  event_seen_ = true;
+  if (reserved == local_prefill_) {
+    FailProtocol(
+        reserved ? "reserved KV for a local-prefill request" : "sent output before reserving KV",
+        a);
+    return false;
+  }
+  // Local requests announce themselves with their first output, remote ones
+  // once their prefill worker is chosen (HandleReserved).
+  if (local_prefill_) PushStarted("");
+  return true;
+}
+
+void GenerateCall::HandleReserved(const v1::Reserved& reserved, Actions* a) {
+  if (!AcceptFirstEvent(/*reserved=*/true, a)) return;
+  timeline_.MarkReserved(absl::Now());
+  cached_prefix_tokens_ = reserved.cached_prefix_tokens();
+  std::shared_ptr<const RegistrySnapshot> snapshot = env_.registry->snapshot();
+  PrefillQuery q;
+  q.policy = env_.config->prefill_policy;
+  q.ticket = env_.prefill_ticket->fetch_add(1, std::memory_order_relaxed);
+  q.now = absl::Now();
+  absl::StatusOr<const WorkerState*> prefill = PickPrefill(*snapshot, decode_worker_, q);
+  if (!prefill.ok()) {
+    const bool gone = absl::IsNotFound(prefill.status());
+    Fail(gone ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                             "every prefill worker went away after placement")
+              : ToGrpcStatus(prefill.status()),
+         a);
+    return;
+  }
+  const std::string& address = (*prefill)->address;
+  v1::PrefillRequest r =
+      MakePrefillRequest(id_, request_, reserved, decode_worker_.info.kv_endpoint());
+  prefill_ = std::make_unique<PrefillCall>(address, std::move(r), deadline_);
+  prefill_in_flight_ = true;
+  ++holds_;
+  a->start_prefill = prefill_.get();
+  a->prefill_stub = env_.registry->prefill_stub(address);
+  CHECK(a->prefill_stub != nullptr) << address;
+  PushStarted(address);
+  LOG(INFO) << "[" << id_ << "] reserved on " << decode_worker_.address << " (transfer "
+            << reserved.transfer_id() << ", epoch " << reserved.epoch() << ", "
+            << reserved.cached_prefix_tokens() << " cached tokens); prefill on " << address;
+}
+
+void GenerateCall::HandleTokens(const v1::Tokens& tokens, Actions* a) {
+  if (!AcceptFirstEvent(/*reserved=*/false, a)) return;
+  if (tokens.ids_size() > 0) timeline_.MarkFirstToken(absl::Now());
+  absl::StatusOr<TokenRelay::Output> out = relay_->Push(tokens);
+  if (!out.ok()) {
+    FailProtocol(out.status().message(), a);
+    return;
+  }
+  if (out->has_chunk) PushChunk(std::move(out->chunk));
+  if (out->stopped) {
+    LOG(INFO) << "[" << id_ << "] stop string matched after " << relay_->completion_tokens()
+              << " tokens; cancelling the decode stream";
+    decode_done_ = true;
+    reason_ = v1::FINISH_REASON_STOP;
+    if (decode_active_) a->cancel_decode = decode_;
+    MaybeComplete(a);
+  }
+}
+
+void GenerateCall::HandleFinished(const v1::DecodeFinished& f, Actions* a) {
+  if (!AcceptFirstEvent(/*reserved=*/false, a)) return;
+  decode_finished_ = f;
+  decode_done_ = true;
+  reason_ = f.reason();
+  MaybeComplete(a);
+}
+
+void GenerateCall::MaybeComplete(Actions* a) {
+  if (terminal_ || !decode_done_ || prefill_in_flight_) return;
+  TokenRelay::Output tail = relay_->Flush();
+  if (tail.stopped) reason_ = v1::FINISH_REASON_STOP;
+  if (tail.has_chunk) PushChunk(std::move(tail.chunk));
+  v1::GenerateResponse response;
+  v1::Finished* finished = response.mutable_finished();
+  finished->set_reason(reason_);
+  finished->mutable_usage()->set_prompt_tokens(static_cast<int32_t>(request_.prompt_tokens.size()));
+  finished->mutable_usage()->set_completion_tokens(relay_->completion_tokens());
+  finished->mutable_usage()->set_cached_prompt_tokens(static_cast<int32_t>(cached_prefix_tokens_));
+  *finished->mutable_timings() =
+      timeline_.Merge(decode_finished_.timings(), prefill_ok_ ? &prefill_->response() : nullptr,
+                      local_prefill_, absl::Now());
+  LOG(INFO) << "[" << id_ << "] finished: " << v1::FinishReason_Name(reason_) << ", "
+            << relay_->completion_tokens() << " tokens, ttft " << finished->timings().ttft_ms()
+            << " ms, e2e " << finished->timings().e2e_ms() << " ms";
+  out_.Push(std::move(response));
+  terminal_ = true;
+  out_.Close(grpc::Status::OK);
+}
+
+void GenerateCall::HandleDecodeEnd(const grpc::Status& status, Actions* a) {
+  const std::string& address = decode_worker_.address;
+  if (decode_done_) {
+    MaybeComplete(a);
+    return;
+  }
+  // Nothing was produced yet, so another decode worker can take the request
+  // as if it had been placed there first.
+  if (!event_seen_ && DecodeAttempts::IsRetryable(status)) {
+    LOG(INFO) << "[" << id_ << "] decode worker " << address
+              << " refused: " << status.error_message() << "; trying another";
+    attempts_.RecordRefusal(address, status);
+    Place(a);
+    return;
+  }
+  if (status.ok()) {
+    FailProtocol("ended the stream without DecodeFinished", a);
+    return;
+  }
+  // Our own deadline (client's or --request_timeout_ms) is reported as such;
+  // a worker-side timeout (e.g. the KV never arrived) keeps its message.
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+      std::chrono::system_clock::now() >= deadline_) {
+    Fail(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                      absl::StrCat("deadline exceeded after ",
+                                   absl::FormatDuration(timeline_.Elapsed(absl::Now())),
+                                   " waiting for decode worker ", address, " (",
+                                   relay_->completion_tokens(), " tokens generated)")),
+         a);
+    return;
+  }
+  Fail(WorkerFailureStatus("decode", address, status), a);
+}
+
+void GenerateCall::PushStarted(const std::string& prefill_worker) {
+  v1::GenerateResponse response;
+  v1::Started* started = response.mutable_started();
+  started->set_request_id(id_);
+  started->set_prompt_tokens(static_cast<int32_t>(request_.prompt_tokens.size()));
+  started->set_decode_worker(decode_worker_.address);
+  started->set_prefill_worker(prefill_worker);
+  out_.Push(std::move(response));
+}
+
+void GenerateCall::PushChunk(v1::Chunk chunk) {
+  v1::GenerateResponse response;
+  *response.mutable_chunk() = std::move(chunk);
+  out_.Push(std::move(response));
+}
+
+}  // namespace pdserve

@@ -1,0 +1,152 @@
+"""Renders deploy/k8s with `kubectl kustomize` and reads the result.
+
+Shared by validate_manifests.py and manifest_args_test.py. Standard library
+plus PyYAML only.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import yaml
+
+# Values the downward API would give, for expanding $(VAR) in args.
+FAKE_POD_IP = "10.0.0.1"
+
+
+def kubectl():
+    return shutil.which("kubectl")
+
+
+def render_dir(path):
+    """`kubectl kustomize path` as a list of objects."""
+    proc = subprocess.run([kubectl(), "kustomize", path], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"kubectl kustomize {path} failed:\n{proc.stderr.strip()}")
+    return [d for d in yaml.safe_load_all(proc.stdout) if d is not None]
+
+
+def render_with_components(k8s_dir, overlay, components):
+    """Renders `overlay` with extra kustomize Components, through a temporary
+    kustomization (kustomize takes only relative paths to other roots)."""
+    with tempfile.TemporaryDirectory(prefix="pdserve-k8s-") as tmp:
+        rel = lambda p: os.path.relpath(os.path.join(k8s_dir, p), tmp)
+        lines = ["apiVersion: kustomize.config.k8s.io/v1beta1", "kind: Kustomization",
+                 "resources:", f"  - {rel(os.path.join('overlays', overlay))}", "components:"]
+        lines += [f"  - {rel(os.path.join('components', c))}" for c in components]
+        with open(os.path.join(tmp, "kustomization.yaml"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return render_dir(tmp)
+
+
+def render_targets(k8s_dir):
+    """Every overlay, and the cpu overlay with each component: {name: objects}."""
+    out = {}
+    overlays_dir = os.path.join(k8s_dir, "overlays")
+    for name in sorted(os.listdir(overlays_dir)):
+        if os.path.exists(os.path.join(overlays_dir, name, "kustomization.yaml")):
+            out[name] = render_dir(os.path.join(overlays_dir, name))
+    components_dir = os.path.join(k8s_dir, "components")
+    if os.path.isdir(components_dir):
+        for name in sorted(os.listdir(components_dir)):
+            if os.path.exists(os.path.join(components_dir, name, "kustomization.yaml")):
+                out[f"cpu+{name}"] = render_with_components(k8s_dir, "cpu", [name])
+    return out
+
+
+def pod_templates(objects):
+    """(workload object, pod template) for Deployments and Jobs."""
+    out = []
+    for o in objects:
+        if o.get("kind") in ("Deployment", "Job", "StatefulSet", "DaemonSet"):
+            out.append((o, o.get("spec", {}).get("template", {})))
+    return out
+
+
+def env_values(container, pod_namespace, pod_name):
+    """The container's env as the kubelet would resolve it (downward API faked)."""
+    values = {}
+    for e in container.get("env", []) or []:
+        if "value" in e:
+            values[e["name"]] = expand(str(e["value"]), values)
+        elif "valueFrom" in e and "fieldRef" in e["valueFrom"]:
+            field = e["valueFrom"]["fieldRef"].get("fieldPath")
+            values[e["name"]] = {
+                "metadata.namespace": pod_namespace,
+                "metadata.name": pod_name,
+                "status.podIP": FAKE_POD_IP,
+            }.get(field, f"<{field}>")
+    return values
+
+
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def expand(text, env, missing=None):
+    """Kubernetes $(VAR) expansion of command/args. An undefined variable is
+    left as written (as the kubelet does) and added to `missing`."""
+
+    def sub(m):
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1)
+        if name in env:
+            return env[name]
+        if missing is not None:
+            missing.append(name)
+        return m.group(0)
+
+    return _VAR.sub(sub, text)
+
+
+def parse_flags(args):
+    """`--name=value` args as {name: value}; raises on any other form."""
+    flags = {}
+    for a in args:
+        m = re.fullmatch(r"--([A-Za-z0-9_]+)=(.*)", a, re.S)
+        if not m:
+            raise ValueError(f"argument {a!r} is not of the form --flag=value")
+        if m.group(1) in flags:
+            raise ValueError(f"flag --{m.group(1)} given twice")
+        flags[m.group(1)] = m.group(2)
+    return flags
+
+
+def split_host_port(text):
+    """Like common/host_port.cc ParseHostPort: host:port, [v6]:port."""
+    colon = text.rfind(":")
+    if colon < 0:
+        raise ValueError(f"expected host:port, got {text!r}")
+    host, port = text[:colon], text[colon + 1:]
+    if len(host) >= 2 and host[0] == "[" and host[-1] == "]":
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"{text!r}: a scheme or an IPv6 address without brackets")
+    if not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"bad port in {text!r}")
+    return host, int(port)
+
+
+def labels_match(selector, labels):
+    """A LabelSelector (matchLabels/matchExpressions) or a plain map."""
+    if selector is None:
+        return False
+    if "matchLabels" not in selector and "matchExpressions" not in selector:
+        selector = {"matchLabels": selector}
+    labels = labels or {}
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e["key"], e["operator"], e.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
