@@ -1,11 +1,11 @@
 #include "tools/bench_client.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/synchronization/mutex.h"
 
@@ -57,7 +57,7 @@ struct LoadState {
 
 // One request in flight. Callbacks of one call never overlap (one read is
 // outstanding at a time), so the record needs no lock. Deletes itself in
-// OnDone, the last callback gRPC makes.
+// OnDone, the last callback gRPC makes, before reporting completion.
 class StreamCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
   StreamCall(std::shared_ptr<LoadState> state, v1::GenerateRequest request, RequestRecord record)
@@ -83,7 +83,7 @@ class StreamCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
       if (c.token_ids_size() > 0 || !c.text().empty()) {
         record_.chunks.push_back({MsBetween(sent_, now), c.token_ids_size()});
       }
-    } else if (response_.has_finished()) {
+    } else if (response_.has_finished() && response_.finished().has_timings()) {
       record_.timings = ToPhases(response_.finished().timings());
     }
     StartRead(&response_);
@@ -94,8 +94,15 @@ class StreamCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
     record_.e2e_ms = MsBetween(sent_, end);
     record_.code = static_cast<absl::StatusCode>(status.error_code());
     if (!status.ok()) record_.error = status.error_message();
-    state_->Complete(std::move(record_), end);
+    // The context holds a channel reference, so the call is destroyed before
+    // RunLoad can return: otherwise the caller may drop its channel and
+    // leave the last reference to die here, on a gRPC callback thread, which
+    // gRPC 1.51 cannot tear a channel down from (grpc/grpc#32584: crash in
+    // grpc_cq_internal_unref).
+    std::shared_ptr<LoadState> state = std::move(state_);
+    RequestRecord record = std::move(record_);
     delete this;
+    state->Complete(std::move(record), end);
   }
 
  private:

@@ -1,5 +1,6 @@
 #include "tools/bench_command.h"
 
+#include <grpcpp/grpcpp.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -7,8 +8,6 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
@@ -38,7 +37,8 @@ ABSL_FLAG(std::string, length_file, "",
           "bench: lines \"input_len output_len\", used in turn (instead of --input_len and "
           "--output_len)");
 ABSL_FLAG(double, long_fraction, 0, "bench: share of requests with a long prompt (mixed load)");
-ABSL_FLAG(std::string, long_input_len, "512", "bench: prompt tokens of long requests, N or MIN:MAX");
+ABSL_FLAG(std::string, long_input_len, "512",
+          "bench: prompt tokens of long requests, N or MIN:MAX");
 ABSL_FLAG(double, slo_ttft_ms, 0, "bench: TTFT SLO for goodput; 0 = none");
 ABSL_FLAG(double, slo_tpot_ms, 0, "bench: TPOT SLO for goodput; 0 = none");
 ABSL_FLAG(double, request_timeout_s, 300, "bench: deadline of each request");
@@ -85,8 +85,7 @@ absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
   if (!Finite(o.burstiness) || o.burstiness <= 0) return Bad("burstiness", "want > 0");
   if (o.max_concurrency < 0) return Bad("max_concurrency", "want >= 0");
   if (o.request_rate == 0 && o.max_concurrency == 0) {
-    return Bad("request_rate",
-               "set a rate (open loop), --max_concurrency (closed loop), or both");
+    return Bad("request_rate", "set a rate (open loop), --max_concurrency (closed loop), or both");
   }
   if (o.num_requests < 0) return Bad("num_requests", "want >= 0");
   if (!Finite(duration) || duration < 0) return Bad("duration_s", "want >= 0");
@@ -118,9 +117,11 @@ absl::StatusOr<std::vector<LengthPair>> ReadLengthFile(const std::string& path) 
   return pairs;
 }
 
-bool Specified(absl::string_view flag) {
+// This abseil keeps IsSpecifiedOnCommandLine() private; a changed value is
+// what matters for catching a conflicting flag.
+bool Changed(absl::string_view flag) {
   const absl::CommandLineFlag* f = absl::FindCommandLineFlag(flag);
-  return f != nullptr && f->IsSpecifiedOnCommandLine();
+  return f != nullptr && f->CurrentValue() != f->DefaultValue();
 }
 
 absl::StatusOr<WorkloadOptions> WorkloadOptionsFromFlags() {
@@ -128,7 +129,7 @@ absl::StatusOr<WorkloadOptions> WorkloadOptionsFromFlags() {
   w.seed = absl::GetFlag(FLAGS_seed);
   const std::string file = absl::GetFlag(FLAGS_length_file);
   if (!file.empty()) {
-    if (Specified("input_len") || Specified("output_len")) {
+    if (Changed("input_len") || Changed("output_len")) {
       return Bad("length_file", "replaces --input_len and --output_len; give one or the other");
     }
     ASSIGN_OR_RETURN(w.length_table, ReadLengthFile(file));
@@ -210,8 +211,9 @@ BenchSettings Settings(const v1::ModelInfo& info, const LoadOptions& o) {
       {"model", info.name()},
       {"arrivals", Arrivals(o)},
       {"requests", o.num_requests > 0 ? absl::StrCat(o.num_requests) : "unbounded"},
-      {"duration limit (s)",
-       o.duration > absl::ZeroDuration() ? absl::StrCat(absl::ToDoubleSeconds(o.duration)) : "none"},
+      {"duration limit (s)", o.duration > absl::ZeroDuration()
+                                 ? absl::StrCat(absl::ToDoubleSeconds(o.duration))
+                                 : "none"},
       {"input tokens", file.empty() ? absl::GetFlag(FLAGS_input_len) : "from " + file},
       {"output tokens", file.empty() ? absl::GetFlag(FLAGS_output_len) : "from " + file},
       {"ignore_eos", o.ignore_eos ? "true" : "false"},
@@ -242,8 +244,10 @@ absl::Status Report(const BenchSettings& settings, const LoadResult& result, con
 absl::Status CalibrateCommand() {
   RETURN_IF_ERROR(CheckJsonOut());
   CalibrationOptions o;
-  if (absl::GetFlag(FLAGS_num_requests) > 0) o.requests = absl::GetFlag(FLAGS_num_requests);
-  if (absl::GetFlag(FLAGS_max_concurrency) > 0) o.concurrency = absl::GetFlag(FLAGS_max_concurrency);
+  const int64_t requests = absl::GetFlag(FLAGS_num_requests);
+  const int concurrency = absl::GetFlag(FLAGS_max_concurrency);
+  if (requests > 0) o.requests = requests;
+  if (concurrency > 0) o.concurrency = concurrency;
   ASSIGN_OR_RETURN(LengthRange out, LengthFlag("output_len", absl::GetFlag(FLAGS_output_len)));
   o.tokens_per_request = out.max;
   ASSIGN_OR_RETURN(CalibrationResult r, Calibrate(o));

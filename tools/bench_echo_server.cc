@@ -44,7 +44,6 @@ class EchoStream final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
       f->set_reason(v1::FINISH_REASON_LENGTH);
       f->mutable_usage()->set_prompt_tokens(static_cast<int32_t>(prompt_.size()));
       f->mutable_usage()->set_completion_tokens(total_);
-      f->mutable_timings()->set_prefill_mode("echo");
     } else {
       Finish(grpc::Status::OK);
       return;

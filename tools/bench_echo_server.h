@@ -10,10 +10,10 @@
 #ifndef PDSERVE_TOOLS_BENCH_ECHO_SERVER_H_
 #define PDSERVE_TOOLS_BENCH_ECHO_SERVER_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "pdserve/v1/generation.grpc.pb.h"

@@ -14,12 +14,12 @@ constexpr int kRule = 66;
 std::string Rule(absl::string_view title) {
   const int pad = kRule - static_cast<int>(title.size()) - 2;
   if (title.empty()) return std::string(kRule, '-') + "\n";
-  return absl::StrCat(std::string(pad / 2, '-'), " ", title, " ",
-                      std::string(pad - pad / 2, '-'), "\n");
+  return absl::StrCat(std::string(pad / 2, '-'), " ", title, " ", std::string(pad - pad / 2, '-'),
+                      "\n");
 }
 
 std::string Row(absl::string_view name, absl::string_view value) {
-  return absl::StrFormat("%-40s %25s\n", name, value);
+  return absl::StrFormat("%-34s %s\n", name, value);
 }
 
 std::string Num(double v) { return absl::StrFormat("%.2f", v); }
@@ -37,8 +37,8 @@ std::string LatencyTable(const BenchSummary& s) {
   const std::pair<const char*, const Distribution*> rows[] = {
       {"TTFT", &s.ttft_ms}, {"TPOT", &s.tpot_ms}, {"ITL", &s.itl_ms}, {"E2E", &s.e2e_ms}};
   for (const auto& [name, d] : rows) {
-    absl::StrAppendFormat(&out, "%-10s %9.2f %9.2f %9.2f %9.2f %9.2f %9zu\n", name, d->mean,
-                          d->p50, d->p90, d->p99, d->max, d->count);
+    absl::StrAppendFormat(&out, "%-10s %9.2f %9.2f %9.2f %9.2f %9.2f %9zu\n", name, d->mean, d->p50,
+                          d->p90, d->p99, d->max, d->count);
   }
   return out;
 }

@@ -43,10 +43,10 @@ struct PhaseTimings {
 struct RequestRecord {
   int64_t index = 0;
   absl::StatusCode code = absl::StatusCode::kOk;
-  std::string error;       // status message when code != kOk
+  std::string error;  // status message when code != kOk
   int input_tokens = 0;
   int requested_output_tokens = 0;
-  double send_s = 0;       // since the benchmark started
+  double send_s = 0;  // since the benchmark started
   double e2e_ms = 0;
   std::vector<ChunkArrival> chunks;
   std::optional<PhaseTimings> timings;  // absent when the stream ended early
@@ -97,7 +97,7 @@ struct PhaseSummary {
 struct BenchSummary {
   size_t completed = 0;
   size_t failed = 0;
-  std::map<std::string, size_t> errors;         // canonical code name -> count
+  std::map<std::string, size_t> errors;              // canonical code name -> count
   std::map<std::string, std::string> error_example;  // code name -> first message
   double duration_s = 0;
   int64_t input_tokens = 0;   // of completed requests

@@ -69,14 +69,14 @@ absl::StatusOr<std::vector<LengthPair>> ParseLengthFile(absl::string_view conten
     ++line_no;
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || line[0] == '#') continue;
-    std::vector<absl::string_view> f = absl::StrSplit(line, absl::ByAnyChar(" \t,"),
-                                                      absl::SkipEmpty());
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, absl::ByAnyChar(" \t,"), absl::SkipEmpty());
     LengthPair p;
-    if (f.size() != 2 || !absl::SimpleAtoi(f[0], &p.input) ||
-        !absl::SimpleAtoi(f[1], &p.output) || p.input < 1 || p.output < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "length file line ", line_no, ": want \"input_len output_len\" (both >= 1), got '",
-          line, "'"));
+    if (f.size() != 2 || !absl::SimpleAtoi(f[0], &p.input) || !absl::SimpleAtoi(f[1], &p.output) ||
+        p.input < 1 || p.output < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("length file line ", line_no,
+                       ": want \"input_len output_len\" (both >= 1), got '", line, "'"));
     }
     out.push_back(p);
   }

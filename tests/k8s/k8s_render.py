@@ -29,16 +29,20 @@ def render_dir(path):
 
 
 def render_with_components(k8s_dir, overlay, components):
-    """Renders `overlay` with extra kustomize Components, through a temporary
-    kustomization (kustomize takes only relative paths to other roots)."""
+    """Renders `overlay` with kustomize Components added to its own
+    kustomization.yaml (so its images and patches apply to what the components
+    add too), from a temporary copy of the tree."""
+    import yaml as _yaml
     with tempfile.TemporaryDirectory(prefix="pdserve-k8s-") as tmp:
-        rel = lambda p: os.path.relpath(os.path.join(k8s_dir, p), tmp)
-        lines = ["apiVersion: kustomize.config.k8s.io/v1beta1", "kind: Kustomization",
-                 "resources:", f"  - {rel(os.path.join('overlays', overlay))}", "components:"]
-        lines += [f"  - {rel(os.path.join('components', c))}" for c in components]
-        with open(os.path.join(tmp, "kustomization.yaml"), "w") as f:
-            f.write("\n".join(lines) + "\n")
-        return render_dir(tmp)
+        root = os.path.join(tmp, "k8s")
+        shutil.copytree(k8s_dir, root)
+        path = os.path.join(root, "overlays", overlay, "kustomization.yaml")
+        with open(path) as f:
+            k = _yaml.safe_load(f)
+        k["components"] = (k.get("components") or []) + [f"../../components/{c}" for c in components]
+        with open(path, "w") as f:
+            _yaml.safe_dump(k, f, sort_keys=False)
+        return render_dir(os.path.dirname(path))
 
 
 def render_targets(k8s_dir):

@@ -26,6 +26,7 @@ Exit 0 when everything holds (or, with a message, when kubectl is missing),
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -64,7 +65,8 @@ CLUSTER_DOMAIN = "svc.cluster.local"
 
 def ensure_kubernetes_client():
     try:
-        import kubernetes  # noqa: F401
+        import kubernetes
+        return kubernetes
     except ImportError:
         print(f"validate_manifests: installing {KUBERNETES_PY} with pip", flush=True)
         base = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
@@ -292,7 +294,17 @@ class RenderCheck:
         return self.by_kind.get(k, [])
 
     def run(self):
+        before = len(self.report.errors)
         self.check_objects()
+        if len(self.report.errors) > before:
+            self.report.check(False, f"[{self.name}]", "cross-references not checked: fix the objects first")
+            return
+        try:
+            self.check_cross_references()
+        except Exception as e:  # a malformed object the checks did not expect
+            self.report.check(False, f"[{self.name}]", f"cross-reference check crashed: {e!r}")
+
+    def check_cross_references(self):
         self.check_workloads()
         self.check_services()
         self.check_router_targets()
@@ -744,11 +756,11 @@ def main(argv):
         print(__doc__)
         return 2
     k8s_dir = os.path.abspath(argv[1])
-    from k8s_render import kubectl, render_targets
-    if kubectl() is None:
+    if shutil.which("kubectl") is None:
         print("SKIP: kubectl not found; the Kubernetes manifests were not validated")
         return 0
-    kubernetes = ensure_kubernetes_client()
+    kubernetes = ensure_kubernetes_client()  # brings PyYAML too
+    from k8s_render import kubectl, render_targets
     print(f"kubectl: {subprocess.run([kubectl(), 'version', '--client'], capture_output=True, text=True).stdout.strip()}")
     print(f"kubernetes (Python client): {kubernetes.__version__}")
     report = Report()

@@ -1,8 +1,8 @@
 #include "tools/bench_workload.h"
 
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace pdserve {
 namespace {

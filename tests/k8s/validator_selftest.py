@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Proves that validate_manifests.py is not vacuous: each mutation below breaks
+a copy of deploy/k8s in one way, and the validator must fail on it with the
+expected message (and pass on the unmodified copy).
+
+  validator_selftest.py <deploy/k8s>
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (description, file under deploy/k8s, old text, new text, expected message)
+MUTATIONS = [
+    ("unknown field", "base/router.yaml", "readinessProbe:", "readinesProbe:",
+     "readinesProbe: unknown field"),
+    ("unquoted quantity", "base/decode.yaml", 'cpu: "2"', "cpu: 2",
+     "has the wrong type"),
+    ("missing required field", "base/prefill.yaml", "        - name: prefill\n", "        -\n",
+     "does not deserialize"),
+    ("probe port", "base/decode.yaml", "          readinessProbe:\n            grpc:\n              port: 50071",
+     "          readinessProbe:\n            grpc:\n              port: 50072", "readinessProbe gRPC port 50072"),
+    ("listen port", "base/prefill.yaml", "--listen=0.0.0.0:50061", "--listen=0.0.0.0:50062",
+     "!= --listen port"),
+    ("service selector", "base/prefill.yaml",
+     "  publishNotReadyAddresses: false\n  selector:\n    app.kubernetes.io/name: pdserve\n"
+     "    app.kubernetes.io/component: prefill",
+     "  publishNotReadyAddresses: false\n  selector:\n    app.kubernetes.io/name: pdserve\n"
+     "    app.kubernetes.io/component: prefil", "matches 0 workloads"),
+    ("router target scheme", "base/router.yaml", "--decode=pdserve-decode", "--decode=dns:///pdserve-decode",
+     "the router would reject this target"),
+    ("router target service", "base/router.yaml", "--prefill=pdserve-prefill.", "--prefill=pdserve-prefil.",
+     "no Service pdserve-prefil"),
+    ("router target port", "base/router.yaml", "svc.cluster.local:50071", "svc.cluster.local:50072",
+     "has no port 50072"),
+    ("unknown flag", "base/decode.yaml", "--max_batch=64", "--max_batches=64", "has no flags ['max_batches']"),
+    ("undefined variable", "base/decode.yaml", "--worker_id=$(POD_NAME)", "--worker_id=$(POD_NAM)",
+     "undefined variables"),
+    ("kv advertise", "base/decode.yaml", "--kv_advertise=$(POD_IP):50072", "--kv_advertise=$(POD_IP):50073",
+     "--kv_advertise must be"),
+    ("hpa target", "base/decode.yaml", "    kind: Deployment\n    name: pdserve-decode",
+     "    kind: Deployment\n    name: pdserve-decoder", "names no Deployment"),
+    ("hpa metric", "base/prefill.yaml", "name: pdserve_prefill_queued_prompt_tokens",
+     "name: pdserve_prefill_queued_tokens", "is not exposed by prometheus-adapter"),
+    ("replicas under hpa", "base/decode.yaml", "  revisionHistoryLimit: 5", "  replicas: 2\n  revisionHistoryLimit: 5",
+     "fights the HPA"),
+    ("pdb selector", "base/router.yaml",
+     "  maxUnavailable: 1\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: pdserve\n"
+     "      app.kubernetes.io/component: router",
+     "  maxUnavailable: 1\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: pdserve\n"
+     "      app.kubernetes.io/component: routr", "selector matches 0 workloads"),
+    ("kv traffic blocked", "base/networkpolicy.yaml", "          port: 50072\n", "          port: 50073\n",
+     "prefill -> decode:50072 is denied"),
+    ("worker reachable from anywhere", "base/networkpolicy.yaml",
+     "  ingress:\n    - from:\n        - podSelector:\n            matchLabels:\n"
+     "              app.kubernetes.io/name: pdserve\n              app.kubernetes.io/component: router\n"
+     "      ports:\n        - protocol: TCP\n          port: 50061",
+     "  ingress:\n    - ports:\n        - protocol: TCP\n          port: 50061", "clients -> prefill:50061"),
+    ("grace period", "base/decode.yaml", "terminationGracePeriodSeconds: 45", "terminationGracePeriodSeconds: 30",
+     "terminationGracePeriodSeconds 30 <"),
+    ("headless", "base/decode.yaml", "  clusterIP: None\n", "", "must be headless"),
+    ("rolling update", "base/router.yaml", "      maxUnavailable: 0\n", "      maxUnavailable: 1\n",
+     "maxUnavailable 0 / maxSurge 1"),
+    ("servicemonitor port", "base/servicemonitor.yaml", "- port: metrics", "- port: metric", "has no port metric"),
+    ("gpu limit", "overlays/gpu/gpu-decode.yaml", 'nvidia.com/gpu: "1"', 'example.com/foo: "1"',
+     "nvidia.com/gpu limit missing"),
+    ("kustomize error", "base/kustomization.yaml", "  - decode.yaml\n", "  - decode.yaml\n  - nothere.yaml\n",
+     "kubectl kustomize"),
+]
+
+
+def run_validator(k8s_dir):
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "validate_manifests.py"), k8s_dir],
+                          capture_output=True, text=True)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__)
+        return 2
+    src = os.path.abspath(argv[1])
+    if shutil.which("kubectl") is None:
+        print("SKIP: kubectl not found")
+        return 0
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="pdserve-k8s-selftest-") as tmp:
+        # The validator reads the binaries' flag definitions and the model name
+        # from the source tree two levels above deploy/k8s.
+        source_root = os.path.dirname(os.path.dirname(src))
+        for d in ("router", "prefill_worker", "decode_worker", "scripts"):
+            shutil.copytree(os.path.join(source_root, d), os.path.join(tmp, d))
+        k8s = os.path.join(tmp, "deploy", "k8s")
+        shutil.copytree(src, k8s)
+        rc, out = run_validator(k8s)
+        if rc != 0:
+            print(f"FAIL the unmodified manifests do not validate:\n{out}")
+            return 1
+        print("ok   unmodified manifests validate")
+        for desc, rel, old, new, expect in MUTATIONS:
+            path = os.path.join(k8s, rel)
+            with open(path) as f:
+                original = f.read()
+            if original.count(old) < 1:
+                print(f"FAIL {desc}: {old!r} not found in {rel} (update the self-test)")
+                failures += 1
+                continue
+            with open(path, "w") as f:
+                f.write(original.replace(old, new, 1))
+            rc, out = run_validator(k8s)
+            with open(path, "w") as f:
+                f.write(original)
+            if rc != 0 and expect in out:
+                print(f"ok   {desc}: rejected")
+            else:
+                failures += 1
+                print(f"FAIL {desc}: rc={rc}, expected a failure containing {expect!r}; output:\n{out}")
+    print(f"{len(MUTATIONS)} mutations, {failures} not caught")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
