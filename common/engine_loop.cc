@@ -23,6 +23,14 @@ EngineLoad EngineLoop::load() const {
   return load_;
 }
 
+bool EngineLoop::WaitIdle(absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return load_.running + load_.waiting == 0 && load_.kv_blocks_free == load_.kv_blocks_total;
+  };
+  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
 void EngineLoop::Stop() {
   {
     absl::MutexLock lock(&mu_);

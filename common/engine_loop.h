@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/engine.h"
 
 namespace pdserve {
@@ -39,6 +40,9 @@ class EngineLoop {
   // loop is stopping.
   bool Post(std::function<void(Engine&)> fn);
   EngineLoad load() const;
+  // Waits until no sequence is in flight and every KV block is free (held
+  // prefill blocks included), or `deadline`; returns whether it got idle.
+  bool WaitIdle(absl::Time deadline) const;
   // Finishes queued closures, then stops the thread. Idempotent.
   void Stop();
 

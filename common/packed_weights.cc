@@ -87,7 +87,6 @@ PackedModelWeights PackedModelWeights::Pack(const ModelWeights& weights) {
     return PackedMatrix::Pack(w);
   };
   PackedModelWeights p;
-  if (getenv("PDS_NOPACK")) { p.layers.resize(weights.layers.size()); return p; }  // TMPHACK
   p.layers.reserve(weights.layers.size());
   for (const LayerWeights& l : weights.layers) {
     PackedLayerWeights& pl = p.layers.emplace_back();

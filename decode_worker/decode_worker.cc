@@ -74,11 +74,8 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
 void DecodeWorker::Drain() {
   ctx_.draining.store(true);
   server_->SetServing(false);
-  const absl::Time deadline = absl::Now() + config_.drain_timeout;
-  while (absl::Now() < deadline) {
-    const EngineLoad l = loop_->load();
-    if (l.running + l.waiting == 0) break;
-    absl::SleepFor(absl::Milliseconds(50));
+  if (!loop_->WaitIdle(absl::Now() + config_.drain_timeout)) {
+    LOG(WARNING) << "drain timeout: cancelling requests still in flight";
   }
   server_->Shutdown(absl::Seconds(1));
 }

@@ -59,11 +59,8 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
 void PrefillWorker::Drain() {
   ctx_.draining.store(true);
   server_->SetServing(false);
-  const absl::Time deadline = absl::Now() + config_.drain_timeout;
-  while (absl::Now() < deadline) {
-    const EngineLoad l = loop_->load();
-    if (l.running + l.waiting == 0 && l.kv_blocks_free == l.kv_blocks_total) break;
-    absl::SleepFor(absl::Milliseconds(50));
+  if (!loop_->WaitIdle(absl::Now() + config_.drain_timeout)) {
+    LOG(WARNING) << "drain timeout: cancelling requests still in flight";
   }
   server_->Shutdown(absl::Seconds(1));
 }

@@ -10,8 +10,9 @@ DecodeStream::DecodeStream(Observer* observer, std::string address, v1::DecodeRe
   context_.set_deadline(deadline);
 }
 
-void DecodeStream::Start(v1::DecodeWorker::Stub* stub) {
-  stub->async()->Decode(&context_, &request_, this);
+void DecodeStream::Start(std::shared_ptr<v1::DecodeWorker::Stub> stub) {
+  stub_ = std::move(stub);
+  stub_->async()->Decode(&context_, &request_, this);
   AddHold();
   StartRead(&event_);
   StartCall();

@@ -17,6 +17,7 @@
 #define PDSERVE_ROUTER_DECODE_STREAM_H_
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
@@ -39,7 +40,9 @@ class DecodeStream : public grpc::ClientReadReactor<v1::DecodeEvent> {
   DecodeStream(Observer* observer, std::string address, v1::DecodeRequest request,
                std::chrono::system_clock::time_point deadline);
 
-  void Start(v1::DecodeWorker::Stub* stub);
+  // Keeps `stub` (and so its channel) until the stream is destroyed: the
+  // worker may leave the registry's pool while the stream runs.
+  void Start(std::shared_ptr<v1::DecodeWorker::Stub> stub);
   void Cancel();
   void Resume();
 
@@ -54,6 +57,7 @@ class DecodeStream : public grpc::ClientReadReactor<v1::DecodeEvent> {
   Observer* const observer_;
   const std::string address_;
   const v1::DecodeRequest request_;
+  std::shared_ptr<v1::DecodeWorker::Stub> stub_;  // set once, in Start()
   grpc::ClientContext context_;
   v1::DecodeEvent event_;  // the read buffer; one read is outstanding at a time
 

@@ -90,6 +90,16 @@ void GenerateCall::Place(Actions* a) {
     Fail(attempts_.PlacementFailure(placement.status()), a);
     return;
   }
+  std::shared_ptr<v1::DecodeWorker::Stub> stub =
+      env_.registry->decode_stub(placement->decode->address);
+  if (stub == nullptr) {
+    // It left the pool (DNS) after the snapshot was taken: place again
+    // without it, as if it had refused.
+    attempts_.RecordRefusal(placement->decode->address,
+                            grpc::Status(grpc::StatusCode::UNAVAILABLE, "left the worker pool"));
+    Place(a);
+    return;
+  }
   decode_worker_ = *placement->decode;
   local_prefill_ = placement->local_prefill;
   v1::DecodeRequest r = MakeDecodeRequest(id_, request_, local_prefill_, env_.config->kv_wait_ms);
@@ -102,8 +112,7 @@ void GenerateCall::Place(Actions* a) {
   ++holds_;
   timeline_.MarkDecodeAsked(absl::Now());
   a->start_decode = decode_;
-  a->decode_stub = env_.registry->decode_stub(decode_worker_.address);
-  CHECK(a->decode_stub != nullptr) << decode_worker_.address;
+  a->decode_stub = std::move(stub);
   LOG(INFO) << "[" << id_ << "] decode worker " << decode_worker_.address << ", "
             << (local_prefill_ ? "local" : "remote") << " prefill (" << placement->why << ")";
 }
@@ -252,9 +261,9 @@ void GenerateCall::Pump(Actions* a) {
 }
 
 void GenerateCall::Run(Actions& a) {
-  if (a.start_decode != nullptr) a.start_decode->Start(a.decode_stub);
+  if (a.start_decode != nullptr) a.start_decode->Start(std::move(a.decode_stub));
   if (a.start_prefill != nullptr) {
-    a.start_prefill->Start(a.prefill_stub, [this](grpc::Status s) { OnPrefillDone(s); });
+    a.start_prefill->Start(std::move(a.prefill_stub), [this](grpc::Status s) { OnPrefillDone(s); });
   }
   if (a.cancel_prefill != nullptr) a.cancel_prefill->Cancel();
   if (a.cancel_decode != nullptr) a.cancel_decode->Cancel();

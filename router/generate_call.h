@@ -81,9 +81,9 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
   // is released.
   struct Actions {
     DecodeStream* start_decode = nullptr;
-    v1::DecodeWorker::Stub* decode_stub = nullptr;
+    std::shared_ptr<v1::DecodeWorker::Stub> decode_stub;
     PrefillCall* start_prefill = nullptr;
-    v1::PrefillWorker::Stub* prefill_stub = nullptr;
+    std::shared_ptr<v1::PrefillWorker::Stub> prefill_stub;
     DecodeStream* cancel_decode = nullptr;
     PrefillCall* cancel_prefill = nullptr;
     DecodeStream* resume_decode = nullptr;

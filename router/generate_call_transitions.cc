@@ -53,14 +53,22 @@ void GenerateCall::HandleReserved(const v1::Reserved& reserved, Actions* a) {
     return;
   }
   const std::string& address = (*prefill)->address;
+  std::shared_ptr<v1::PrefillWorker::Stub> stub = env_.registry->prefill_stub(address);
+  if (stub == nullptr) {
+    // It left the pool (DNS) after the snapshot was taken. Like a failed
+    // prefill: re-placing under the same reservation is not implemented.
+    Fail(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      absl::StrCat("prefill worker ", address, " left the worker pool")),
+         a);
+    return;
+  }
   v1::PrefillRequest r =
       MakePrefillRequest(id_, request_, reserved, decode_worker_.info.kv_endpoint());
   prefill_ = std::make_unique<PrefillCall>(address, std::move(r), deadline_);
   prefill_in_flight_ = true;
   ++holds_;
   a->start_prefill = prefill_.get();
-  a->prefill_stub = env_.registry->prefill_stub(address);
-  CHECK(a->prefill_stub != nullptr) << address;
+  a->prefill_stub = std::move(stub);
   PushStarted(address);
   LOG(INFO) << "[" << id_ << "] reserved on " << decode_worker_.address << " (transfer "
             << reserved.transfer_id() << ", epoch " << reserved.epoch() << ", "

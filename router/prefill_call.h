@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -25,8 +26,12 @@ class PrefillCall {
     context_.set_deadline(deadline);
   }
 
-  void Start(v1::PrefillWorker::Stub* stub, std::function<void(grpc::Status)> done) {
-    stub->async()->Prefill(&context_, &request_, &response_, std::move(done));
+  // Keeps `stub` (and so its channel) until this is destroyed: the worker
+  // may leave the registry's pool while the RPC runs.
+  void Start(std::shared_ptr<v1::PrefillWorker::Stub> stub,
+             std::function<void(grpc::Status)> done) {
+    stub_ = std::move(stub);
+    stub_->async()->Prefill(&context_, &request_, &response_, std::move(done));
   }
   void Cancel() { context_.TryCancel(); }
 
@@ -37,6 +42,7 @@ class PrefillCall {
  private:
   const std::string address_;
   const v1::PrefillRequest request_;
+  std::shared_ptr<v1::PrefillWorker::Stub> stub_;  // set once, in Start()
   grpc::ClientContext context_;
   v1::PrefillResponse response_;
 };

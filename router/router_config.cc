@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
 #include "common/status_macros.h"
+#include "router/worker_target.h"
 
 namespace pdserve {
 namespace {
@@ -14,15 +15,12 @@ namespace {
 absl::Status CheckAddresses(absl::string_view flag, const std::vector<std::string>& addresses,
                             absl::flat_hash_set<std::string>* seen) {
   for (const std::string& address : addresses) {
-    absl::StatusOr<HostPort> hp = ParseHostPort(address);
-    if (!hp.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", hp.status().message()));
+    absl::StatusOr<WorkerTarget> target = ParseWorkerTarget(address);
+    if (!target.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", target.status().message()));
     }
-    if (hp->host.empty() || hp->port == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": \"", address, "\" needs a host and a non-zero port"));
-    }
-    if (!seen->insert(address).second) {
+    // Two spellings of one target would double its workers.
+    if (!seen->insert(target->Canonical()).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", flag, ": worker \"", address, "\" is listed twice"));
     }
@@ -71,6 +69,7 @@ absl::Status RouterConfig::Validate() const {
   RETURN_IF_ERROR(CheckPositive("max_tokens_limit", max_tokens_limit));
   RETURN_IF_ERROR(CheckPositive("max_stop_string_bytes", max_stop_string_bytes));
   RETURN_IF_ERROR(CheckPositive("load_poll_ms", load_poll_ms));
+  RETURN_IF_ERROR(CheckPositive("dns_refresh_ms", dns_refresh_ms));
   if (max_stop_strings < 0) return absl::InvalidArgumentError("--max_stop_strings must be >= 0");
   return absl::OkStatus();
 }

@@ -34,7 +34,9 @@ struct RouterConfig {
   std::string listen = "0.0.0.0:50051";
   // GGUF file; the router loads only its tokenizer and chat template.
   std::string model_path;
-  // Static worker lists ("host:port"). Prefill may be empty (every request
+  // Worker targets: "host:port" (one worker) or "dns:///host:port" (one
+  // worker per address the name resolves to, re-resolved every
+  // dns_refresh_ms; worker_target.h). Prefill may be empty (every request
   // is then prefilled by its decode worker); decode may not.
   std::vector<std::string> prefill_addresses;
   std::vector<std::string> decode_addresses;
@@ -66,6 +68,8 @@ struct RouterConfig {
   PolicyKind prefill_policy = PolicyKind::kLeastLoaded;
   // Interval of the load reports each worker streams (WatchLoad).
   int32_t load_poll_ms = 200;
+  // How often dns:/// targets are re-resolved.
+  int32_t dns_refresh_ms = 5000;
 
   // INVALID_ARGUMENT naming the first bad field.
   absl::Status Validate() const;

@@ -11,8 +11,11 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "host:port of the public Generat
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf",
           "GGUF file; the router loads only its tokenizer and chat template");
 ABSL_FLAG(std::vector<std::string>, prefill, {},
-          "Prefill workers, host:port,... (empty: decode workers prefill)");
-ABSL_FLAG(std::vector<std::string>, decode, {}, "Decode workers, host:port,... (required)");
+          "Prefill workers: host:port or dns:///host:port (every address of the name), "
+          "comma-separated (empty: decode workers prefill)");
+ABSL_FLAG(std::vector<std::string>, decode, {},
+          "Decode workers: host:port or dns:///host:port (every address of the name), "
+          "comma-separated (required)");
 ABSL_FLAG(int32_t, local_prefill_max_tokens, 0,
           "Prompts with at most this many tokens are prefilled on the decode worker (0 = never)");
 ABSL_FLAG(bool, colocated, false, "Always prefill on the decode worker (the baseline)");
@@ -30,6 +33,8 @@ ABSL_FLAG(int32_t, max_stop_string_bytes, 256, "Longest stop string, in bytes");
 ABSL_FLAG(std::string, policy_decode, "least_loaded", "least_loaded | round_robin");
 ABSL_FLAG(std::string, policy_prefill, "least_loaded", "least_loaded | round_robin");
 ABSL_FLAG(int32_t, load_poll_ms, 200, "Interval of the workers' load reports (WatchLoad)");
+ABSL_FLAG(int32_t, dns_refresh_ms, 5000,
+          "How often dns:/// worker targets are re-resolved (workers join and leave the pool)");
 
 namespace pdserve {
 
@@ -50,6 +55,7 @@ absl::StatusOr<RouterConfig> RouterConfigFromFlags() {
   c.max_stop_strings = absl::GetFlag(FLAGS_max_stop_strings);
   c.max_stop_string_bytes = absl::GetFlag(FLAGS_max_stop_string_bytes);
   c.load_poll_ms = absl::GetFlag(FLAGS_load_poll_ms);
+  c.dns_refresh_ms = absl::GetFlag(FLAGS_dns_refresh_ms);
   absl::StatusOr<PolicyKind> decode = ParsePolicyKind(absl::GetFlag(FLAGS_policy_decode));
   if (!decode.ok())
     return absl::InvalidArgumentError(absl::StrCat("--policy_decode: ", decode.status().message()));

@@ -17,6 +17,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   ro.decode_addresses = config.decode_addresses;
   ro.prefill_addresses = config.prefill_addresses;
   ro.load_interval = absl::Milliseconds(config.load_poll_ms);
+  ro.dns_refresh = absl::Milliseconds(config.dns_refresh_ms);
   s->registry_ = std::make_unique<WorkerRegistry>(ro);
   s->service_ = std::make_unique<GenerationService>(*s->model_, s->config_, s->registry_.get());
 
@@ -32,7 +33,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   s->registry_->Start();
   LOG(INFO) << "pdserve-router listening on port " << s->port_ << " ("
             << config.decode_addresses.size() << " decode, " << config.prefill_addresses.size()
-            << " prefill workers configured; policies decode="
+            << " prefill targets configured; policies decode="
             << PolicyKindName(config.decode_policy)
             << " prefill=" << PolicyKindName(config.prefill_policy) << ")";
   return s;

@@ -1,26 +1,38 @@
-// WorkerRegistry: the router's set of workers. For each configured address
-// it owns a gRPC channel (shared by the control stream and the request
-// RPCs), the role's stub and a WorkerWatcher, and it publishes what the
-// watchers learn as an immutable RegistrySnapshot.
+// WorkerRegistry: the router's set of workers. Each --prefill/--decode
+// target (worker_target.h) is either one static worker or a DNS name that
+// expands into one worker per resolved address. For each worker it owns a
+// gRPC channel (shared by the control stream and the request RPCs), the
+// role's stub and a WorkerWatcher, and it publishes what the watchers learn
+// as an immutable RegistrySnapshot.
+//
+// DNS targets are re-resolved on the registry's own thread every
+// `dns_refresh`: addresses that appear join the pool (handshake and load
+// stream as for a static worker), addresses that disappear leave it. A
+// failed or empty resolution keeps the last known set — a DNS hiccup must
+// not empty the pool; workers that really went away stop reporting and
+// are no longer live, so the policies skip them anyway.
 //
 // Thread-safe. snapshot() is cheap (a shared_ptr copy under a mutex) and the
 // snapshot it returns never changes, so routing decisions read it without
-// locks. Stubs are created once at construction and live as long as the
-// registry; the worker list is static for now (DNS discovery would add
-// entries, never remove a stub that a request may still use).
+// locks. The stubs are handed out as shared_ptrs (each stub holds its
+// channel): a request keeps its worker's channel alive until its RPC ends,
+// even after that worker left the pool.
 #ifndef PDSERVE_ROUTER_WORKER_REGISTRY_H_
 #define PDSERVE_ROUTER_WORKER_REGISTRY_H_
 
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pdserve/v1/worker.grpc.pb.h"
+#include "router/dns_resolver.h"
 #include "router/worker_snapshot.h"
+#include "router/worker_target.h"
 #include "router/worker_watcher.h"
 
 namespace pdserve {
@@ -28,12 +40,20 @@ namespace pdserve {
 class WorkerRegistry {
  public:
   struct Options {
+    // Worker targets: "host:port" or "dns:///host:port" (worker_target.h).
+    // Callers validate them first (RouterConfig::Validate); an invalid one
+    // is logged and ignored.
     std::vector<std::string> decode_addresses;
     std::vector<std::string> prefill_addresses;
     absl::Duration load_interval = absl::Milliseconds(200);
+    // How often DNS targets are re-resolved.
+    absl::Duration dns_refresh = absl::Seconds(5);
+    // Null: ResolveWithGetAddrInfo. Tests inject scripted answers.
+    DnsResolver resolver;
   };
-  // Called on a watcher thread after each published change; must not block
-  // and must not call back into the registry's Stop().
+  // Called on a watcher thread or the registry's thread after each
+  // published change; must not block and must not call back into the
+  // registry's Stop().
   using ChangeListener = std::function<void(const RegistrySnapshot&)>;
 
   explicit WorkerRegistry(const Options& options);
@@ -44,26 +64,64 @@ class WorkerRegistry {
 
   // Set before Start().
   void set_change_listener(ChangeListener listener) { listener_ = std::move(listener); }
-  // Starts the watchers; workers become live as their handshakes succeed.
+  // Starts the watchers and, with DNS targets, the refresh thread (which
+  // resolves at once); workers become live as their handshakes succeed.
   void Start();
-  // Stops and joins the watchers. Idempotent.
+  // Stops and joins the refresh thread and the watchers. Idempotent.
   void Stop();
 
   std::shared_ptr<const RegistrySnapshot> snapshot() const;
 
-  // nullptr for an address that is not configured in that role.
-  v1::DecodeWorker::Stub* decode_stub(const std::string& address) const;
-  v1::PrefillWorker::Stub* prefill_stub(const std::string& address) const;
+  // nullptr for an address that is not (or no longer) in that role's pool.
+  std::shared_ptr<v1::DecodeWorker::Stub> decode_stub(const std::string& address) const;
+  std::shared_ptr<v1::PrefillWorker::Stub> prefill_stub(const std::string& address) const;
 
  private:
-  void OnWorkerState(const WorkerState& state);
+  struct DnsTarget {
+    WorkerTarget target;
+    std::vector<std::string> addresses;  // last known "ip:port" set
+    bool failing = false;                // the last resolution failed
+  };
+  // One role's targets and workers. The watchers are touched by the
+  // constructor, Start(), the refresh thread and Stop() (after joining it).
+  struct Tier {
+    v1::WorkerRole role = v1::WORKER_ROLE_UNSPECIFIED;
+    std::vector<std::string> static_addresses;
+    std::vector<DnsTarget> dns;
+    absl::flat_hash_map<std::string, std::unique_ptr<WorkerWatcher>> watchers;
+  };
 
+  void AddTargets(const std::vector<std::string>& targets, Tier* tier);
+  void AddWorker(const std::string& address, bool start, Tier* tier);
+  void RemoveWorker(const std::string& address, Tier* tier);
+  // Brings the tier's workers in line with its static and DNS addresses.
+  void Reconcile(Tier* tier);
+  void Resolve(DnsTarget* dns);
+  void RefreshLoop();
+  // Sleeps for `d` unless stopped first; false when stopping.
+  bool SleepUnlessStopped(absl::Duration d);
+  void OnWorkerState(const WorkerState& state);
+  // Publishes current_ (mu_ held); returns what to hand the listener.
+  std::shared_ptr<const RegistrySnapshot> PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Notify(const std::shared_ptr<const RegistrySnapshot>& published);
+
+  const absl::Duration load_interval_;
+  const absl::Duration dns_refresh_;
+  const DnsResolver resolver_;
   ChangeListener listener_;
-  absl::flat_hash_map<std::string, std::unique_ptr<v1::DecodeWorker::Stub>> decode_stubs_;
-  absl::flat_hash_map<std::string, std::unique_ptr<v1::PrefillWorker::Stub>> prefill_stubs_;
-  std::vector<std::unique_ptr<WorkerWatcher>> watchers_;
+  Tier decode_;
+  Tier prefill_;
+  // Set by Start() before the refresh thread exists; workers that thread
+  // adds start watching at once.
+  bool started_ = false;
+  std::thread refresh_thread_;
 
   mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<std::string, std::shared_ptr<v1::DecodeWorker::Stub>> decode_stubs_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<v1::PrefillWorker::Stub>> prefill_stubs_
+      ABSL_GUARDED_BY(mu_);
   // The working copy the watchers update; each update publishes a copy.
   RegistrySnapshot current_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const RegistrySnapshot> published_ ABSL_GUARDED_BY(mu_);

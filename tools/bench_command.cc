@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/grpc_status.h"
+#include "common/proto_convert.h"
 #include "common/status_macros.h"
 #include "tools/bench_calibrate.h"
 #include "tools/bench_client.h"
@@ -59,20 +60,6 @@ absl::Status Bad(absl::string_view flag, absl::string_view why) {
 
 bool Finite(double v) { return std::isfinite(v); }
 
-v1::SamplingParams ProtoSampling(const SamplingParams& s) {
-  v1::SamplingParams p;
-  p.set_temperature(s.temperature);
-  p.set_top_k(s.top_k);
-  p.set_top_p(s.top_p);
-  p.set_min_p(s.min_p);
-  p.set_repetition_penalty(s.repetition_penalty);
-  p.set_presence_penalty(s.presence_penalty);
-  p.set_frequency_penalty(s.frequency_penalty);
-  p.set_penalty_last_n(s.penalty_last_n);
-  p.set_seed(s.seed);
-  return p;
-}
-
 absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
   LoadOptions o;
   o.request_rate = absl::GetFlag(FLAGS_request_rate);
@@ -97,7 +84,7 @@ absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
   o.request_timeout = absl::Seconds(timeout);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
-  o.sampling = ProtoSampling(SamplingParamsFromFlags());
+  o.sampling = ToProto(SamplingParamsFromFlags());
   return o;
 }
 

@@ -5,6 +5,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/proto_convert.h"
 #include "common/rpc/grpc_server.h"
 #include "common/status_macros.h"
 #include "tools/cli_flags.h"
@@ -34,12 +35,7 @@ v1::GenerateRequest ChatRequest(const std::string& prompt, bool chat, int max_to
     req.set_text(prompt);
   }
   req.set_max_tokens(max_tokens);
-  const SamplingParams s = SamplingParamsFromFlags();
-  req.mutable_sampling()->set_temperature(s.temperature);
-  req.mutable_sampling()->set_top_k(s.top_k);
-  req.mutable_sampling()->set_top_p(s.top_p);
-  req.mutable_sampling()->set_min_p(s.min_p);
-  req.mutable_sampling()->set_seed(s.seed);
+  *req.mutable_sampling() = ToProto(SamplingParamsFromFlags());
   return req;
 }
 

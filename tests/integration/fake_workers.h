@@ -99,6 +99,9 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     bool hang = false;    // after Reserved/commit, never produce a token
     int die_after = -1;   // UNAVAILABLE after this many tokens
     int port = 0;         // 0: any free port
+    // Any 127.0.0.0/8 address: several fakes can share one port, as the
+    // pods behind one DNS name do.
+    std::string host = "127.0.0.1";
   };
 
   FakeDecodeWorker(Options options, FakeKvBus* bus) : options_(std::move(options)), bus_(bus) {
@@ -111,7 +114,7 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     control_.load.set_kv_blocks_total(100);
     control_.load.set_kv_blocks_free(options_.free_blocks);
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:" + std::to_string(options_.port),
+    builder.AddListeningPort(options_.host + ":" + std::to_string(options_.port),
                              grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
@@ -121,7 +124,7 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }
 
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string address() const { return options_.host + ":" + std::to_string(port_); }
   int port() const { return port_; }
   int decode_calls() const { return decode_calls_.load(); }
   int cancelled_calls() const { return cancelled_calls_.load(); }

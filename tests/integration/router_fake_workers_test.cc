@@ -488,6 +488,19 @@ TEST_F(RouterFakeWorkersTest, AWorkerThatGoesAwayLeavesThePoolAndComesBack) {
   EXPECT_TRUE(back);
 }
 
+// A dns:/// target through the real resolver: localhost expands into its
+// loopback addresses, and the one with a worker serves.
+TEST_F(RouterFakeWorkersTest, DnsTargetServesThroughTheResolvedAddress) {
+  FakeDecodeWorker d(DecodeOptions("dns works"), &bus_);
+  FakePrefillWorker p(PrefillOptions(), &bus_);
+  StartRouter({"dns:///localhost:" + std::to_string(d.port())}, {"dns:" + p.address()});
+  const Outcome out = Generate(Text("go"));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.text, "dns works");
+  EXPECT_EQ(out.started.prefill_worker(), p.address());
+  EXPECT_NE(router_->registry().snapshot()->FindDecode(d.address()), nullptr);
+}
+
 // Many requests at once, each ending differently (completion, stop string,
 // client cancel mid-stream, client deadline), race every event against
 // every other; each must end with its expected status and no call may be

@@ -133,6 +133,25 @@ def split_host_port(text):
     return host, int(port)
 
 
+def split_worker_target(text):
+    """Like router/worker_target.cc ParseWorkerTarget: host:port (static) or
+    dns:///host:port / dns:host:port (every address of the name). Returns
+    (dns, host, port); ValueError for what the router would reject."""
+    rest, dns = text, text.startswith("dns:")
+    if dns:
+        rest = text[len("dns:"):]
+        if rest.startswith("//"):
+            if not rest.startswith("///"):
+                raise ValueError(f"{text!r}: a DNS server authority is not supported")
+            rest = rest[3:]
+    elif "://" in text:
+        raise ValueError(f"{text!r}: only host:port and dns:///host:port are supported")
+    host, port = split_host_port(rest)
+    if not host or port == 0:
+        raise ValueError(f"{text!r} needs a host and a non-zero port")
+    return dns, host, port
+
+
 def labels_match(selector, labels):
     """A LabelSelector (matchLabels/matchExpressions) or a plain map."""
     if selector is None:

@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from k8s_render import (env_values, expand, kubectl, parse_flags, render_dir,  # noqa: E402
-                        split_host_port)
+                        split_host_port, split_worker_target)
 
 TIERS = {"pdserve-router": "router", "pdserve-prefill": "prefill", "pdserve-decode": "decode"}
 
@@ -160,7 +160,7 @@ def main():
             elif name in ("prefill", "decode") and substitute_targets:
                 mapped = []
                 for target in value.split(","):
-                    host, port = split_host_port(target)
+                    dns, host, port = split_worker_target(target)
                     svc = services.get(host.split(".")[0])
                     assert svc is not None, f"--{name} target {target}: no Service {host.split('.')[0]}"
                     sel = svc["spec"]["selector"]
@@ -168,7 +168,10 @@ def main():
                               if all(d["spec"]["template"]["metadata"]["labels"].get(k) == v
                                      for k, v in sel.items())]
                     assert worker == [name], f"--{name} target {target} selects {worker}"
-                    mapped.append(f"127.0.0.1:{ports[name]}")
+                    # An IP literal resolves to itself: dns:/// targets
+                    # still take the router's DNS discovery path.
+                    scheme = "dns:///" if dns else ""
+                    mapped.append(f"{scheme}127.0.0.1:{ports[name]}")
                 value = ",".join(mapped)
             out.append(f"--{name}={value}")
         return [os.path.join(bin_dir, c["command"][0])] + out, flags

@@ -514,7 +514,8 @@ class RenderCheck:
 
     # -- router -> workers --------------------------------------------------
     def check_router_targets(self):
-        from k8s_render import env_values, expand, parse_flags, split_host_port
+        from k8s_render import (env_values, expand, parse_flags, split_host_port,
+                                split_worker_target)
         router = self.tiers.get("router")
         if router is None:
             return
@@ -528,13 +529,16 @@ class RenderCheck:
             worker = self.tiers.get(tier)
             for target in flags[flag].split(","):
                 where = f" --{flag}={target}"
-                # The router parses targets as host:port (common/host_port.cc):
-                # a gRPC URI scheme (dns:///) is rejected at startup today.
+                # As router/worker_target.cc parses it. Only dns:/// expands
+                # a headless Service into its pods; a plain host:port would be
+                # one channel to whichever pod the name resolves to first.
                 try:
-                    host, port = split_host_port(target)
+                    dns, host, port = split_worker_target(target)
                 except ValueError as e:
                     self.c(False, w, f"the router would reject this target: {e}", where)
                     continue
+                self.c(dns, w, "use dns:///host:port so every pod of the tier is a worker",
+                       where)
                 parts = host.split(".")
                 svc_name = parts[0]
                 ns = parts[1] if len(parts) > 1 else router.namespace
