@@ -1,5 +1,8 @@
 #include "common/packed_weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "common/ggml_type.h"
@@ -80,11 +83,29 @@ PackedMatrix PackedMatrix::Pack(const WeightMatrix& w) {
   return p;
 }
 
+namespace {
+
+// The forward pass reads the packed copy from now on, so the source pages
+// (mmapped from the GGUF) need not stay resident: ask the kernel to reclaim
+// them. MADV_PAGEOUT never changes contents (file pages are re-read on the
+// next touch, e.g. an embedding row; anonymous memory without swap simply
+// stays), so it is safe for in-memory GGUF buffers too. Best effort.
+void ReleaseSourcePages(const WeightMatrix& w) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(w.data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(w.data) + w.row_bytes * w.out) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+}
+
+}  // namespace
+
 PackedModelWeights PackedModelWeights::Pack(const ModelWeights& weights) {
   auto pack = [](const WeightMatrix& w) {
     const TypeKernels* k = FindTypeKernels(w.type);
     if (k == nullptr || k->packed_gemm == nullptr) return PackedMatrix();
-    return PackedMatrix::Pack(w);
+    PackedMatrix packed = PackedMatrix::Pack(w);
+    ReleaseSourcePages(w);
+    return packed;
   };
   PackedModelWeights p;
   p.layers.reserve(weights.layers.size());
