@@ -21,13 +21,18 @@ absl::StatusOr<std::vector<int32_t>> BlockAllocator::Allocate(int32_t n) {
   return out;
 }
 
+int32_t BlockAllocator::refcount(int32_t block) const {
+  CHECK(block >= 0 && block < num_blocks()) << "kv block id " << block << " out of range";
+  return refcounts_[block];
+}
+
 void BlockAllocator::Ref(int32_t block) {
-  CHECK_GT(refcounts_.at(block), 0) << "ref of free kv block " << block;
+  CHECK_GT(refcount(block), 0) << "ref of free kv block " << block;
   ++refcounts_[block];
 }
 
 bool BlockAllocator::Unref(int32_t block) {
-  CHECK_GT(refcounts_.at(block), 0) << "double free of kv block " << block;
+  CHECK_GT(refcount(block), 0) << "double free of kv block " << block;
   if (--refcounts_[block] > 0) return false;
   free_.push_back(block);
   return true;

@@ -29,7 +29,7 @@ class BlockAllocator {
   // Releasing a free block is a bug in our own bookkeeping and CHECK-fails.
   bool Unref(int32_t block);
   void UnrefAll(const std::vector<int32_t>& blocks);
-  int32_t refcount(int32_t block) const { return refcounts_.at(block); }
+  int32_t refcount(int32_t block) const;
 
  private:
   std::vector<int32_t> refcounts_;

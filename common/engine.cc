@@ -171,7 +171,13 @@ absl::Status Engine::Step() {
   if (options_.on_layer_done) {
     batch.on_layer_done = [&](int layer) { RunLayerHook(batch, owners, layer); };
   }
-  RETURN_IF_ERROR(runner_->Forward(batch, *cache_, &logits_));
+  if (absl::Status s = runner_->Forward(batch, *cache_, &logits_); !s.ok()) {
+    // Admission validated these sequences, so this is an engine bug or a
+    // lost device; end them rather than retrying the same batch forever.
+    for (Sequence* seq : owners) Finish(*seq, FinishReason::kCancelled);
+    ReapFinished();
+    return s;
+  }
   const int32_t vocab = runner_->config().n_vocab;
   size_t row = 0;
   for (size_t c = 0; c < batch.chunks.size(); ++c) {
