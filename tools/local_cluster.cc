@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,6 +55,9 @@ absl::Status LocalCluster::Spawn(ClusterProcess& p, const std::string& log_dir) 
     sigset_t none;
     sigemptyset(&none);
     pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    // If `pdserve up` (or a test) dies without stopping us, drain and exit
+    // instead of lingering on the ports.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
     execv(argv[0], argv.data());
     _exit(127);
   }
