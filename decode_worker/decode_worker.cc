@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
 #include "common/status_macros.h"
+#include "decode_worker/decode_metrics.h"
 #include "glog/logging.h"
 
 namespace pdserve {
@@ -20,6 +21,9 @@ absl::Status DecodeWorkerConfig::Validate() const {
     return absl::InvalidArgumentError("--max_batch_tokens and --max_batch must be positive");
   }
   if (kv_wait <= absl::ZeroDuration()) return absl::InvalidArgumentError("--kv_wait_ms must be positive");
+  if (metrics_port < 0 || metrics_port > 65535) {
+    return absl::InvalidArgumentError("--metrics_port out of range");
+  }
   return absl::OkStatus();
 }
 
@@ -61,6 +65,12 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   w->ctx_.kv_endpoint = AdvertisedKvEndpoint(c, w->receiver_->port());
   w->ctx_.default_kv_wait = c.kv_wait;
   w->service_ = std::make_unique<DecodeService>(&w->ctx_);
+  if (c.metrics_port > 0) {
+    RegisterDecodeMetrics(&w->ctx_, &w->metrics_);
+    MetricsHttpServerOptions mo;
+    mo.listen_address = absl::StrCat("0.0.0.0:", c.metrics_port);
+    ASSIGN_OR_RETURN(w->metrics_server_, MetricsHttpServer::Start(mo, &w->metrics_));
+  }
   GrpcServerOptions so;
   so.listen_address = c.listen;
   so.services = {w->service_.get()};
@@ -80,9 +90,11 @@ void DecodeWorker::Drain() {
   server_->Shutdown(absl::Seconds(1));
 }
 
-// Teardown order: no more calls (server), then no more engine work, then
-// the receiver (its callbacks post to the loop), then memory.
+// Teardown order: no more scrapes (they read the loop and receiver), no
+// more calls (server), then no more engine work, then the receiver (its
+// callbacks post to the loop), then memory.
 DecodeWorker::~DecodeWorker() {
+  metrics_server_.reset();
   if (server_) server_->Shutdown(absl::ZeroDuration());
   if (loop_) loop_->Stop();
   receiver_.reset();

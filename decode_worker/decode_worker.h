@@ -10,6 +10,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/cpu_model_runner.h"
+#include "common/metrics/metrics_http_server.h"
+#include "common/metrics/metrics_registry.h"
 #include "common/rpc/grpc_server.h"
 #include "common/tcp_kv_receiver.h"
 #include "decode_worker/decode_context.h"
@@ -32,6 +34,8 @@ struct DecodeWorkerConfig {
   int max_batch = 64;
   absl::Duration kv_wait = absl::Seconds(10);
   absl::Duration drain_timeout = absl::Seconds(30);
+  // Prometheus /metrics on 0.0.0.0:metrics_port; 0 = no metrics server.
+  int metrics_port = 0;
 
   absl::Status Validate() const;
 };
@@ -59,6 +63,8 @@ class DecodeWorker {
   DecodeContext ctx_;
   std::unique_ptr<DecodeService> service_;
   std::unique_ptr<GrpcServer> server_;
+  MetricsRegistry metrics_;
+  std::unique_ptr<MetricsHttpServer> metrics_server_;  // null when metrics_port == 0
 };
 
 // Runs a decode worker until SIGINT/SIGTERM, then drains.

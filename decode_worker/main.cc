@@ -19,6 +19,7 @@ ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (local prefil
 ABSL_FLAG(int32_t, max_batch, 64, "Sequences per decode batch");
 ABSL_FLAG(int32_t, kv_wait_ms, 10000, "Default wait for a reservation's KV commit");
 ABSL_FLAG(int32_t, drain_timeout_ms, 30000, "Longest drain on SIGTERM");
+ABSL_FLAG(int32_t, metrics_port, 0, "Prometheus /metrics HTTP port (0 = off)");
 
 int main(int argc, char** argv) {
   pdserve::BlockTerminationSignals();
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   c.max_batch = absl::GetFlag(FLAGS_max_batch);
   c.kv_wait = absl::Milliseconds(absl::GetFlag(FLAGS_kv_wait_ms));
   c.drain_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_drain_timeout_ms));
+  c.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   absl::Status s = pdserve::RunDecodeWorker(c);
   if (!s.ok()) {
     LOG(ERROR) << "pdserve-decode: " << s;

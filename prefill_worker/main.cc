@@ -14,6 +14,7 @@ ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV block");
 ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (prefill chunk)");
 ABSL_FLAG(int32_t, max_batch, 16, "Prompts per step");
 ABSL_FLAG(int32_t, drain_timeout_ms, 30000, "Longest drain on SIGTERM");
+ABSL_FLAG(int32_t, metrics_port, 0, "Prometheus /metrics HTTP port (0 = off)");
 
 int main(int argc, char** argv) {
   pdserve::BlockTerminationSignals();
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.max_batch = absl::GetFlag(FLAGS_max_batch);
   c.drain_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_drain_timeout_ms));
+  c.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   absl::Status s = pdserve::RunPrefillWorker(c);
   if (!s.ok()) {
     LOG(ERROR) << "pdserve-prefill: " << s;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "prefill_worker/prefill_metrics.h"
 #include "glog/logging.h"
 
 namespace pdserve {
@@ -18,6 +19,9 @@ absl::Status PrefillWorkerConfig::Validate() const {
   if (max_batch_tokens < 1 || max_batch < 1 || commit_threads < 1) {
     return absl::InvalidArgumentError(
         "--max_batch_tokens, --max_batch and --commit_threads must be positive");
+  }
+  if (metrics_port < 0 || metrics_port > 65535) {
+    return absl::InvalidArgumentError("--metrics_port out of range");
   }
   return absl::OkStatus();
 }
@@ -48,6 +52,12 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   w->ctx_.layout = layout;
   w->ctx_.worker_id = c.worker_id.empty() ? absl::StrCat("prefill-", getpid()) : c.worker_id;
   w->service_ = std::make_unique<PrefillService>(&w->ctx_);
+  if (c.metrics_port > 0) {
+    RegisterPrefillMetrics(w->loop_.get(), &w->metrics_);
+    MetricsHttpServerOptions mo;
+    mo.listen_address = absl::StrCat("0.0.0.0:", c.metrics_port);
+    ASSIGN_OR_RETURN(w->metrics_server_, MetricsHttpServer::Start(mo, &w->metrics_));
+  }
   GrpcServerOptions so;
   so.listen_address = c.listen;
   so.services = {w->service_.get()};
@@ -65,9 +75,11 @@ void PrefillWorker::Drain() {
   server_->Shutdown(absl::Seconds(1));
 }
 
-// No more calls, then no more engine steps (no more sends), then the
-// exporter's commit threads, then the sender they use.
+// No more scrapes (they read the loop), no more calls, then no more engine
+// steps (no more sends), then the exporter's commit threads, then the
+// sender they use.
 PrefillWorker::~PrefillWorker() {
+  metrics_server_.reset();
   if (server_) server_->Shutdown(absl::ZeroDuration());
   if (loop_) loop_->Stop();
   exporter_.reset();

@@ -10,6 +10,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/cpu_model_runner.h"
+#include "common/metrics/metrics_http_server.h"
+#include "common/metrics/metrics_registry.h"
 #include "common/rpc/grpc_server.h"
 #include "common/tcp_kv_sender.h"
 #include "prefill_worker/prefill_context.h"
@@ -28,6 +30,8 @@ struct PrefillWorkerConfig {
   int max_batch = 16;
   int commit_threads = 4;
   absl::Duration drain_timeout = absl::Seconds(30);
+  // Prometheus /metrics on 0.0.0.0:metrics_port; 0 = no metrics server.
+  int metrics_port = 0;
 
   absl::Status Validate() const;
 };
@@ -53,6 +57,8 @@ class PrefillWorker {
   PrefillContext ctx_;
   std::unique_ptr<PrefillService> service_;
   std::unique_ptr<GrpcServer> server_;
+  MetricsRegistry metrics_;
+  std::unique_ptr<MetricsHttpServer> metrics_server_;  // null when metrics_port == 0
 };
 
 absl::Status RunPrefillWorker(const PrefillWorkerConfig& config);

@@ -235,6 +235,7 @@ void GenerateCall::Fail(const grpc::Status& status, Actions* a) {
   if (terminal_) return;
   terminal_ = true;
   out_.Close(status);
+  if (env_.metrics != nullptr) env_.metrics->CountRequest(status.error_code());
   // Problems the client caused are routine; the rest deserve attention.
   const grpc::StatusCode code = status.error_code();
   const bool routine = code == grpc::StatusCode::INVALID_ARGUMENT ||

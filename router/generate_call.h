@@ -48,6 +48,7 @@
 #include "router/request_validator.h"
 #include "router/response_queue.h"
 #include "router/router_config.h"
+#include "router/router_metrics.h"
 #include "router/token_relay.h"
 #include "router/worker_registry.h"
 
@@ -65,6 +66,7 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
     WorkerRegistry* registry = nullptr;
     std::atomic<uint64_t>* decode_ticket = nullptr;
     std::atomic<uint64_t>* prefill_ticket = nullptr;
+    RouterMetrics* metrics = nullptr;  // null: no metrics
     std::function<void()> on_destroyed;
   };
 

@@ -119,6 +119,10 @@ void GenerateCall::MaybeComplete(Actions* a) {
   LOG(INFO) << "[" << id_ << "] finished: " << v1::FinishReason_Name(reason_) << ", "
             << relay_->completion_tokens() << " tokens, ttft " << finished->timings().ttft_ms()
             << " ms, e2e " << finished->timings().e2e_ms() << " ms";
+  if (env_.metrics != nullptr) {
+    env_.metrics->ObserveFinished(finished->timings());
+    env_.metrics->CountRequest(grpc::StatusCode::OK);
+  }
   out_.Push(std::move(response));
   terminal_ = true;
   out_.Close(grpc::Status::OK);

@@ -21,14 +21,19 @@ class RejectedCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
 }  // namespace
 
 GenerationService::GenerationService(const Model& model, const RouterConfig& config,
-                                     WorkerRegistry* registry)
-    : model_(model), config_(config), registry_(registry), validator_(model, config) {
+                                     WorkerRegistry* registry, RouterMetrics* metrics)
+    : model_(model),
+      config_(config),
+      registry_(registry),
+      metrics_(metrics),
+      validator_(model, config) {
   env_.model = &model_;
   env_.config = &config_;
   env_.validator = &validator_;
   env_.registry = registry_;
   env_.decode_ticket = &decode_ticket_;
   env_.prefill_ticket = &prefill_ticket_;
+  env_.metrics = metrics_;
   env_.on_destroyed = [this] { OnCallDestroyed(); };
 }
 
@@ -36,6 +41,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   if (!TryAdmit()) {
     LOG(WARNING) << "rejecting a request: " << config_.max_queue << " already in flight";
+    if (metrics_ != nullptr) metrics_->CountRequest(grpc::StatusCode::RESOURCE_EXHAUSTED);
     return new RejectedCall(
         grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                      absl::StrCat("router is at capacity (", config_.max_queue,

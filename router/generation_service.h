@@ -26,7 +26,9 @@ namespace pdserve {
 
 class GenerationService final : public v1::Generation::CallbackService {
  public:
-  GenerationService(const Model& model, const RouterConfig& config, WorkerRegistry* registry);
+  // `metrics` (optional) must outlive the service.
+  GenerationService(const Model& model, const RouterConfig& config, WorkerRegistry* registry,
+                    RouterMetrics* metrics = nullptr);
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
@@ -47,6 +49,7 @@ class GenerationService final : public v1::Generation::CallbackService {
   const Model& model_;
   const RouterConfig& config_;
   WorkerRegistry* const registry_;
+  RouterMetrics* const metrics_;
   const RequestValidator validator_;
   std::atomic<uint64_t> decode_ticket_{0};
   std::atomic<uint64_t> prefill_ticket_{0};

@@ -71,6 +71,9 @@ absl::Status RouterConfig::Validate() const {
   RETURN_IF_ERROR(CheckPositive("load_poll_ms", load_poll_ms));
   RETURN_IF_ERROR(CheckPositive("dns_refresh_ms", dns_refresh_ms));
   if (max_stop_strings < 0) return absl::InvalidArgumentError("--max_stop_strings must be >= 0");
+  if (metrics_port < 0 || metrics_port > 65535) {
+    return absl::InvalidArgumentError("--metrics_port must be in [0, 65535]");
+  }
   return absl::OkStatus();
 }
 

@@ -70,6 +70,8 @@ struct RouterConfig {
   int32_t load_poll_ms = 200;
   // How often dns:/// targets are re-resolved.
   int32_t dns_refresh_ms = 5000;
+  // Prometheus /metrics on 0.0.0.0:metrics_port; 0 = no metrics server.
+  int32_t metrics_port = 0;
 
   // INVALID_ARGUMENT naming the first bad field.
   absl::Status Validate() const;

@@ -36,6 +36,8 @@ ABSL_FLAG(int32_t, load_poll_ms, 200, "Interval of the workers' load reports (Wa
 ABSL_FLAG(int32_t, dns_refresh_ms, 5000,
           "How often dns:/// worker targets are re-resolved (workers join and leave the pool)");
 
+ABSL_FLAG(int32_t, metrics_port, 0, "Prometheus /metrics HTTP port (0 = off)");
+
 namespace pdserve {
 
 absl::StatusOr<RouterConfig> RouterConfigFromFlags() {
@@ -56,6 +58,7 @@ absl::StatusOr<RouterConfig> RouterConfigFromFlags() {
   c.max_stop_string_bytes = absl::GetFlag(FLAGS_max_stop_string_bytes);
   c.load_poll_ms = absl::GetFlag(FLAGS_load_poll_ms);
   c.dns_refresh_ms = absl::GetFlag(FLAGS_dns_refresh_ms);
+  c.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   absl::StatusOr<PolicyKind> decode = ParsePolicyKind(absl::GetFlag(FLAGS_policy_decode));
   if (!decode.ok())
     return absl::InvalidArgumentError(absl::StrCat("--policy_decode: ", decode.status().message()));

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -19,8 +20,14 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   ro.load_interval = absl::Milliseconds(config.load_poll_ms);
   ro.dns_refresh = absl::Milliseconds(config.dns_refresh_ms);
   s->registry_ = std::make_unique<WorkerRegistry>(ro);
-  s->service_ = std::make_unique<GenerationService>(*s->model_, s->config_, s->registry_.get());
+  s->service_ = std::make_unique<GenerationService>(*s->model_, s->config_, s->registry_.get(),
+                                                    &s->metrics_);
 
+  if (config.metrics_port > 0) {
+    MetricsHttpServerOptions mo;
+    mo.listen_address = absl::StrCat("0.0.0.0:", config.metrics_port);
+    ASSIGN_OR_RETURN(s->metrics_server_, MetricsHttpServer::Start(mo, &s->metrics_registry_));
+  }
   GrpcServerOptions so;
   so.listen_address = config.listen;
   so.services = {s->service_.get()};

@@ -15,10 +15,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/metrics/metrics_http_server.h"
+#include "common/metrics/metrics_registry.h"
 #include "common/model.h"
 #include "common/rpc/grpc_server.h"
 #include "router/generation_service.h"
 #include "router/router_config.h"
+#include "router/router_metrics.h"
 #include "router/worker_registry.h"
 
 namespace pdserve {
@@ -47,6 +50,10 @@ class RouterServer {
   void UpdateHealth(const RegistrySnapshot& snapshot);
 
   const RouterConfig config_;
+  // Declared before the service, which records into them until it is gone.
+  MetricsRegistry metrics_registry_;
+  RouterMetrics metrics_{&metrics_registry_};
+  std::unique_ptr<MetricsHttpServer> metrics_server_;  // null when metrics_port == 0
   std::unique_ptr<Model> model_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<GenerationService> service_;

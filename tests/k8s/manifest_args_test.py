@@ -5,12 +5,13 @@ cpu overlay and streams one answer through them.
   manifest_args_test.py --bin_dir build/bin --k8s_dir deploy/k8s [--model M.gguf]
 
 Only what cannot hold outside a cluster is substituted: listen addresses become
-127.0.0.1 with free ports, $(POD_IP) 127.0.0.1, the router's Service DNS
+127.0.0.1 with free ports (--metrics_port a free port each), $(POD_IP) 127.0.0.1, the router's Service DNS
 targets the local workers' ports, --model the local model file (and --threads
 is capped at the CPUs here). Every other flag is passed as the manifest has it.
 First the router alone is started with the manifest's DNS targets unchanged, to
 prove it accepts them (it must keep running, resolving, not exit with
-INVALID_ARGUMENT). Finally every process gets SIGTERM and must drain and exit 0
+INVALID_ARGUMENT). After the answer each process's /metrics is scraped for the
+series the HPAs and dashboards use. Finally every process gets SIGTERM and must drain and exit 0
 within its --drain_timeout_ms.
 
 Exit 0 on success, or with a "SKIP:" line when kubectl or the model is
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -134,6 +136,8 @@ def main():
 
     ports = {t: free_port() for t in tiers}
     kv_port = free_port()
+    # --metrics_port is the same on every pod; here the three share a host.
+    metrics_ports = {t: free_port() for t in tiers}
     ncpu = os.cpu_count() or 1
 
     def argv_for(tier, substitute_targets=True):
@@ -154,6 +158,8 @@ def main():
                 value = f"127.0.0.1:{kv_port}"
             elif name == "model":
                 value = model
+            elif name == "metrics_port":
+                value = str(metrics_ports[tier])
             elif name == "threads" and int(value) > ncpu:
                 print(f"note: {tier} --threads {value} capped at {ncpu} CPUs")
                 value = str(ncpu)
@@ -214,6 +220,26 @@ def main():
                 return fail(f"generate failed: {gen.stderr.strip()[-2000:]}", procs)
             if not gen.stdout.strip():
                 return fail("generate printed nothing", procs)
+
+            # The /metrics endpoints the ServiceMonitor and the HPAs rely on.
+            expected = {
+                "router": ['pdserve_router_requests_total{code="OK"} 1\n',
+                           "pdserve_router_ttft_seconds_count 1\n"],
+                "prefill": ["pdserve_prefill_queued_prompt_tokens "],
+                "decode": ["pdserve_decode_kv_blocks_utilization ",
+                           "pdserve_decode_kv_blocks_total "],
+            }
+            for tier, series in expected.items():
+                url = f"http://127.0.0.1:{metrics_ports[tier]}/metrics"
+                try:
+                    with urllib.request.urlopen(url, timeout=10) as r:
+                        body = r.read().decode()
+                except OSError as e:
+                    return fail(f"scraping {tier} {url}: {e}", procs)
+                missing = [x.strip() for x in series if x not in body]
+                if missing:
+                    return fail(f"{tier} /metrics lacks {missing}:\n{body}", procs)
+            print("ok: /metrics of router, prefill and decode")
 
             # 3. SIGTERM: every tier drains and exits 0 within its drain timeout.
             for p in reversed(procs):

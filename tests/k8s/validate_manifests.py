@@ -430,6 +430,9 @@ class RenderCheck:
                 self.c(c.get("livenessProbe") is not None, w, "livenessProbe missing", where)
             self.c(ports.get("metrics") == METRICS_PORT, w,
                    f"containerPort 'metrics' must be {METRICS_PORT}", where)
+            # The HPAs' metrics come from this endpoint: it must be on, on that port.
+            self.c(flags.get("metrics_port") == str(METRICS_PORT), w,
+                   f"--metrics_port must be {METRICS_PORT} (the 'metrics' containerPort)", where)
             if binary == "pdserve-decode":
                 ok = self.c("kv_listen" in flags and "kv_advertise" in flags, w,
                             "decode needs --kv_listen and --kv_advertise", where)

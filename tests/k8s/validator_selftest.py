@@ -68,6 +68,8 @@ MUTATIONS = [
     ("headless", "base/decode.yaml", "  clusterIP: None\n", "", "must be headless"),
     ("rolling update", "base/router.yaml", "      maxUnavailable: 0\n", "      maxUnavailable: 1\n",
      "maxUnavailable 0 / maxSurge 1"),
+    ("metrics port", "base/prefill.yaml", "--metrics_port=9090", "--metrics_port=9091",
+     "--metrics_port must be 9090"),
     ("servicemonitor port", "base/servicemonitor.yaml", "- port: metrics", "- port: metric", "has no port metric"),
     ("gpu limit", "overlays/gpu/gpu-decode.yaml", 'nvidia.com/gpu: "1"', 'example.com/foo: "1"',
      "nvidia.com/gpu limit missing"),

@@ -1,0 +1,31 @@
+#include "decode_worker/decode_metrics.h"
+
+namespace pdserve {
+
+void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry) {
+  const EngineLoop* loop = ctx->loop;
+  registry->AddCallbackGauge("pdserve_decode_kv_blocks_total", "KV cache blocks in the pool.",
+                             [loop] { return loop->load().kv_blocks_total; });
+  registry->AddCallbackGauge("pdserve_decode_kv_blocks_free",
+                             "KV cache blocks neither reserved nor in use.",
+                             [loop] { return loop->load().kv_blocks_free; });
+  registry->AddCallbackGauge(
+      "pdserve_decode_kv_blocks_utilization",
+      "Share of KV blocks in use or reserved, 0..1 (the decode HPA's signal).", [loop] {
+        const EngineLoad l = loop->load();
+        if (l.kv_blocks_total <= 0) return 0.0;
+        return static_cast<double>(l.kv_blocks_total - l.kv_blocks_free) / l.kv_blocks_total;
+      });
+  registry->AddCallbackGauge("pdserve_decode_running_sequences",
+                             "Sequences in the running batch.",
+                             [loop] { return loop->load().running; });
+  registry->AddCallbackGauge("pdserve_decode_waiting_sequences",
+                             "Sequences admitted but waiting for a batch slot.",
+                             [loop] { return loop->load().waiting; });
+  const KvReceiver* receiver = ctx->receiver;
+  registry->AddCallbackGauge("pdserve_decode_pending_kv_transfers",
+                             "Reservations waiting for their KV from a prefill worker.",
+                             [receiver] { return static_cast<double>(receiver->num_pending()); });
+}
+
+}  // namespace pdserve
