@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
+#include "common/rpc/worker_drain.h"
 #include "common/status_macros.h"
 #include "decode_worker/decode_metrics.h"
 #include "glog/logging.h"
@@ -81,14 +82,7 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   return w;
 }
 
-void DecodeWorker::Drain() {
-  ctx_.draining.store(true);
-  server_->SetServing(false);
-  if (!loop_->WaitIdle(absl::Now() + config_.drain_timeout)) {
-    LOG(WARNING) << "drain timeout: cancelling requests still in flight";
-  }
-  server_->Shutdown(absl::Seconds(1));
-}
+void DecodeWorker::Drain() { DrainWorker(ctx_.draining, *server_, *loop_, config_.drain_timeout); }
 
 // Teardown order: no more scrapes (they read the loop and receiver), no
 // more calls (server), then no more engine work, then the receiver (its

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/rpc/worker_drain.h"
 #include "common/status_macros.h"
 #include "prefill_worker/prefill_metrics.h"
 #include "glog/logging.h"
@@ -66,14 +67,7 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   return w;
 }
 
-void PrefillWorker::Drain() {
-  ctx_.draining.store(true);
-  server_->SetServing(false);
-  if (!loop_->WaitIdle(absl::Now() + config_.drain_timeout)) {
-    LOG(WARNING) << "drain timeout: cancelling requests still in flight";
-  }
-  server_->Shutdown(absl::Seconds(1));
-}
+void PrefillWorker::Drain() { DrainWorker(ctx_.draining, *server_, *loop_, config_.drain_timeout); }
 
 // No more scrapes (they read the loop), no more calls, then no more engine
 // steps (no more sends), then the exporter's commit threads, then the
