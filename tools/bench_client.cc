@@ -1,40 +1,19 @@
 #include "tools/bench_client.h"
 
-#include <grpcpp/grpcpp.h>
-
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "tools/generation_target.h"
 
 namespace pdserve {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = BenchClock;
 
-double MsBetween(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double, std::milli>(to - from).count();
-}
-
-PhaseTimings ToPhases(const v1::Timings& t) {
-  PhaseTimings p;
-  p.router_queue_ms = t.router_queue_ms();
-  p.decode_admission_ms = t.decode_admission_ms();
-  p.prefill_queue_ms = t.prefill_queue_ms();
-  p.prefill_compute_ms = t.prefill_compute_ms();
-  p.kv_transfer_ms = t.kv_transfer_ms();
-  p.kv_transfer_bytes = static_cast<double>(t.kv_transfer_bytes());
-  p.first_decode_step_ms = t.first_decode_step_ms();
-  p.server_ttft_ms = t.ttft_ms();
-  p.server_e2e_ms = t.e2e_ms();
-  p.remote_prefill = t.prefill_mode() == "remote";
-  return p;
-}
-
-// What the pacing thread and the gRPC callback threads share. Calls hold a
-// reference, so it outlives whichever side finishes last.
+// What the pacing thread and the completing requests share. Requests hold
+// a reference, so it outlives whichever side finishes last.
 struct LoadState {
   explicit LoadState(int cap) : cap(cap) {}
 
@@ -55,65 +34,6 @@ struct LoadState {
   Clock::time_point last_end ABSL_GUARDED_BY(mu);
 };
 
-// One request in flight. Callbacks of one call never overlap (one read is
-// outstanding at a time), so the record needs no lock. Deletes itself in
-// OnDone, the last callback gRPC makes, before reporting completion.
-class StreamCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
- public:
-  StreamCall(std::shared_ptr<LoadState> state, v1::GenerateRequest request, RequestRecord record)
-      : state_(std::move(state)), request_(std::move(request)), record_(std::move(record)) {}
-
-  void Start(v1::Generation::StubInterface* stub, absl::Duration timeout,
-             Clock::time_point bench_start) {
-    ctx_.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
-    stub->async()->Generate(&ctx_, &request_, this);
-    StartRead(&response_);
-    sent_ = Clock::now();
-    record_.send_s = MsBetween(bench_start, sent_) / 1000.0;
-    StartCall();
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) return;  // the stream is over; OnDone follows
-    // Timestamp before any other work so that our own handling is not
-    // counted as server time.
-    const Clock::time_point now = Clock::now();
-    if (response_.has_chunk()) {
-      const v1::Chunk& c = response_.chunk();
-      if (c.token_ids_size() > 0 || !c.text().empty()) {
-        record_.chunks.push_back({MsBetween(sent_, now), c.token_ids_size()});
-      }
-    } else if (response_.has_finished() && response_.finished().has_timings()) {
-      record_.timings = ToPhases(response_.finished().timings());
-    }
-    StartRead(&response_);
-  }
-
-  void OnDone(const grpc::Status& status) override {
-    const Clock::time_point end = Clock::now();
-    record_.e2e_ms = MsBetween(sent_, end);
-    record_.code = static_cast<absl::StatusCode>(status.error_code());
-    if (!status.ok()) record_.error = status.error_message();
-    // The context holds a channel reference, so the call is destroyed before
-    // RunLoad can return: otherwise the caller may drop its channel and
-    // leave the last reference to die here, on a gRPC callback thread, which
-    // gRPC 1.51 cannot tear a channel down from (grpc/grpc#32584: crash in
-    // grpc_cq_internal_unref).
-    std::shared_ptr<LoadState> state = std::move(state_);
-    RequestRecord record = std::move(record_);
-    delete this;
-    state->Complete(std::move(record), end);
-  }
-
- private:
-  std::shared_ptr<LoadState> state_;
-  grpc::ClientContext ctx_;
-  v1::GenerateRequest request_;
-  v1::GenerateResponse response_;
-  RequestRecord record_;
-  Clock::time_point sent_;
-};
-
 absl::Status CheckOptions(const LoadOptions& o) {
   if (o.request_rate <= 0 && o.max_concurrency <= 0) {
     return absl::InvalidArgumentError(
@@ -128,26 +48,11 @@ absl::Status CheckOptions(const LoadOptions& o) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-v1::GenerateRequest BenchRequest(const RequestShape& shape, const LoadOptions& options) {
-  v1::GenerateRequest req;
-  req.mutable_tokens()->mutable_ids()->Add(shape.prompt.begin(), shape.prompt.end());
-  req.set_max_tokens(shape.max_tokens);
-  req.set_ignore_eos(options.ignore_eos);
-  req.set_return_token_ids(true);
-  *req.mutable_sampling() = options.sampling;
-  return req;
-}
-
-namespace {
-
 // The pacing loop of one RunLoad call.
 class LoadRunner {
  public:
-  LoadRunner(v1::Generation::StubInterface* stub, const Workload& workload,
-             const LoadOptions& options)
-      : stub_(stub),
+  LoadRunner(BenchTarget* target, const Workload& workload, const LoadOptions& options)
+      : target_(target),
         workload_(workload),
         options_(options),
         state_(std::make_shared<LoadState>(options.max_concurrency)),
@@ -189,18 +94,26 @@ class LoadRunner {
 
   void Launch(int64_t i) {
     const RequestShape shape = workload_.Make(options_.first_index + i);
+    BenchRequestSpec spec = SpecFor(shape, options_);
     RequestRecord record;
     record.index = shape.index;
-    record.input_tokens = static_cast<int>(shape.prompt.size());
+    record.input_tokens = static_cast<int>(spec.prompt.size());
     record.requested_output_tokens = shape.max_tokens;
-    auto* call = new StreamCall(state_, BenchRequest(shape, options_), std::move(record));
-    call->Start(stub_, options_.request_timeout, start_);
+    std::shared_ptr<LoadState> state = state_;
+    target_->Start(spec, std::move(record), start_,
+                   [state](RequestRecord r, Clock::time_point end) {
+                     state->Complete(std::move(r), end);
+                   });
   }
 
-  // Every call has a deadline, so gRPC ends each stream in bounded time.
+  // Every request has a deadline, so each one ends in bounded time.
   LoadResult Collect() {
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->mu.Await(absl::Condition(state_.get(), &LoadState::Idle));
+    }
+    target_->Quiesce();
     absl::MutexLock lock(&state_->mu);
-    state_->mu.Await(absl::Condition(state_.get(), &LoadState::Idle));
     LoadResult out;
     out.records = std::move(state_->records);
     std::sort(out.records.begin(), out.records.end(),
@@ -209,7 +122,7 @@ class LoadRunner {
     return out;
   }
 
-  v1::Generation::StubInterface* const stub_;
+  BenchTarget* const target_;
   const Workload& workload_;
   const LoadOptions& options_;
   const std::shared_ptr<LoadState> state_;
@@ -221,10 +134,29 @@ class LoadRunner {
 
 }  // namespace
 
-absl::StatusOr<LoadResult> RunLoad(v1::Generation::StubInterface* stub, const Workload& workload,
+BenchRequestSpec SpecFor(const RequestShape& shape, const LoadOptions& options) {
+  BenchRequestSpec spec;
+  spec.prompt = shape.prompt;
+  if (options.prompt_text != nullptr) {
+    spec.text = options.prompt_text->Render(shape.prompt, &spec.prompt);
+  }
+  spec.max_tokens = shape.max_tokens;
+  spec.ignore_eos = options.ignore_eos;
+  spec.sampling = options.sampling;
+  spec.timeout = options.request_timeout;
+  return spec;
+}
+
+absl::StatusOr<LoadResult> RunLoad(BenchTarget* target, const Workload& workload,
                                    const LoadOptions& options) {
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
-  return LoadRunner(stub, workload, options).Run();
+  return LoadRunner(target, workload, options).Run();
+}
+
+absl::StatusOr<LoadResult> RunLoad(v1::Generation::StubInterface* stub, const Workload& workload,
+                                   const LoadOptions& options) {
+  GenerationTarget target(stub);
+  return RunLoad(&target, workload, options);
 }
 
 }  // namespace pdserve

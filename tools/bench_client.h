@@ -1,7 +1,6 @@
-// RunLoad: drives a Generation server with the requests of a Workload, in
-// one process, and times every streamed chunk. Calls use gRPC's callback
-// API (one ClientReadReactor per request), so thousands can be in flight
-// without a thread each; the calling thread only paces arrivals.
+// RunLoad: drives a server with the requests of a Workload, in one process,
+// and times every streamed chunk. The calling thread only paces arrivals;
+// a BenchTarget (bench_target.h) sends each request and times its stream.
 //
 // Pacing: with `request_rate` > 0 requests arrive as an ArrivalProcess
 // (open loop); `max_concurrency` > 0 caps the requests in flight (with no
@@ -20,7 +19,9 @@
 #include "absl/time/time.h"
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "tools/bench_stats.h"
+#include "tools/bench_target.h"
 #include "tools/bench_workload.h"
+#include "tools/prompt_text.h"
 
 namespace pdserve {
 
@@ -36,6 +37,9 @@ struct LoadOptions {
   uint64_t seed = 0;        // arrival times
   v1::SamplingParams sampling;
   bool ignore_eos = false;
+  // Text-prompt mode, for servers that take no token ids: each prompt is
+  // sent as the text of its ids (see prompt_text.h). Null = token ids.
+  const PromptText* prompt_text = nullptr;
 };
 
 struct LoadResult {
@@ -45,12 +49,14 @@ struct LoadResult {
 
 // INVALID_ARGUMENT when neither a rate nor a cap paces the run, or nothing
 // bounds it. Request failures are recorded, not returned.
+absl::StatusOr<LoadResult> RunLoad(BenchTarget* target, const Workload& workload,
+                                   const LoadOptions& options);
+// Against a Generation server (a GenerationTarget over `stub`).
 absl::StatusOr<LoadResult> RunLoad(v1::Generation::StubInterface* stub, const Workload& workload,
                                    const LoadOptions& options);
 
-// Builds the request RunLoad sends for `shape` (always with token ids back,
-// which is how tokens are counted).
-v1::GenerateRequest BenchRequest(const RequestShape& shape, const LoadOptions& options);
+// What RunLoad hands the target for `shape`.
+BenchRequestSpec SpecFor(const RequestShape& shape, const LoadOptions& options);
 
 }  // namespace pdserve
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/flags/flag.h"
@@ -18,6 +19,7 @@
 #include "common/status_macros.h"
 #include "tools/bench_calibrate.h"
 #include "tools/bench_client.h"
+#include "tools/bench_connection.h"
 #include "tools/bench_report.h"
 #include "tools/cli_flags.h"
 
@@ -44,6 +46,14 @@ ABSL_FLAG(double, slo_ttft_ms, 0, "bench: TTFT SLO for goodput; 0 = none");
 ABSL_FLAG(double, slo_tpot_ms, 0, "bench: TPOT SLO for goodput; 0 = none");
 ABSL_FLAG(double, request_timeout_s, 300, "bench: deadline of each request");
 ABSL_FLAG(std::string, json_out, "", "bench: also write the results as JSON to this file");
+ABSL_FLAG(std::string, target, "router",
+          "bench: what to load — router (pdserve's Generate), decode (a decode worker's Decode "
+          "with local prefill, no router) or openai (an OpenAI-compatible /v1/completions "
+          "server streaming SSE, e.g. llama.cpp's)");
+ABSL_FLAG(std::string, address, "", "bench: the target's host:port (default: --router)");
+ABSL_FLAG(bool, text_prompts, false,
+          "bench: send prompts as text (the decoded synthetic ids; tokenizer from --model) "
+          "instead of token ids; implied by --target=openai");
 ABSL_FLAG(bool, calibrate, false,
           "bench: measure the client's own overhead against an in-process echo server");
 
@@ -152,28 +162,16 @@ absl::Status CheckJsonOut() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::ModelInfo> FetchModelInfo(v1::Generation::Stub& stub) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::ModelInfo info;
-  absl::Status s = FromGrpcStatus(stub.GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info));
-  if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("GetModelInfo from ", absl::GetFlag(FLAGS_router),
-                                               ": ", s.message()));
-  }
-  return info;
-}
-
 // Warms connections, caches and allocators; any failure here means the run
 // would measure errors, so it stops the benchmark.
-absl::Status Warmup(v1::Generation::Stub& stub, const Workload& workload, LoadOptions load) {
+absl::Status Warmup(BenchTarget* target, const Workload& workload, LoadOptions load) {
   load.request_rate = 0;
   load.max_concurrency = 1;
   load.num_requests = absl::GetFlag(FLAGS_warmup_requests);
   load.duration = absl::ZeroDuration();
   load.first_index = kWarmupIndexBase;
   if (load.num_requests == 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(LoadResult warm, RunLoad(&stub, workload, load));
+  ASSIGN_OR_RETURN(LoadResult warm, RunLoad(target, workload, load));
   for (const RequestRecord& r : warm.records) {
     if (r.code != absl::StatusCode::kOk) {
       return absl::Status(r.code, absl::StrCat("warmup request failed: ", r.error));
@@ -191,11 +189,13 @@ std::string Arrivals(const LoadOptions& o) {
   return out;
 }
 
-BenchSettings Settings(const v1::ModelInfo& info, const LoadOptions& o) {
+BenchSettings Settings(const std::string& address, const std::string& model,
+                       const LoadOptions& o) {
   const std::string file = absl::GetFlag(FLAGS_length_file);
   BenchSettings s = {
-      {"router", absl::GetFlag(FLAGS_router)},
-      {"model", info.name()},
+      {"target", absl::StrCat(absl::GetFlag(FLAGS_target), " at ", address)},
+      {"model", model},
+      {"prompts", o.prompt_text != nullptr ? "text" : "token ids"},
       {"arrivals", Arrivals(o)},
       {"requests", o.num_requests > 0 ? absl::StrCat(o.num_requests) : "unbounded"},
       {"duration limit (s)", o.duration > absl::ZeroDuration()
@@ -263,22 +263,30 @@ absl::Status BenchCommand() {
   ASSIGN_OR_RETURN(Slo slo, SloFromFlags());
   if (absl::GetFlag(FLAGS_warmup_requests) < 0) return Bad("warmup_requests", "want >= 0");
   RETURN_IF_ERROR(CheckJsonOut());
-  std::unique_ptr<v1::Generation::Stub> stub = v1::Generation::NewStub(
-      grpc::CreateChannel(absl::GetFlag(FLAGS_router), grpc::InsecureChannelCredentials()));
-  ASSIGN_OR_RETURN(v1::ModelInfo info, FetchModelInfo(*stub));
-  wopts.vocab_size = info.vocab_size();
+  ASSIGN_OR_RETURN(const BenchTargetKind kind, ParseBenchTargetKind(absl::GetFlag(FLAGS_target)));
+  const bool text = absl::GetFlag(FLAGS_text_prompts) || kind == BenchTargetKind::kOpenAi;
+  std::optional<PromptText> tokenizer;
+  if (text || kind != BenchTargetKind::kRouter) {
+    ASSIGN_OR_RETURN(tokenizer, PromptText::FromModel(absl::GetFlag(FLAGS_model)));
+  }
+  if (text) load.prompt_text = &*tokenizer;
+  std::string address = absl::GetFlag(FLAGS_address);
+  if (address.empty()) address = absl::GetFlag(FLAGS_router);
+  ASSIGN_OR_RETURN(BenchConnection server,
+                   ConnectBench(kind, address, tokenizer ? &*tokenizer : nullptr));
+  wopts.vocab_size = server.vocab_size;
   ASSIGN_OR_RETURN(Workload workload, Workload::Create(std::move(wopts)));
-  if (info.context_length() > 0 && workload.MaxRequestTokens() > info.context_length()) {
+  if (server.context_length > 0 && workload.MaxRequestTokens() > server.context_length) {
     return absl::InvalidArgumentError(
         absl::StrCat("the longest request needs ", workload.MaxRequestTokens(),
-                     " tokens (prompt + output); the model's context is ", info.context_length()));
+                     " tokens (prompt + output); the model's context is ", server.context_length));
   }
-  std::fprintf(stderr, "pdserve bench: %s, %d warmup request(s)\n", info.name().c_str(),
+  std::fprintf(stderr, "pdserve bench: %s, %d warmup request(s)\n", server.model_name.c_str(),
                absl::GetFlag(FLAGS_warmup_requests));
-  RETURN_IF_ERROR(Warmup(*stub, workload, load));
+  RETURN_IF_ERROR(Warmup(server.target.get(), workload, load));
   std::fprintf(stderr, "pdserve bench: measuring (%s)\n", Arrivals(load).c_str());
-  ASSIGN_OR_RETURN(LoadResult result, RunLoad(stub.get(), workload, load));
-  return Report(Settings(info, load), result, slo);
+  ASSIGN_OR_RETURN(LoadResult result, RunLoad(server.target.get(), workload, load));
+  return Report(Settings(address, server.model_name, load), result, slo);
 }
 
 }  // namespace pdserve

@@ -38,8 +38,8 @@ std::string SelfDir() {
   return std::filesystem::canonical("/proc/self/exe").parent_path().string();
 }
 
-absl::Status LocalCluster::Spawn(ClusterProcess& p, const std::string& log_dir) {
-  const std::string log = absl::StrCat(log_dir, "/", p.name, ".log");
+absl::Status LocalCluster::Spawn(ClusterProcess& p, bool append_log) {
+  const std::string log = absl::StrCat(log_dir_, "/", p.name, ".log");
   std::vector<char*> argv;
   for (std::string& a : p.args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -47,7 +47,8 @@ absl::Status LocalCluster::Spawn(ClusterProcess& p, const std::string& log_dir) 
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
     // Child: own process group is not needed; log to a file, unblock signals.
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int fd =
+        open(log.c_str(), O_WRONLY | O_CREAT | (append_log ? O_APPEND : O_TRUNC), 0644);
     if (fd >= 0) {
       dup2(fd, 1);
       dup2(fd, 2);
@@ -69,6 +70,7 @@ absl::Status LocalCluster::Spawn(ClusterProcess& p, const std::string& log_dir) 
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOptions& o) {
   std::unique_ptr<LocalCluster> c(new LocalCluster);
   std::filesystem::create_directories(o.log_dir);
+  c->log_dir_ = o.log_dir;
   const std::string threads = absl::StrCat("--threads=", o.threads_per_worker);
   const std::string blocks = absl::StrCat("--kv_blocks=", o.kv_blocks);
   std::vector<std::string> prefill_addrs, decode_addrs;
@@ -100,7 +102,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
   if (o.colocated) r.args.push_back("--colocated");
   r.args.insert(r.args.end(), o.extra_router_flags.begin(), o.extra_router_flags.end());
   c->processes_.push_back(std::move(r));
-  for (ClusterProcess& p : c->processes_) RETURN_IF_ERROR(c->Spawn(p, o.log_dir));
+  for (ClusterProcess& p : c->processes_) RETURN_IF_ERROR(c->Spawn(p, /*append_log=*/false));
   return c;
 }
 
@@ -120,6 +122,23 @@ void LocalCluster::Signal(const std::string& name, int sig) {
   for (const ClusterProcess& p : processes_) {
     if (p.name == name && p.pid > 0) kill(p.pid, sig);
   }
+}
+
+void LocalCluster::Kill(const std::string& name) {
+  for (ClusterProcess& p : processes_) {
+    if (p.name != name || p.pid <= 0) continue;
+    kill(p.pid, SIGKILL);
+    int status = 0;
+    waitpid(p.pid, &status, 0);
+    p.pid = -1;
+  }
+}
+
+absl::Status LocalCluster::Restart(const std::string& name) {
+  for (ClusterProcess& p : processes_) {
+    if (p.name == name && p.pid <= 0) return Spawn(p, /*append_log=*/true);
+  }
+  return absl::OkStatus();
 }
 
 void LocalCluster::Stop() {

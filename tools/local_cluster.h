@@ -48,13 +48,20 @@ class LocalCluster {
   const std::vector<ClusterProcess>& processes() const { return processes_; }
   // Sends `sig` to one process (fault injection in tests).
   void Signal(const std::string& name, int sig);
+  // SIGKILLs one process and reaps it (fault injection); no-op if it is
+  // not running.
+  void Kill(const std::string& name);
+  // Starts a killed process again with its original arguments (same port;
+  // its log is appended to). No-op if it is running.
+  absl::Status Restart(const std::string& name);
   // SIGTERM everything, wait (bounded), SIGKILL leftovers. Idempotent.
   void Stop();
 
  private:
   LocalCluster() = default;
-  absl::Status Spawn(ClusterProcess& p, const std::string& log_dir);
+  absl::Status Spawn(ClusterProcess& p, bool append_log);
 
+  std::string log_dir_;
   std::vector<ClusterProcess> processes_;
   int router_port_ = 0;
 };

@@ -8,6 +8,7 @@
 #include "tools/bench_calibrate.h"
 #include "tools/bench_echo_server.h"
 #include "tools/bench_report.h"
+#include "tools/generation_target.h"
 
 namespace pdserve {
 namespace {
@@ -113,7 +114,7 @@ TEST_F(BenchClientTest, RequestCarriesTokensAndAsksForIds) {
   o.ignore_eos = true;
   o.sampling.set_temperature(0.5f);
   const RequestShape shape = workload_->Make(1);
-  const v1::GenerateRequest req = BenchRequest(shape, o);
+  const v1::GenerateRequest req = BenchRequest(SpecFor(shape, o));
   EXPECT_EQ(req.tokens().ids_size(), static_cast<int>(shape.prompt.size()));
   EXPECT_EQ(req.max_tokens(), shape.max_tokens);
   EXPECT_TRUE(req.return_token_ids());

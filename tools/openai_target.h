@@ -1,0 +1,62 @@
+// OpenAiTarget: `pdserve bench` against an OpenAI-compatible completions
+// endpoint that streams server-sent events — llama.cpp's server, as shipped
+// by `llama-cpp-python[server]`, is the peer compared in
+// docs/PERFORMANCE.md. Prompts go as text (LoadOptions::prompt_text must be
+// set); each event with text is timed as one token, and a stream that ends
+// with finish_reason "length" is credited with exactly max_tokens (a server
+// may hold back a token or two, e.g. an incomplete UTF-8 character, and
+// send them together).
+//
+// A blocking socket on a thread per request in flight: simple, and the
+// loads compared here keep at most a few hundred requests in flight.
+#ifndef PDSERVE_TOOLS_OPENAI_TARGET_H_
+#define PDSERVE_TOOLS_OPENAI_TARGET_H_
+
+#include <sys/socket.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "tools/bench_target.h"
+
+namespace pdserve {
+
+// The JSON body for `spec`. `ban_ids` get a -100 logit bias when the spec
+// ignores EOS (OpenAI's API has no ignore_eos).
+std::string OpenAiCompletionBody(const BenchRequestSpec& spec, const std::vector<int32_t>& ban_ids);
+
+class OpenAiTarget final : public BenchTarget {
+ public:
+  // `address` is host:port; resolved once here.
+  static absl::StatusOr<std::unique_ptr<OpenAiTarget>> Create(const std::string& address,
+                                                              std::vector<int32_t> ban_ids);
+  ~OpenAiTarget() override { Quiesce(); }
+
+  void Start(const BenchRequestSpec& spec, RequestRecord record,
+             BenchClock::time_point bench_start, BenchDoneFn done) override;
+  void Quiesce() override;
+
+ private:
+  OpenAiTarget(std::string address, sockaddr_storage addr, socklen_t addr_len,
+               std::vector<int32_t> ban_ids)
+      : address_(std::move(address)), addr_(addr), addr_len_(addr_len),
+        ban_ids_(std::move(ban_ids)) {}
+
+  void Run(BenchRequestSpec spec, RequestRecord record, BenchClock::time_point bench_start,
+           BenchDoneFn done) const;
+
+  const std::string address_;
+  const sockaddr_storage addr_;
+  const socklen_t addr_len_;
+  const std::vector<int32_t> ban_ids_;
+  absl::Mutex mu_;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_TOOLS_OPENAI_TARGET_H_
