@@ -1,19 +1,73 @@
 #include "common/attention.h"
 
 #include <cmath>
+#include <limits>
 
 #include "common/half.h"
+#include "common/kv_int8.h"
 #include "common/llama_numerics.h"
 #include "common/quant/kernels.h"
 
 namespace pdserve {
+namespace {
+
+// The int8 cache: no llama.cpp path to match, so q stays f32, each score is
+// the int8 row dotted with q times the row's scale, softmax sums in double
+// as below, and the probabilities weight V unrounded. Weights that would be
+// subnormal floats (below FLT_MIN ~ 1.2e-38, a change of at most 127 * that
+// per term) count as zero: subnormal arithmetic costs ~100 cycles an
+// operation on x86 and made long-context decode 20x slower. (The f16 path
+// gets the same effect from rounding p through f16.)
+void AttendHeadInt8(const AttentionShape& shape, int kv_head, const float* q, int n_ctx,
+                    absl::Span<const int32_t> block_table, KvCache& cache, int layer, float* out,
+                    std::vector<float>& scores) {
+  const int dh = shape.head_dim;
+  const int64_t kv_dim = cache.layout().kv_dim();
+  const int bs = cache.layout().block_size;
+  const int nkv = shape.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  if (static_cast<int>(scores.size()) < n_ctx) scores.resize(n_ctx);
+  float max_score = -INFINITY;
+  for (int j = 0; j < n_ctx; ++j) {
+    const int32_t b = block_table[j / bs];
+    const int r = j % bs;
+    const int8_t* kr = cache.K8(layer, b) + r * kv_dim + kv_head * dh;
+    const float s = DotKvInt8(kr, q, dh) * cache.KScales(layer, b)[r * nkv + kv_head] * scale;
+    scores[j] = s;
+    max_score = std::max(max_score, s);
+  }
+  // exp(x) < FLT_MIN for x below this.
+  constexpr float kMinExpArg = -87.33f;
+  double sum = 0.0;
+  for (int j = 0; j < n_ctx; ++j) {
+    const float x = scores[j] - max_score;
+    const float e = x < kMinExpArg ? 0.0f : std::exp(x);
+    scores[j] = e;
+    sum += e;
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int i = 0; i < dh; ++i) out[i] = 0.0f;
+  for (int j = 0; j < n_ctx; ++j) {
+    const int32_t b = block_table[j / bs];
+    const int r = j % bs;
+    const float p = scores[j] * inv * cache.VScales(layer, b)[r * nkv + kv_head];
+    if (std::fabs(p) < std::numeric_limits<float>::min()) continue;
+    AxpyKvInt8(p, cache.V8(layer, b) + r * kv_dim + kv_head * dh, out, dh);
+  }
+}
+
+}  // namespace
 
 void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx,
                 absl::Span<const int32_t> block_table, KvCache& cache, int layer, float* out,
                 std::vector<float>& scores) {
+  const int kv_head = head / (shape.n_heads / shape.n_kv_heads);
+  if (cache.layout().is_int8()) {
+    AttendHeadInt8(shape, kv_head, q, n_ctx, block_table, cache, layer, out, scores);
+    return;
+  }
   const AttentionKernels& k = GetAttentionKernels();
   const int dh = shape.head_dim;
-  const int kv_head = head / (shape.n_heads / shape.n_kv_heads);
   const int64_t kv_dim = cache.layout().kv_dim();
   const int bs = cache.layout().block_size;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));

@@ -5,7 +5,9 @@
 // probabilities are rounded to f16 before they weight V. Where
 // LlamaExactNumericsActive() (AVX512F+DQ), the llama_numerics.h kernels
 // reproduce that path bit for bit, exp and summation order included;
-// elsewhere the portable path below agrees to rounding.
+// elsewhere the portable path below agrees to rounding. An int8 cache
+// (KvLayout::is_int8) takes its own path: int8 rows dequantised on the fly
+// inside the dot products, see attention.cc.
 //
 // Stateless apart from per-thread scratch; callers parallelise over
 // (query row, head) pairs.

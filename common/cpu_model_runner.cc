@@ -4,6 +4,7 @@
 
 #include "common/attention.h"
 #include "common/half.h"
+#include "common/kv_int8.h"
 #include "common/llama_numerics.h"
 #include "common/quant/kernels.h"
 #include "common/status_macros.h"
@@ -136,6 +137,10 @@ void CpuModelRunner::RunLayer(const ForwardBatch& batch, KvCache& cache, int l) 
 }
 
 void CpuModelRunner::StoreKv(const ForwardBatch& batch, KvCache& cache, int l) {
+  if (cache.layout().is_int8()) {
+    StoreKvInt8(batch, cache, l);
+    return;
+  }
   const AttentionKernels& k = GetAttentionKernels();
   const int64_t kvd = config_.kv_dim();
   const int bs = cache.layout().block_size;
@@ -145,6 +150,27 @@ void CpuModelRunner::StoreKv(const ForwardBatch& batch, KvCache& cache, int l) {
     const int32_t block = ch.block_table[pos / bs];
     k.to_f16(&k_[t * kvd], cache.K(l, block) + (pos % bs) * kvd, static_cast<int>(kvd));
     k.to_f16(&v_[t * kvd], cache.V(l, block) + (pos % bs) * kvd, static_cast<int>(kvd));
+  }
+}
+
+// One scale per (token, kv head) for K and for V; see common/kv_int8.h for
+// why per token rather than per block.
+void CpuModelRunner::StoreKvInt8(const ForwardBatch& batch, KvCache& cache, int l) {
+  const int64_t kvd = config_.kv_dim();
+  const int dh = config_.head_dim;
+  const int nkv = config_.n_kv_heads;
+  const int bs = cache.layout().block_size;
+  for (int64_t t = 0; t < n_tokens_; ++t) {
+    const SequenceChunk& ch = batch.chunks[tokens_[t].chunk];
+    const int32_t pos = tokens_[t].pos;
+    const int32_t block = ch.block_table[pos / bs];
+    const int r = pos % bs;
+    for (int h = 0; h < nkv; ++h) {
+      cache.KScales(l, block)[r * nkv + h] =
+          QuantizeKvInt8(&k_[t * kvd + h * dh], dh, cache.K8(l, block) + r * kvd + h * dh);
+      cache.VScales(l, block)[r * nkv + h] =
+          QuantizeKvInt8(&v_[t * kvd + h * dh], dh, cache.V8(l, block) + r * kvd + h * dh);
+    }
   }
 }
 

@@ -37,6 +37,7 @@ class CpuModelRunner : public ModelRunner {
   void Embed(const ForwardBatch& batch);
   void RunLayer(const ForwardBatch& batch, KvCache& cache, int layer);
   void StoreKv(const ForwardBatch& batch, KvCache& cache, int layer);
+  void StoreKvInt8(const ForwardBatch& batch, KvCache& cache, int layer);
   void Attention(const ForwardBatch& batch, KvCache& cache, int layer);
   void FeedForward(int layer);
   void ApplyRope(float* rows, int n_heads);

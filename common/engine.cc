@@ -1,6 +1,7 @@
 #include "common/engine.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/block_hash.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -45,11 +46,58 @@ absl::StatusOr<std::unique_ptr<Sequence>> Engine::Admit(
                                               ") exceeds the context of ", ctx));
   }
   // The last generated token is never fed back, so it needs no KV slot.
-  const int32_t need = BlocksForTokens(total - 1, cache_->layout().block_size);
-  ASSIGN_OR_RETURN(std::vector<int32_t> blocks, cache_->allocator().Allocate(need));
+  const int32_t block_size = cache_->layout().block_size;
+  const int32_t need = BlocksForTokens(total - 1, block_size);
+  CachedPrefix prefix = TakeCachedPrefix(opts.prompt);
+  const int32_t cached = static_cast<int32_t>(prefix.blocks.size());
+  absl::StatusOr<std::vector<int32_t>> fresh = cache_->allocator().Allocate(need - cached);
+  if (!fresh.ok()) {
+    cache_->allocator().UnrefAll(prefix.blocks);
+    return fresh.status();
+  }
+  prefix_stats_.lookup_tokens += static_cast<int64_t>(opts.prompt.size());
+  prefix_stats_.hit_tokens += static_cast<int64_t>(cached) * block_size;
   auto seq = std::make_unique<Sequence>(next_id_++, std::move(opts), std::move(on_event));
-  seq->blocks = std::move(blocks);
+  seq->blocks = std::move(prefix.blocks);
+  seq->blocks.insert(seq->blocks.end(), fresh->begin(), fresh->end());
+  seq->block_keys = std::move(prefix.keys);
+  seq->cached_tokens = cached * block_size;
+  seq->num_computed = seq->cached_tokens;
   return seq;
+}
+
+Engine::CachedPrefix Engine::TakeCachedPrefix(const std::vector<int32_t>& prompt) {
+  CachedPrefix out;
+  if (!options_.prefix_cache) return out;
+  const int32_t block_size = cache_->layout().block_size;
+  // Leave at least the last prompt token to compute: its logits are needed.
+  const size_t max_blocks = (prompt.size() - 1) / block_size;
+  uint64_t parent = kRootBlockKey;
+  for (size_t i = 0; i < max_blocks; ++i) {
+    const auto tokens = absl::MakeConstSpan(&prompt[i * block_size], block_size);
+    const uint64_t key = ChainBlockKey(parent, tokens);
+    const int32_t block = cache_->allocator().FindCached(key, tokens);
+    if (block < 0) break;
+    cache_->allocator().Ref(block);
+    out.blocks.push_back(block);
+    out.keys.push_back(key);
+    parent = key;
+  }
+  return out;
+}
+
+void Engine::PublishFullBlocks(Sequence& seq) {
+  if (!options_.prefix_cache) return;
+  const int32_t block_size = cache_->layout().block_size;
+  const size_t full = static_cast<size_t>(seq.num_computed / block_size);
+  while (seq.block_keys.size() < full) {
+    const size_t i = seq.block_keys.size();
+    const uint64_t parent = i == 0 ? kRootBlockKey : seq.block_keys.back();
+    const auto tokens = absl::MakeConstSpan(&seq.tokens[i * block_size], block_size);
+    const uint64_t key = ChainBlockKey(parent, tokens);
+    cache_->allocator().Publish(seq.blocks[i], key, tokens);
+    seq.block_keys.push_back(key);
+  }
 }
 
 absl::StatusOr<int64_t> Engine::Add(SequenceOptions opts,
@@ -74,6 +122,11 @@ std::vector<int32_t> Engine::BlocksOf(int64_t seq_id) const {
   return it == sequences_.end() ? std::vector<int32_t>() : it->second->blocks;
 }
 
+int32_t Engine::CachedTokensOf(int64_t seq_id) const {
+  auto it = sequences_.find(seq_id);
+  return it == sequences_.end() ? 0 : it->second->cached_tokens;
+}
+
 absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token) {
   auto it = sequences_.find(seq_id);
   if (it == sequences_.end() || !it->second->awaiting_kv) {
@@ -87,6 +140,7 @@ absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token) {
   }
   seq.awaiting_kv = false;
   seq.num_computed = seq.prompt_len();
+  PublishFullBlocks(seq);
   AcceptToken(seq, first_token);
   ReapFinished();
   return absl::OkStatus();
@@ -183,6 +237,7 @@ absl::Status Engine::Step() {
   for (size_t c = 0; c < batch.chunks.size(); ++c) {
     Sequence& seq = *owners[c];
     seq.num_computed += static_cast<int32_t>(batch.chunks[c].tokens.size());
+    PublishFullBlocks(seq);
     if (!batch.chunks[c].want_logits) continue;
     SampleNext(seq, absl::MakeSpan(&logits_[row * vocab], vocab));
     ++row;
@@ -205,12 +260,12 @@ void Engine::RunLayerHook(const ForwardBatch& batch, const std::vector<Sequence*
 }
 
 void Engine::SampleNext(Sequence& seq, absl::Span<float> logits) {
-  const int32_t index = seq.generated();
+  const int32_t index = seq.options.first_index + seq.generated();
   AcceptToken(seq, seq.sampler.Sample(logits, seq.tokens, static_cast<uint64_t>(index)));
 }
 
 void Engine::AcceptToken(Sequence& seq, int32_t token) {
-  const int32_t index = seq.generated();
+  const int32_t index = seq.options.first_index + seq.generated();
   seq.tokens.push_back(token);
   FinishReason reason = FinishReason::kNone;
   if (!seq.options.ignore_eos && tokenizer_->IsEog(token)) {
@@ -225,7 +280,7 @@ void Engine::AcceptToken(Sequence& seq, int32_t token) {
 void Engine::Finish(Sequence& seq, FinishReason reason) {
   if (seq.finish != FinishReason::kNone) return;
   seq.finish = reason;
-  seq.on_event({seq.id, -1, seq.generated(), reason});
+  seq.on_event({seq.id, -1, seq.options.first_index + seq.generated(), reason});
 }
 
 void Engine::ReapFinished() {

@@ -10,6 +10,12 @@
 // reserved when it is added, so an admitted sequence can always finish;
 // admission fails with RESOURCE_EXHAUSTED instead.
 //
+// Prefix cache (Options::prefix_cache): a new sequence starts with the
+// longest run of cached full blocks matching its prompt attached (shared,
+// refcounted) and computes only the rest; every block a sequence fills
+// completely is published for later ones. The prompt's last token is
+// always computed, because its logits give the first output token.
+//
 // Not thread-safe: a worker drives its Engine from one engine thread.
 #ifndef PDSERVE_COMMON_ENGINE_H_
 #define PDSERVE_COMMON_ENGINE_H_
@@ -46,6 +52,14 @@ class Engine {
     // Called after each layer's K/V of a step are in the cache, with the
     // step's prefill chunks (prefill workers stream layers from here).
     LayerHook on_layer_done;
+    // Reuse and publish full KV blocks by their hash-chain key.
+    bool prefix_cache = true;
+  };
+
+  // Cumulative prefix-cache counters (hit ratio = hit / lookup).
+  struct PrefixStats {
+    int64_t lookup_tokens = 0;  // prompt tokens of admitted sequences
+    int64_t hit_tokens = 0;     // of those, taken from the cache
   };
 
   Engine(const Tokenizer* tokenizer, ModelRunner* runner, KvCache* cache, Options options);
@@ -60,6 +74,8 @@ class Engine {
                                   std::function<void(const TokenEvent&)> on_event);
   // The block table of a live sequence (empty if unknown).
   std::vector<int32_t> BlocksOf(int64_t seq_id) const;
+  // Prompt tokens a live sequence took from the prefix cache (0 if unknown).
+  int32_t CachedTokensOf(int64_t seq_id) const;
   // The prompt's KV is in the reserved blocks and `first_token` was sampled
   // by the prefill worker: emit it and join the running batch.
   absl::Status CommitPrefilled(int64_t seq_id, int32_t first_token);
@@ -76,6 +92,7 @@ class Engine {
   int32_t num_sequences() const { return static_cast<int32_t>(sequences_.size()); }
   int64_t queued_prompt_tokens() const;
   const KvCache& cache() const { return *cache_; }
+  const PrefixStats& prefix_stats() const { return prefix_stats_; }
   int32_t num_running() const;
   int32_t num_waiting() const;
   // Runs one forward step over the current batch.
@@ -85,6 +102,15 @@ class Engine {
   void BuildBatch(ForwardBatch* batch, std::vector<Sequence*>* owners);
   absl::StatusOr<std::unique_ptr<Sequence>> Admit(SequenceOptions opts,
                                                   std::function<void(const TokenEvent&)> cb);
+  // The longest run of cached blocks matching the prompt (never all of it),
+  // each referenced for the caller, and their keys.
+  struct CachedPrefix {
+    std::vector<int32_t> blocks;
+    std::vector<uint64_t> keys;
+  };
+  CachedPrefix TakeCachedPrefix(const std::vector<int32_t>& prompt);
+  // Publishes the sequence's full blocks that are computed and not yet keyed.
+  void PublishFullBlocks(Sequence& seq);
   void RunLayerHook(const ForwardBatch& batch, const std::vector<Sequence*>& owners, int layer);
   void SampleNext(Sequence& seq, absl::Span<float> logits);
   void AcceptToken(Sequence& seq, int32_t token);
@@ -99,6 +125,7 @@ class Engine {
   std::map<int64_t, std::unique_ptr<Sequence>> sequences_;  // admission order
   std::map<int64_t, std::vector<int32_t>> held_blocks_;
   std::vector<float> logits_;
+  PrefixStats prefix_stats_;
 };
 
 }  // namespace pdserve

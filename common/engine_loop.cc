@@ -1,5 +1,10 @@
 #include "common/engine_loop.h"
 
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
 #include "glog/logging.h"
 
 namespace pdserve {
@@ -41,9 +46,21 @@ void EngineLoop::Stop() {
 }
 
 void EngineLoop::Publish() {
+  const PrefixCache& prefix = engine_->cache().allocator().prefix_cache();
+  if (keys_ == nullptr || prefix.version() != keys_version_) {
+    std::vector<uint64_t> keys = prefix.RecentKeys(kMaxPublishedBlockKeys);
+    // Sorted so that the router can binary-search them.
+    std::sort(keys.begin(), keys.end());
+    keys_ = std::make_shared<const std::vector<uint64_t>>(std::move(keys));
+    keys_version_ = prefix.version();
+  }
   EngineLoad l;
+  l.cached_block_keys = keys_;
   l.kv_blocks_total = engine_->cache().num_blocks();
   l.kv_blocks_free = engine_->cache().allocator().num_free();
+  l.kv_blocks_cached = engine_->cache().allocator().num_cached_free();
+  l.prefix_lookup_tokens = engine_->prefix_stats().lookup_tokens;
+  l.prefix_hit_tokens = engine_->prefix_stats().hit_tokens;
   l.running = engine_->num_running();
   l.waiting = engine_->num_waiting();
   l.queued_prompt_tokens = engine_->queued_prompt_tokens();

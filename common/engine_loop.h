@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -24,12 +25,26 @@ namespace pdserve {
 
 struct EngineLoad {
   int32_t kv_blocks_total = 0;
+  // Blocks an admission can take: empty, or cached and unreferenced
+  // (reclaimable, evicted on demand).
   int32_t kv_blocks_free = 0;
+  // Of the free blocks, those still holding a cached prefix.
+  int32_t kv_blocks_cached = 0;
+  // Cumulative prefix-cache lookups and hits, in prompt tokens.
+  int64_t prefix_lookup_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
   int32_t running = 0;
   int32_t waiting = 0;
   int64_t queued_prompt_tokens = 0;
   int64_t steps = 0;
+  // LoadReport.cached_block_keys: up to kMaxPublishedBlockKeys keys of
+  // cached blocks, sorted. Shared, because load() is copied for every
+  // report and scrape while the keys change only with the cache.
+  std::shared_ptr<const std::vector<uint64_t>> cached_block_keys;
 };
+
+// Bound of the published key summary: 4 KiB per load report.
+inline constexpr int32_t kMaxPublishedBlockKeys = 512;
 
 class EngineLoop {
  public:
@@ -41,7 +56,8 @@ class EngineLoop {
   bool Post(std::function<void(Engine&)> fn);
   EngineLoad load() const;
   // Waits until no sequence is in flight and every KV block is free (held
-  // prefill blocks included), or `deadline`; returns whether it got idle.
+  // prefill blocks included; cached unreferenced blocks count as free), or
+  // `deadline`; returns whether it got idle.
   bool WaitIdle(absl::Time deadline) const;
   // Finishes queued closures, then stops the thread. Idempotent.
   void Stop();
@@ -55,6 +71,9 @@ class EngineLoop {
   std::deque<std::function<void(Engine&)>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   EngineLoad load_ ABSL_GUARDED_BY(mu_);
+  // Engine thread only: the prefix cache version the keys were taken at.
+  uint64_t keys_version_ = ~uint64_t{0};
+  std::shared_ptr<const std::vector<uint64_t>> keys_;
   std::thread thread_;
 };
 

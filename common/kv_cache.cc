@@ -6,8 +6,15 @@
 
 namespace pdserve {
 
-KvLayout KvLayout::ForModel(const ModelConfig& c, int32_t block_size) {
+absl::Status ValidateKvDtype(const std::string& dtype) {
+  if (dtype == kKvDtypeF16 || dtype == kKvDtypeInt8) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("kv dtype \"", dtype, "\" is not one of f16, int8"));
+}
+
+KvLayout KvLayout::ForModel(const ModelConfig& c, int32_t block_size, const std::string& dtype) {
   KvLayout l;
+  l.dtype = dtype;
   l.n_layers = c.n_layers;
   l.n_kv_heads = c.n_kv_heads;
   l.head_dim = c.head_dim;
@@ -25,6 +32,12 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvLayout& layout,
   if (num_blocks <= 0 || layout.block_size <= 0 || layout.n_layers <= 0 || layout.kv_dim() <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("kv cache: bad size ", num_blocks,
                                                    " blocks of ", layout.DebugString()));
+  }
+  if (absl::Status st = ValidateKvDtype(layout.dtype); !st.ok()) return st;
+  // The f32 scales follow 2 * block_size * kv_dim int8 bytes; keep them aligned.
+  if (layout.is_int8() && (layout.block_size * layout.kv_dim()) % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv cache: int8 needs an even block_size * kv_dim, got ", layout.DebugString()));
   }
   const size_t bytes = static_cast<size_t>(num_blocks) * layout.n_layers *
                        static_cast<size_t>(layout.bytes_per_layer_block());

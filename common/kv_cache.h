@@ -1,9 +1,14 @@
 // KvCache: the paged key/value memory of one worker, plus its allocator.
 //
-// Layout: for every layer, for every block, the block's K rows followed by
-// its V rows ([block_size][kv_dim] f16 each). One (layer, block) is thus a
-// single contiguous span of bytes_per_layer_block() bytes, which is what the
-// KV transport sends or receives for that layer without copying.
+// Layout: for every layer, for every block, one contiguous span of
+// bytes_per_layer_block() bytes, which is what the KV transport sends or
+// receives for that layer without copying. Inside it, by dtype:
+//   f16:  K rows [block_size][kv_dim] f16, then V rows, same shape.
+//   int8: K rows [block_size][kv_dim] int8, then V rows, then the K scales
+//         [block_size][n_kv_heads] f32, then the V scales, same shape.
+// int8 rows are symmetric absmax quantised per (token, kv head): element
+// x = q * scale (see common/kv_int8.h). The scales live inside the block so
+// a quantised block travels and is cached exactly as stored.
 // The pool is an anonymous mapping, so untouched blocks cost no RSS.
 //
 // Not thread-safe: the engine thread owns it; the KV transport writes only
@@ -25,16 +30,22 @@ struct KvLayout {
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
   int32_t block_size = 16;
-  // Element type of K/V; only "f16" today.
+  // Element type of K/V: kKvDtypeF16 or kKvDtypeInt8 (the wire spelling).
   std::string dtype = "f16";
 
-  static KvLayout ForModel(const ModelConfig& c, int32_t block_size);
+  static KvLayout ForModel(const ModelConfig& c, int32_t block_size,
+                           const std::string& dtype = "f16");
+  bool is_int8() const { return dtype == "int8"; }
   int64_t kv_dim() const { return static_cast<int64_t>(n_kv_heads) * head_dim; }
-  int64_t elem_bytes() const { return 2; }
+  int64_t elem_bytes() const { return is_int8() ? 1 : 2; }
+  // Bytes of one token's K (or V) row in one layer, its scales included.
+  int64_t row_bytes() const {
+    return kv_dim() * elem_bytes() + (is_int8() ? n_kv_heads * int64_t{sizeof(float)} : 0);
+  }
   // K + V bytes of one block in one layer.
-  int64_t bytes_per_layer_block() const { return 2 * block_size * kv_dim() * elem_bytes(); }
+  int64_t bytes_per_layer_block() const { return 2 * block_size * row_bytes(); }
   // K + V bytes of one token over all layers.
-  int64_t bytes_per_token() const { return 2 * n_layers * kv_dim() * elem_bytes(); }
+  int64_t bytes_per_token() const { return 2 * n_layers * row_bytes(); }
   bool operator==(const KvLayout& o) const = default;
   std::string DebugString() const;
 };
@@ -56,9 +67,23 @@ class KvCache {
     return base_ + (static_cast<int64_t>(layer) * num_blocks() + block) *
                        layout_.bytes_per_layer_block();
   }
+  // f16 caches only.
   uint16_t* K(int layer, int32_t block) { return reinterpret_cast<uint16_t*>(LayerBlock(layer, block)); }
   uint16_t* V(int layer, int32_t block) {
     return K(layer, block) + layout_.block_size * layout_.kv_dim();
+  }
+  // int8 caches only: rows [block_size][kv_dim], scales [block_size][n_kv_heads].
+  int8_t* K8(int layer, int32_t block) {
+    return reinterpret_cast<int8_t*>(LayerBlock(layer, block));
+  }
+  int8_t* V8(int layer, int32_t block) {
+    return K8(layer, block) + layout_.block_size * layout_.kv_dim();
+  }
+  float* KScales(int layer, int32_t block) {
+    return reinterpret_cast<float*>(V8(layer, block) + layout_.block_size * layout_.kv_dim());
+  }
+  float* VScales(int layer, int32_t block) {
+    return KScales(layer, block) + layout_.block_size * layout_.n_kv_heads;
   }
 
  private:
@@ -69,6 +94,13 @@ class KvCache {
   uint8_t* base_;
   size_t bytes_;
 };
+
+// Wire and flag spellings of KvLayout::dtype.
+inline constexpr char kKvDtypeF16[] = "f16";
+inline constexpr char kKvDtypeInt8[] = "int8";
+
+// OK for "f16" and "int8"; InvalidArgument naming the choices otherwise.
+absl::Status ValidateKvDtype(const std::string& dtype);
 
 // Blocks needed to hold `tokens` tokens.
 inline int32_t BlocksForTokens(int64_t tokens, int32_t block_size) {

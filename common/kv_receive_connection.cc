@@ -32,15 +32,67 @@ std::string PeerName(const asio::ip::tcp::socket& socket) {
 }  // namespace
 
 KvReceiveConnection::KvReceiveConnection(asio::ip::tcp::socket socket, KvFrameSink* sink,
-                                         absl::Duration idle_timeout)
+                                         absl::Duration idle_timeout,
+                                         std::shared_ptr<const KvAuthKey> auth)
     : socket_(std::move(socket)),
       watchdog_(socket_.get_executor()),
       sink_(sink),
+      auth_(std::move(auth)),
       idle_timeout_(absl::ToChronoNanoseconds(idle_timeout)),
       peer_(PeerName(socket_)) {}
 
 void KvReceiveConnection::Start() {
   last_progress_ = Clock::now();
+  if (auth_ == nullptr) return ReadPrefix();
+  // The handshake is watched like a frame: a peer that stalls in it is cut.
+  mid_frame_ = true;
+  EnsureWatchdog();
+  handshake_.resize(kKvHelloBytes);
+  asio::async_read(
+      socket_, asio::buffer(handshake_),
+      [this](const error_code& ec, size_t n) { return Progress(ec, n); },
+      [self = shared_from_this()](const error_code& ec, size_t) { self->OnHello(ec); });
+}
+
+void KvReceiveConnection::OnHello(const error_code& ec) {
+  if (closed_) return;
+  if (ec) return Fail(ec, "reading the auth hello");
+  if (absl::string_view(handshake_).substr(0, kKvAuthMagic.size()) != kKvAuthMagic) {
+    return Close(absl::UnauthenticatedError(absl::StrCat(
+        "kv connection from ", peer_,
+        " sent frames without authenticating (is --kv_secret_file set on the prefill worker?)")));
+  }
+  std::copy_n(reinterpret_cast<const uint8_t*>(handshake_.data()) + kKvAuthMagic.size(),
+              sender_nonce_.size(), sender_nonce_.begin());
+  receiver_nonce_ = NewKvNonce();
+  const KvMac mac = auth_->Prove(KvAuthRole::kReceiver, sender_nonce_, receiver_nonce_);
+  handshake_.assign(reinterpret_cast<const char*>(receiver_nonce_.data()), receiver_nonce_.size());
+  handshake_.append(reinterpret_cast<const char*>(mac.data()), mac.size());
+  asio::async_write(socket_, asio::buffer(handshake_),
+                    [self = shared_from_this()](const error_code& ec, size_t) {
+                      if (self->closed_) return;
+                      if (ec) return self->Fail(ec, "writing the auth challenge");
+                      self->last_progress_ = Clock::now();
+                      self->handshake_.resize(kKvMacBytes);
+                      asio::async_read(
+                          self->socket_, asio::buffer(self->handshake_),
+                          [raw = self.get()](const error_code& ec, size_t n) {
+                            return raw->Progress(ec, n);
+                          },
+                          [self](const error_code& ec, size_t) { self->OnProof(ec); });
+                    });
+}
+
+void KvReceiveConnection::OnProof(const error_code& ec) {
+  if (closed_) return;
+  if (ec) return Fail(ec, "reading the auth proof");
+  if (!auth_->Verify(KvAuthRole::kSender, sender_nonce_, receiver_nonce_,
+                     reinterpret_cast<const uint8_t*>(handshake_.data()))) {
+    return Close(absl::UnauthenticatedError(
+        absl::StrCat("kv connection from ", peer_, " failed authentication (wrong KV secret)")));
+  }
+  VLOG(1) << "kv connection from " << peer_ << " authenticated";
+  handshake_.clear();
   ReadPrefix();
 }
 

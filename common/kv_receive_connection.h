@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/kv_auth.h"
 #include "common/kv_frame.h"
 #include "pdserve/v1/kv_frame.pb.h"
 
@@ -62,8 +63,11 @@ class KvFrameSink {
 
 class KvReceiveConnection : public std::enable_shared_from_this<KvReceiveConnection> {
  public:
+  // With `auth`, the peer must pass the KV auth handshake (kv_auth.h)
+  // before its first frame is read.
   KvReceiveConnection(boost::asio::ip::tcp::socket socket, KvFrameSink* sink,
-                      absl::Duration idle_timeout);
+                      absl::Duration idle_timeout,
+                      std::shared_ptr<const KvAuthKey> auth = nullptr);
 
   void Start();
   // Idempotent. Ends any payload read at once: after this returns, nothing
@@ -74,6 +78,8 @@ class KvReceiveConnection : public std::enable_shared_from_this<KvReceiveConnect
  private:
   using Clock = std::chrono::steady_clock;
 
+  void OnHello(const boost::system::error_code& ec);
+  void OnProof(const boost::system::error_code& ec);
   void ReadPrefix();
   void OnPrefix(const boost::system::error_code& ec);
   void OnHeaderBytes(const boost::system::error_code& ec);
@@ -92,6 +98,10 @@ class KvReceiveConnection : public std::enable_shared_from_this<KvReceiveConnect
   boost::asio::ip::tcp::socket socket_;
   boost::asio::steady_timer watchdog_;
   KvFrameSink* const sink_;
+  const std::shared_ptr<const KvAuthKey> auth_;
+  std::string handshake_;  // the auth message being read or written
+  KvNonce sender_nonce_{};
+  KvNonce receiver_nonce_{};
   const Clock::duration idle_timeout_;
   std::string peer_;
 

@@ -1,5 +1,6 @@
 #include "common/kv_send_connection.h"
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
@@ -105,10 +106,53 @@ void KvSendConnection::OnConnected(uint64_t generation, const error_code& ec) {
   if (options_.socket_buffer_bytes > 0) {
     socket_.set_option(asio::socket_base::send_buffer_size(options_.socket_buffer_bytes), ignored);
   }
+  if (options_.auth != nullptr) return Authenticate(generation);
+  Ready();
+}
+
+void KvSendConnection::Ready() {
   state_ = State::kConnected;
   last_progress_ = Clock::now();
   ReadAck();
   WriteNext();
+}
+
+// Still kConnecting until the receiver has proven the secret, so the
+// connect timeout bounds the whole handshake.
+void KvSendConnection::Authenticate(uint64_t generation) {
+  nonce_ = NewKvNonce();
+  handshake_.assign(kKvAuthMagic.data(), kKvAuthMagic.size());
+  handshake_.append(reinterpret_cast<const char*>(nonce_.data()), nonce_.size());
+  asio::async_write(socket_, asio::buffer(handshake_),
+                    [self = shared_from_this(), generation](const error_code& ec, size_t) {
+                      if (generation != self->generation_) return;
+                      if (ec) return self->Fail(self->IoError("sending the auth hello", ec));
+                      self->handshake_.resize(kKvChallengeBytes);
+                      asio::async_read(self->socket_, asio::buffer(self->handshake_),
+                                       [self, generation](const error_code& ec, size_t) {
+                                         self->OnChallenge(generation, ec);
+                                       });
+                    });
+}
+
+void KvSendConnection::OnChallenge(uint64_t generation, const error_code& ec) {
+  if (generation != generation_) return;
+  if (ec) return Fail(IoError("reading the auth challenge (does the receiver use --kv_secret_file?)", ec));
+  KvNonce receiver{};
+  std::copy_n(reinterpret_cast<const uint8_t*>(handshake_.data()), receiver.size(), receiver.begin());
+  const auto* mac = reinterpret_cast<const uint8_t*>(handshake_.data()) + kKvNonceBytes;
+  if (!options_.auth->Verify(KvAuthRole::kReceiver, nonce_, receiver, mac)) {
+    return Fail(absl::UnauthenticatedError(absl::StrCat(
+        "kv connection to ", endpoint_, ": the receiver failed authentication (wrong KV secret)")));
+  }
+  const KvMac proof = options_.auth->Prove(KvAuthRole::kSender, nonce_, receiver);
+  handshake_.assign(reinterpret_cast<const char*>(proof.data()), proof.size());
+  asio::async_write(socket_, asio::buffer(handshake_),
+                    [self = shared_from_this(), generation](const error_code& ec, size_t) {
+                      if (generation != self->generation_) return;
+                      if (ec) return self->Fail(self->IoError("sending the auth proof", ec));
+                      self->Ready();
+                    });
 }
 
 void KvSendConnection::WriteNext() {

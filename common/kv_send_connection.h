@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/host_port.h"
+#include "common/kv_auth.h"
 #include "common/kv_frame.h"
 #include "common/kv_send_transfer.h"
 
@@ -41,6 +42,8 @@ struct KvSendConnectionOptions {
   absl::Duration idle_timeout = absl::Seconds(10);
   int max_queued_frames = 1024;
   int socket_buffer_bytes = 0;  // SO_SNDBUF; 0 = kernel autotuning
+  // Shared-secret handshake before any frame (kv_auth.h); null = none.
+  std::shared_ptr<const KvAuthKey> auth;
 };
 
 struct KvOutFrame {
@@ -78,6 +81,11 @@ class KvSendConnection : public std::enable_shared_from_this<KvSendConnection> {
 
   void Connect();
   void OnConnected(uint64_t generation, const boost::system::error_code& ec);
+  // The KV auth handshake (kv_auth.h), run before the connection counts
+  // as connected when a key is configured.
+  void Authenticate(uint64_t generation);
+  void OnChallenge(uint64_t generation, const boost::system::error_code& ec);
+  void Ready();
   void WriteNext();
   void OnWritten(uint64_t generation, const boost::system::error_code& ec);
   void ReadAck();
@@ -111,6 +119,8 @@ class KvSendConnection : public std::enable_shared_from_this<KvSendConnection> {
   absl::flat_hash_set<Key> awaiting_ack_;  // commits written, not yet acked
   std::array<uint8_t, kKvLengthPrefixBytes> ack_prefix_{};
   std::string ack_body_;
+  std::string handshake_;  // the auth message being written or read
+  KvNonce nonce_{};        // this connection attempt's sender nonce
   bool watchdog_armed_ = false;
   Clock::time_point last_progress_;
 };

@@ -55,6 +55,11 @@ v1::LoadReport ToLoadReport(const EngineLoad& load, bool draining) {
   r.set_kv_blocks_total(load.kv_blocks_total);
   r.set_kv_blocks_free(load.kv_blocks_free);
   r.set_kv_blocks_used(load.kv_blocks_total - load.kv_blocks_free);
+  r.set_kv_blocks_cached(load.kv_blocks_cached);
+  if (load.cached_block_keys != nullptr) {
+    r.mutable_cached_block_keys()->Add(load.cached_block_keys->begin(),
+                                       load.cached_block_keys->end());
+  }
   r.set_running(load.running);
   r.set_waiting(load.waiting);
   r.set_queued_prompt_tokens(load.queued_prompt_tokens);

@@ -33,6 +33,10 @@ struct SequenceOptions {
   // Prefill workers: keep the KV blocks when the sequence finishes; they are
   // handed over with Engine::TakeHeldBlocks() and freed after the transfer.
   bool hold_kv_on_finish = false;
+  // Index of the first generated token: non-zero when a request moved from
+  // another decode worker continues (the prompt then ends with the tokens
+  // generated so far). Only numbering and the sampler's draw depend on it.
+  int32_t first_index = 0;
 };
 
 struct Sequence {
@@ -56,6 +60,12 @@ struct Sequence {
   std::vector<int32_t> tokens;  // prompt followed by generated tokens
   std::vector<int32_t> blocks;  // KV block table
   int32_t num_computed = 0;     // tokens whose K/V are in the cache
+  // Prompt tokens whose K/V came from the prefix cache at admission (whole
+  // blocks; never the full prompt, the last token is always computed).
+  int32_t cached_tokens = 0;
+  // Hash-chain keys of the leading full blocks already looked up or
+  // published (block_keys[i] belongs to blocks[i]).
+  std::vector<uint64_t> block_keys;
   FinishReason finish = FinishReason::kNone;
 };
 

@@ -151,7 +151,8 @@ void TcpKvReceiverImpl::Accept() {
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     auto conn =
-        std::make_shared<KvReceiveConnection>(std::move(socket), this, options_.idle_timeout);
+        std::make_shared<KvReceiveConnection>(std::move(socket), this, options_.idle_timeout,
+                                              options_.auth);
     connections_.insert(conn);
     conn->Start();
     Accept();

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/kv_auth.h"
 #include "common/kv_cache.h"
 #include "common/kv_transport.h"
 
@@ -30,6 +31,9 @@ struct TcpKvReceiverOptions {
   absl::Duration idle_timeout = absl::Seconds(10);
   // SO_RCVBUF of accepted connections; 0 keeps the kernel's autotuning.
   int socket_buffer_bytes = 0;
+  // Accept only peers that prove the shared KV secret (kv_auth.h) before
+  // their first frame. Null = no authentication.
+  std::shared_ptr<const KvAuthKey> auth;
 };
 
 class TcpKvReceiver : public KvReceiver {

@@ -57,7 +57,7 @@ class TcpKvSenderImpl final : public TcpKvSender {
   explicit TcpKvSenderImpl(const TcpKvSenderOptions& options)
       : io_("kv-send-io"),
         options_{options.connect_timeout, options.idle_timeout, options.max_queued_frames,
-                 options.socket_buffer_bytes} {}
+                 options.socket_buffer_bytes, options.auth} {}
   ~TcpKvSenderImpl() override;
 
   absl::Status SendLayer(const KvTransferTarget& target, int layer,

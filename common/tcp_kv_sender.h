@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/kv_auth.h"
 #include "common/kv_transport.h"
 
 namespace pdserve {
@@ -29,6 +30,9 @@ struct TcpKvSenderOptions {
   // SO_SNDBUF of each connection; 0 keeps the kernel's autotuning. A
   // buffer that holds a whole layer frame lets one sendmsg take it.
   int socket_buffer_bytes = 0;
+  // Prove the shared KV secret to each receiver, and check that it holds
+  // it, before sending (kv_auth.h). Null = no authentication.
+  std::shared_ptr<const KvAuthKey> auth;
 };
 
 class TcpKvSender : public KvSender {

@@ -1,6 +1,10 @@
 #include "decode_worker/decode_call.h"
 
+#include <algorithm>
 #include <atomic>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
@@ -10,8 +14,8 @@
 
 namespace pdserve {
 
-struct DecodeCall::State {
-  explicit State(DecodeCall* reactor) : outbox(reactor) {}
+struct DecodeCallState {
+  explicit DecodeCallState(DecodeCall* reactor) : outbox(reactor) {}
 
   StreamOutbox<v1::DecodeEvent> outbox;
   std::atomic<bool> cancelled{false};
@@ -21,15 +25,23 @@ struct DecodeCall::State {
   // Engine thread only.
   int64_t seq_id = 0;
   bool awaiting_kv = false;
+  // The KV reservation, kept across epochs: a failed epoch re-arms the same
+  // blocks under epoch + 1 instead of giving them up (PROTOCOL.md, "Prefill
+  // retry").
+  std::vector<int32_t> kv_blocks;
+  uint64_t epoch = 0;
+  absl::Duration kv_wait;   // per epoch
+  absl::Time kv_deadline;  // of the current epoch
   absl::Status error;  // why the engine sequence was cancelled, if we did it
   absl::Time reserved_at, committed_at;
   uint64_t kv_bytes = 0;
+  int32_t local_cached_tokens = 0;  // local prefill: prompt tokens from the prefix cache
   double first_step_ms = 0;
 };
 
 namespace {
 
-using State = DecodeCall::State;
+using State = DecodeCallState;
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
@@ -57,6 +69,7 @@ void SendFinished(State& st, const TokenEvent& ev) {
   t->set_kv_transfer_bytes(st.kv_bytes);
   t->set_first_decode_step_ms(st.first_step_ms);
   t->set_prefill_mode(st.kv_bytes > 0 ? "remote" : "local");
+  t->set_prefill_cached_tokens(static_cast<uint32_t>(st.local_cached_tokens));
   st.outbox.Push(std::move(out));
   st.outbox.Close(grpc::Status::OK);
 }
@@ -81,23 +94,69 @@ void OnTokenEvent(State& st, const TokenEvent& ev) {
   SendFinished(st, ev);
 }
 
-// Engine thread: the receiver finished the transfer (or gave up on it).
-void OnKvDone(Engine& engine, State& st, const absl::StatusOr<KvCommit>& commit) {
-  if (!st.awaiting_kv) return;  // already cancelled
+absl::Status ArmKv(DecodeContext* ctx, const std::shared_ptr<State>& st, absl::Time deadline);
+
+// The sequence no longer waits for KV: forget it for RetryTransfer.
+void StopAwaitingKv(DecodeContext* ctx, State& st) {
   st.awaiting_kv = false;
+  ctx->awaiting_kv.erase(static_cast<uint64_t>(st.seq_id));
+}
+
+// A failed epoch whose blocks are worth keeping: its prefill worker gave up
+// or broke the transfer, and the router may retry on another one. Deadlines
+// and cancellation end the reservation instead.
+bool KeepReservation(const absl::Status& s) {
+  return !absl::IsDeadlineExceeded(s) && !absl::IsCancelled(s);
+}
+
+// Engine thread: the receiver finished epoch `epoch` of the transfer (or
+// gave up on it).
+void OnKvDone(DecodeContext* ctx, Engine& engine, const std::shared_ptr<State>& st,
+              uint64_t epoch, const absl::StatusOr<KvCommit>& commit) {
+  State& s = *st;
+  // Already cancelled, or an epoch that a retry superseded.
+  if (!s.awaiting_kv || epoch != s.epoch) return;
+  if (!commit.ok() && KeepReservation(commit.status())) {
+    // Re-arm under the next epoch within the failed epoch's wait, so the
+    // reservation stays bounded even if no retry comes; a retry re-arms
+    // again with a fresh wait.
+    LOG(INFO) << "[" << s.request_id << "] kv transfer epoch " << epoch
+              << " failed: " << commit.status() << "; keeping the reservation for a retry";
+    const absl::Status armed = ArmKv(ctx, st, s.kv_deadline);
+    if (armed.ok()) return;
+  }
+  StopAwaitingKv(ctx, s);
   if (!commit.ok()) {
-    LOG(WARNING) << "[" << st.request_id << "] kv transfer failed: " << commit.status();
-    st.error = commit.status();
-    engine.Cancel(st.seq_id);
+    LOG(WARNING) << "[" << s.request_id << "] kv transfer failed: " << commit.status();
+    s.error = commit.status();
+    engine.Cancel(s.seq_id);
     return;
   }
-  st.committed_at = absl::Now();
-  st.kv_bytes = commit->total_bytes;
-  absl::Status s = engine.CommitPrefilled(st.seq_id, commit->first_token);
-  if (!s.ok()) {
-    LOG(WARNING) << "[" << st.request_id << "] commit rejected: " << s;
-    st.outbox.Close(ToGrpcStatus(s));
+  s.committed_at = absl::Now();
+  s.kv_bytes = commit->total_bytes;
+  ctx->kv_bytes_received.fetch_add(commit->total_bytes, std::memory_order_relaxed);
+  absl::Status c = engine.CommitPrefilled(s.seq_id, commit->first_token);
+  if (!c.ok()) {
+    LOG(WARNING) << "[" << s.request_id << "] commit rejected: " << c;
+    s.outbox.Close(ToGrpcStatus(c));
   }
+}
+
+// Engine thread: registers the reserved blocks with the receiver under the
+// next epoch; a pending older epoch is superseded (its frames are dropped).
+absl::Status ArmKv(DecodeContext* ctx, const std::shared_ptr<State>& st, absl::Time deadline) {
+  const uint64_t epoch = st->epoch + 1;
+  EngineLoop* loop = ctx->loop;
+  absl::Status s = ctx->receiver->Expect(
+      static_cast<uint64_t>(st->seq_id), epoch, st->kv_blocks, ctx->layout.n_layers, deadline,
+      [ctx, st, loop, epoch](absl::StatusOr<KvCommit> r) {
+        loop->Post([ctx, st, epoch, r](Engine& e) { OnKvDone(ctx, e, st, epoch, r); });
+      });
+  if (s.ok()) {
+    st->epoch = epoch;
+    st->kv_deadline = deadline;
+  }
+  return s;
 }
 
 SequenceOptions ToSequenceOptions(const v1::DecodeRequest& req) {
@@ -106,6 +165,7 @@ SequenceOptions ToSequenceOptions(const v1::DecodeRequest& req) {
   o.sampling = FromProto(req.sampling());
   o.max_tokens = req.max_tokens();
   o.ignore_eos = req.ignore_eos();
+  o.first_index = req.first_index();
   return o;
 }
 
@@ -118,26 +178,28 @@ void ExpectKv(DecodeContext* ctx, const std::shared_ptr<State>& st, Engine& engi
   std::vector<int32_t> blocks = engine.BlocksOf(st->seq_id);
   blocks.resize(std::min<size_t>(blocks.size(),
                                  BlocksForTokens(st->prompt_len, ctx->layout.block_size)));
-  EngineLoop* loop = ctx->loop;
-  absl::Status s = ctx->receiver->Expect(
-      transfer_id, 1, blocks, ctx->layout.n_layers, absl::Now() + wait,
-      [st, loop](absl::StatusOr<KvCommit> r) {
-        loop->Post([st, r](Engine& e) { OnKvDone(e, *st, r); });
-      });
+  // Delta transfer: the prefix this worker already holds is not sent.
+  const int32_t cached_tokens = engine.CachedTokensOf(st->seq_id);
+  std::fill_n(blocks.begin(), cached_tokens / ctx->layout.block_size, kKvBlockNotSent);
+  st->kv_blocks = blocks;
+  st->kv_wait = wait;
+  st->reserved_at = absl::Now();
+  absl::Status s = ArmKv(ctx, st, st->reserved_at + wait);
   if (!s.ok()) {
     st->error = s;
     engine.Cancel(st->seq_id);
     return;
   }
   st->awaiting_kv = true;
-  st->reserved_at = absl::Now();
+  ctx->awaiting_kv[transfer_id] = st;
   v1::DecodeEvent out;
   v1::Reserved* r = out.mutable_reserved();
   r->set_transfer_id(transfer_id);
-  r->set_epoch(1);
+  r->set_epoch(st->epoch);
   r->set_kv_endpoint(ctx->kv_endpoint);
   *r->mutable_kv_layout() = ToProto(ctx->layout);
   r->set_num_blocks(static_cast<uint32_t>(blocks.size()));
+  r->set_cached_prefix_tokens(static_cast<uint32_t>(cached_tokens));
   st->outbox.Push(std::move(out));
 }
 
@@ -150,6 +212,11 @@ DecodeCall::DecodeCall(DecodeContext* ctx, grpc::CallbackServerContext* rpc,
   state_->prompt_len = req.prompt_tokens_size();
   if (ctx->draining.load()) {
     state_->outbox.Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode worker is draining"));
+    return;
+  }
+  if (req.first_index() < 0) {
+    state_->outbox.Close(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first_index must not be negative"));
     return;
   }
   absl::Duration wait = req.kv_wait_ms() > 0 ? absl::Milliseconds(req.kv_wait_ms())
@@ -170,6 +237,7 @@ DecodeCall::DecodeCall(DecodeContext* ctx, grpc::CallbackServerContext* rpc,
     st->seq_id = *id;
     if (local) {
       st->reserved_at = absl::Now();
+      st->local_cached_tokens = e.CachedTokensOf(*id);
       return;
     }
     ExpectKv(ctx, st, e, wait);
@@ -190,10 +258,34 @@ void DecodeCall::OnCancel() {
   ctx->loop->Post([ctx, st](Engine& e) {
     if (st->seq_id == 0) return;
     if (st->awaiting_kv) ctx->receiver->Cancel(static_cast<uint64_t>(st->seq_id));
-    st->awaiting_kv = false;
+    StopAwaitingKv(ctx, *st);
     e.Cancel(st->seq_id);
   });
   st->outbox.Close(grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled"));
+}
+
+void RetryDecodeTransfer(DecodeContext* ctx, const v1::RetryTransferRequest& req,
+                         std::function<void(absl::StatusOr<uint64_t>)> done) {
+  const uint64_t id = req.transfer_id();
+  const std::string request_id = req.request_id();
+  auto run = [ctx, id, request_id, done](Engine&) {
+    auto it = ctx->awaiting_kv.find(id);
+    std::shared_ptr<State> st = it == ctx->awaiting_kv.end() ? nullptr : it->second.lock();
+    if (st == nullptr || !st->awaiting_kv || st->request_id != request_id) {
+      done(absl::NotFoundError(absl::StrCat("no reservation of request ", request_id,
+                                            " waits for KV transfer ", id)));
+      return;
+    }
+    const absl::Status s = ArmKv(ctx, st, absl::Now() + st->kv_wait);
+    if (!s.ok()) {
+      done(s);
+      return;
+    }
+    LOG(INFO) << "[" << request_id << "] kv transfer " << id << " re-armed under epoch "
+              << st->epoch;
+    done(st->epoch);
+  };
+  if (!ctx->loop->Post(run)) done(absl::UnavailableError("decode worker stopping"));
 }
 
 void DecodeCall::OnDone() {

@@ -3,8 +3,13 @@
 // Remote prefill: reserve blocks on the engine thread, register them with
 // the KV receiver under (transfer_id, epoch 1) and send Reserved; when the
 // commit arrives, the prefill worker's first token is emitted and the
-// sequence joins the continuous batch. Local prefill: the engine prefills
-// and decodes. Tokens stream as they are sampled; the stream ends with
+// sequence joins the continuous batch. A failed epoch (the prefill worker
+// aborted, died mid-payload or sent a bad frame) keeps the blocks and re-arms
+// them under the next epoch within the same wait; RetryDecodeTransfer (the
+// router retrying on another prefill worker) re-arms with a fresh wait.
+// Local prefill: the engine prefills and decodes. A request moved here by a
+// decode failover numbers its tokens from first_index. Tokens stream as
+// they are sampled; the stream ends with
 // DecodeFinished, or an error status (the KV never came: DEADLINE_EXCEEDED;
 // a bad transfer: the receiver's status; no memory: RESOURCE_EXHAUSTED).
 //
@@ -19,11 +24,13 @@
 #ifndef PDSERVE_DECODE_WORKER_DECODE_CALL_H_
 #define PDSERVE_DECODE_WORKER_DECODE_CALL_H_
 
+#include <functional>
 #include <memory>
 
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/server_callback.h>
 
+#include "absl/status/statusor.h"
 #include "decode_worker/decode_context.h"
 #include "pdserve/v1/worker.pb.h"
 
@@ -37,12 +44,19 @@ class DecodeCall : public grpc::ServerWriteReactor<v1::DecodeEvent> {
   void OnCancel() override;
   void OnDone() override;
 
-  struct State;
+  using State = DecodeCallState;
 
  private:
   DecodeContext* const ctx_;
   std::shared_ptr<State> state_;
 };
+
+// DecodeWorker.RetryTransfer: moves the reservation of the stream with
+// `req.transfer_id` that still waits for KV to the next epoch, with a fresh
+// KV wait, and reports that epoch through `done` (on the engine thread).
+// NOT_FOUND when no such stream waits for KV.
+void RetryDecodeTransfer(DecodeContext* ctx, const v1::RetryTransferRequest& req,
+                         std::function<void(absl::StatusOr<uint64_t>)> done);
 
 }  // namespace pdserve
 

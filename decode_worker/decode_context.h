@@ -6,7 +6,10 @@
 #define PDSERVE_DECODE_WORKER_DECODE_CONTEXT_H_
 
 #include <atomic>
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "absl/time/time.h"
 #include "common/engine_loop.h"
@@ -15,6 +18,8 @@
 #include "common/model.h"
 
 namespace pdserve {
+
+struct DecodeCallState;
 
 struct DecodeContext {
   const Model* model = nullptr;
@@ -26,6 +31,11 @@ struct DecodeContext {
   absl::Duration default_kv_wait = absl::Seconds(10);
   absl::Duration max_kv_wait = absl::Seconds(60);
   std::atomic<bool> draining{false};
+  // KV payload bytes of committed transfers (the metrics' counter).
+  std::atomic<uint64_t> kv_bytes_received{0};
+  // Streams whose reservation waits for KV, by transfer id, so that
+  // RetryTransfer finds them. Engine thread only.
+  std::unordered_map<uint64_t, std::weak_ptr<DecodeCallState>> awaiting_kv;
 };
 
 }  // namespace pdserve

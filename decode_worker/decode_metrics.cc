@@ -6,9 +6,14 @@ void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry) 
   const EngineLoop* loop = ctx->loop;
   registry->AddCallbackGauge("pdserve_decode_kv_blocks_total", "KV cache blocks in the pool.",
                              [loop] { return loop->load().kv_blocks_total; });
-  registry->AddCallbackGauge("pdserve_decode_kv_blocks_free",
-                             "KV cache blocks neither reserved nor in use.",
-                             [loop] { return loop->load().kv_blocks_free; });
+  registry->AddCallbackGauge(
+      "pdserve_decode_kv_blocks_free",
+      "KV cache blocks an admission can take (empty, or cached and unreferenced).",
+      [loop] { return loop->load().kv_blocks_free; });
+  registry->AddCallbackGauge(
+      "pdserve_decode_kv_blocks_cached",
+      "Free KV blocks that still hold a cached prefix (reclaimable, evicted LRU first).",
+      [loop] { return loop->load().kv_blocks_cached; });
   registry->AddCallbackGauge(
       "pdserve_decode_kv_blocks_utilization",
       "Share of KV blocks in use or reserved, 0..1 (the decode HPA's signal).", [loop] {
@@ -16,8 +21,7 @@ void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry) 
         if (l.kv_blocks_total <= 0) return 0.0;
         return static_cast<double>(l.kv_blocks_total - l.kv_blocks_free) / l.kv_blocks_total;
       });
-  registry->AddCallbackGauge("pdserve_decode_running_sequences",
-                             "Sequences in the running batch.",
+  registry->AddCallbackGauge("pdserve_decode_running_sequences", "Sequences in the running batch.",
                              [loop] { return loop->load().running; });
   registry->AddCallbackGauge("pdserve_decode_waiting_sequences",
                              "Sequences admitted but waiting for a batch slot.",
@@ -26,6 +30,18 @@ void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry) 
   registry->AddCallbackGauge("pdserve_decode_pending_kv_transfers",
                              "Reservations waiting for their KV from a prefill worker.",
                              [receiver] { return static_cast<double>(receiver->num_pending()); });
+  registry->AddCallbackCounter(
+      "pdserve_decode_prefix_cache_lookup_tokens_total",
+      "Prompt tokens of admitted requests looked up in the prefix cache.",
+      [loop] { return static_cast<double>(loop->load().prefix_lookup_tokens); });
+  registry->AddCallbackCounter(
+      "pdserve_decode_prefix_cache_hit_tokens_total",
+      "Prompt tokens found in the prefix cache (not received from a prefill worker).",
+      [loop] { return static_cast<double>(loop->load().prefix_hit_tokens); });
+  registry->AddCallbackCounter(
+      "pdserve_decode_kv_received_bytes_total",
+      "KV payload bytes of committed transfers from prefill workers.",
+      [ctx] { return static_cast<double>(ctx->kv_bytes_received.load()); });
 }
 
 }  // namespace pdserve

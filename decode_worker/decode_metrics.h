@@ -1,4 +1,4 @@
-// The decode worker's Prometheus gauges, read from the engine loop and the
+// The decode worker's Prometheus gauges and counters, read from the engine loop and the
 // KV receiver at scrape time (no bookkeeping on the hot path).
 // pdserve_decode_kv_blocks_utilization drives the decode HPA
 // (deploy/k8s/prometheus-adapter/values.yaml): keep its name and meaning.

@@ -1,5 +1,6 @@
 #include "decode_worker/decode_service.h"
 
+#include "common/grpc_status.h"
 #include "common/proto_convert.h"
 #include "common/rpc/load_watch_reactor.h"
 #include "decode_worker/decode_call.h"
@@ -47,6 +48,17 @@ grpc::ServerWriteReactor<v1::LoadReport>* DecodeService::WatchLoad(
 grpc::ServerWriteReactor<v1::DecodeEvent>* DecodeService::Decode(grpc::CallbackServerContext* rpc,
                                                                  const v1::DecodeRequest* req) {
   return new DecodeCall(ctx_, rpc, *req);
+}
+
+grpc::ServerUnaryReactor* DecodeService::RetryTransfer(grpc::CallbackServerContext* rpc,
+                                                       const v1::RetryTransferRequest* req,
+                                                       v1::RetryTransferResponse* resp) {
+  grpc::ServerUnaryReactor* r = rpc->DefaultReactor();
+  RetryDecodeTransfer(ctx_, *req, [r, resp](absl::StatusOr<uint64_t> epoch) {
+    if (epoch.ok()) resp->set_epoch(*epoch);
+    r->Finish(epoch.ok() ? grpc::Status::OK : ToGrpcStatus(epoch.status()));
+  });
+  return r;
 }
 
 }  // namespace pdserve

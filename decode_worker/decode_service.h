@@ -21,6 +21,9 @@ class DecodeService final : public v1::DecodeWorker::CallbackService {
                                                       const v1::WatchLoadRequest* req) override;
   grpc::ServerWriteReactor<v1::DecodeEvent>* Decode(grpc::CallbackServerContext* rpc,
                                                     const v1::DecodeRequest* req) override;
+  grpc::ServerUnaryReactor* RetryTransfer(grpc::CallbackServerContext* rpc,
+                                          const v1::RetryTransferRequest* req,
+                                          v1::RetryTransferResponse* resp) override;
 
  private:
   v1::LoadReport Load() const;

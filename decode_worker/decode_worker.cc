@@ -18,6 +18,9 @@ absl::Status DecodeWorkerConfig::Validate() const {
   if (block_size < 1 || block_size > 1024) {
     return absl::InvalidArgumentError("--block_size out of range");
   }
+  if (absl::Status st = ValidateKvDtype(kv_dtype); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv_dtype: ", st.message()));
+  }
   if (max_batch_tokens < 1 || max_batch < 1) {
     return absl::InvalidArgumentError("--max_batch_tokens and --max_batch must be positive");
   }
@@ -46,17 +49,19 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   std::unique_ptr<DecodeWorker> w(new DecodeWorker);
   w->config_ = c;
   ASSIGN_OR_RETURN(w->model_, Model::Load(c.model_path));
-  const KvLayout layout = KvLayout::ForModel(w->model_->config(), c.block_size);
+  const KvLayout layout = KvLayout::ForModel(w->model_->config(), c.block_size, c.kv_dtype);
   ASSIGN_OR_RETURN(w->cache_, KvCache::Create(layout, c.kv_blocks));
   w->runner_ = std::make_unique<CpuModelRunner>(w->model_->config(), &w->model_->weights(),
                                                 c.threads);
   TcpKvReceiverOptions ro;
   ro.listen_address = c.kv_listen;
+  ASSIGN_OR_RETURN(ro.auth, LoadKvAuthKey(c.kv_secret_file));
   ASSIGN_OR_RETURN(w->receiver_, TcpKvReceiver::Create(w->cache_.get(), ro));
   auto engine = std::make_unique<Engine>(&w->model_->tokenizer(), w->runner_.get(),
                                          w->cache_.get(),
                                          Engine::Options{.max_batch_tokens = c.max_batch_tokens,
-                                                         .max_running = c.max_batch});
+                                                         .max_running = c.max_batch,
+                                                         .prefix_cache = c.prefix_cache});
   w->loop_ = std::make_unique<EngineLoop>(std::move(engine));
   w->ctx_.model = w->model_.get();
   w->ctx_.loop = w->loop_.get();
@@ -75,10 +80,12 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   GrpcServerOptions so;
   so.listen_address = c.listen;
   so.services = {w->service_.get()};
+  ASSIGN_OR_RETURN(so.credentials, MakeServerCredentials(c.tls));
   ASSIGN_OR_RETURN(w->server_, GrpcServer::Start(so));
   LOG(INFO) << "decode worker " << w->ctx_.worker_id << " serving on port " << w->port()
             << ", kv endpoint " << w->ctx_.kv_endpoint << ", " << c.kv_blocks << " blocks of "
-            << c.block_size << " tokens";
+            << c.block_size << " tokens (" << c.kv_dtype << "), prefix cache "
+            << (c.prefix_cache ? "on" : "off");
   return w;
 }
 

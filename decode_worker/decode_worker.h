@@ -13,6 +13,7 @@
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/rpc/grpc_server.h"
+#include "common/rpc/tls_credentials.h"
 #include "common/tcp_kv_receiver.h"
 #include "decode_worker/decode_context.h"
 #include "decode_worker/decode_service.h"
@@ -21,6 +22,11 @@ namespace pdserve {
 
 struct DecodeWorkerConfig {
   std::string model_path;
+  // TLS of the worker's gRPC server; a client CA requires the router's
+  // certificate (mutual TLS). Empty = plaintext.
+  TlsFiles tls;
+  // Shared secret of the KV data plane (kv_auth.h); "" = unauthenticated.
+  std::string kv_secret_file;
   std::string listen = "0.0.0.0:50071";
   std::string kv_listen = "0.0.0.0:0";
   // Address the prefill workers use for KV; empty = derive from kv_listen
@@ -30,12 +36,17 @@ struct DecodeWorkerConfig {
   int threads = 2;
   int kv_blocks = 1024;
   int block_size = 16;
+  // KV cache element type, "f16" or "int8"; must match the other tier.
+  std::string kv_dtype = "f16";
   int max_batch_tokens = 512;
   int max_batch = 64;
   absl::Duration kv_wait = absl::Seconds(10);
   absl::Duration drain_timeout = absl::Seconds(30);
   // Prometheus /metrics on 0.0.0.0:metrics_port; 0 = no metrics server.
   int metrics_port = 0;
+  // Keep cached full KV blocks of earlier requests: reservations report the
+  // cached prefix and receive only the rest (delta transfer).
+  bool prefix_cache = true;
 
   absl::Status Validate() const;
 };

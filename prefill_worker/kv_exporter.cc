@@ -19,11 +19,17 @@ KvExporter::~KvExporter() {
 }
 
 void KvExporter::Register(int64_t seq_id, const KvTransferTarget& target, int32_t prompt_len,
-                          int32_t skip_blocks) {
+                          int32_t skip_blocks, int32_t cached_blocks,
+                          const std::vector<int32_t>& blocks) {
   Transfer& t = transfers_[seq_id];
   t.target = target;
   t.prompt_len = prompt_len;
   t.next_block = skip_blocks;
+  if (cached_blocks <= skip_blocks) return;
+  for (int layer = 0; layer < num_layers_ && t.error.ok(); ++layer) {
+    SendBlocks(t, layer, blocks, cached_blocks);
+  }
+  t.next_block = cached_blocks;
 }
 
 void KvExporter::OnLayer(int layer, const std::vector<Engine::LayerChunk>& chunks) {
@@ -35,18 +41,18 @@ void KvExporter::OnLayer(int layer, const std::vector<Engine::LayerChunk>& chunk
     // Whole blocks only, except the prompt's last (partial) block at the end.
     const int32_t end_block =
         c.completes_prompt ? BlocksForTokens(t.prompt_len, bs) : (c.start_pos + c.n_tokens) / bs;
-    SendChunk(t, layer, c, end_block);
+    SendBlocks(t, layer, *c.blocks, end_block);
     if (layer == num_layers_ - 1) t.next_block = std::max(t.next_block, end_block);
   }
 }
 
-void KvExporter::SendChunk(Transfer& t, int layer, const Engine::LayerChunk& c,
-                           int32_t end_block) {
+void KvExporter::SendBlocks(Transfer& t, int layer, const std::vector<int32_t>& table,
+                            int32_t end_block) {
   if (end_block <= t.next_block) return;
   std::vector<int32_t> logical, physical;
   for (int32_t b = t.next_block; b < end_block; ++b) {
     logical.push_back(b);
-    physical.push_back((*c.blocks)[b]);
+    physical.push_back(table[b]);
   }
   absl::Status s = sender_->SendLayer(t.target, layer, logical, *cache_, physical);
   if (!s.ok()) {
@@ -54,7 +60,10 @@ void KvExporter::SendChunk(Transfer& t, int layer, const Engine::LayerChunk& c,
     t.error = s;
     return;
   }
-  t.bytes += logical.size() * static_cast<uint64_t>(cache_->layout().bytes_per_layer_block());
+  const uint64_t bytes =
+      logical.size() * static_cast<uint64_t>(cache_->layout().bytes_per_layer_block());
+  t.bytes += bytes;
+  bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 void KvExporter::Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t> blocks,

@@ -11,10 +11,16 @@
 // Blocks go back to the engine (FreeBlocks on the engine thread) only after
 // the commit or abort returned, so the sender never reads a reused block.
 //
+// Delta transfer: blocks below the target's skip (the decode worker holds
+// them) are never sent. Blocks the engine took from this worker's own
+// prefix cache are complete in every layer at admission, so Register sends
+// the ones the decode worker lacks right away.
+//
 // Thread-safety: Register/OnLayer/Finish/Cancel on the engine thread only.
 #ifndef PDSERVE_PREFILL_WORKER_KV_EXPORTER_H_
 #define PDSERVE_PREFILL_WORKER_KV_EXPORTER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -45,8 +51,11 @@ class KvExporter {
   void AttachLoop(EngineLoop* loop) { loop_ = loop; }
   ~KvExporter();
 
+  // `blocks` is the sequence's block table, whose first `cached_blocks`
+  // came from the prefix cache; the decode worker holds the first
+  // `skip_blocks` already.
   void Register(int64_t seq_id, const KvTransferTarget& target, int32_t prompt_len,
-                int32_t skip_blocks);
+                int32_t skip_blocks, int32_t cached_blocks, const std::vector<int32_t>& blocks);
   // The engine's layer hook.
   void OnLayer(int layer, const std::vector<Engine::LayerChunk>& chunks);
   // First token sampled: commit in the background, then free `blocks`.
@@ -54,6 +63,8 @@ class KvExporter {
   // The request died before Finish: abort the transfer (blocks are the
   // engine's to free, it has cancelled the sequence).
   void Cancel(int64_t seq_id, const std::string& reason);
+  // KV payload bytes queued so far, all transfers (any thread).
+  uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
 
  private:
   struct Transfer {
@@ -63,7 +74,8 @@ class KvExporter {
     uint64_t bytes = 0;
     absl::Status error;
   };
-  void SendChunk(Transfer& t, int layer, const Engine::LayerChunk& chunk, int32_t end_block);
+  // Queues layer `layer` of logical blocks [t.next_block, end_block).
+  void SendBlocks(Transfer& t, int layer, const std::vector<int32_t>& table, int32_t end_block);
   void CommitLoop();
 
   KvSender* const sender_;
@@ -71,6 +83,7 @@ class KvExporter {
   EngineLoop* loop_ = nullptr;
   const int num_layers_;
   std::map<int64_t, Transfer> transfers_;  // engine thread only
+  std::atomic<uint64_t> bytes_sent_{0};
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -2,19 +2,25 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "common/rpc/grpc_server.h"
+#include "common/rpc/server_tls_flags.h"
 #include "glog/logging.h"
 #include "prefill_worker/prefill_worker.h"
 
+ABSL_FLAG(std::string, kv_secret_file, "",
+          "Shared secret file of the KV data plane; both tiers need the same one ('' = off)");
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model path");
 ABSL_FLAG(std::string, listen, "0.0.0.0:50061", "gRPC listen address");
 ABSL_FLAG(std::string, worker_id, "", "Worker id in logs and WorkerInfo (default prefill-<pid>)");
 ABSL_FLAG(int32_t, threads, 2, "Engine threads");
 ABSL_FLAG(int32_t, kv_blocks, 1024, "KV cache blocks");
 ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV block");
+ABSL_FLAG(std::string, kv_dtype, "f16",
+          "KV cache element type: f16 or int8 (per-token, per-head scales); must match the other tier");
 ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (prefill chunk)");
 ABSL_FLAG(int32_t, max_batch, 16, "Prompts per step");
 ABSL_FLAG(int32_t, drain_timeout_ms, 30000, "Longest drain on SIGTERM");
 ABSL_FLAG(int32_t, metrics_port, 0, "Prometheus /metrics HTTP port (0 = off)");
+ABSL_FLAG(bool, prefix_cache, true, "Reuse cached KV blocks of shared prompt prefixes");
 
 int main(int argc, char** argv) {
   pdserve::BlockTerminationSignals();
@@ -23,15 +29,19 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   pdserve::PrefillWorkerConfig c;
   c.model_path = absl::GetFlag(FLAGS_model);
+  c.tls = pdserve::ServerTlsFilesFromFlags();
+  c.kv_secret_file = absl::GetFlag(FLAGS_kv_secret_file);
   c.listen = absl::GetFlag(FLAGS_listen);
   c.worker_id = absl::GetFlag(FLAGS_worker_id);
   c.threads = absl::GetFlag(FLAGS_threads);
   c.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
   c.block_size = absl::GetFlag(FLAGS_block_size);
+  c.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.max_batch = absl::GetFlag(FLAGS_max_batch);
   c.drain_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_drain_timeout_ms));
   c.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  c.prefix_cache = absl::GetFlag(FLAGS_prefix_cache);
   absl::Status s = pdserve::RunPrefillWorker(c);
   if (!s.ok()) {
     LOG(ERROR) << "pdserve-prefill: " << s;

@@ -36,6 +36,7 @@ struct PrefillCall::State {
   absl::Time posted = absl::Now();
   // Engine thread only.
   int64_t seq_id = 0;
+  int32_t cached_tokens = 0;  // prompt tokens taken from the prefix cache
   absl::Time started, computed;
 };
 
@@ -49,6 +50,11 @@ absl::Status ValidateTarget(const PrefillContext& ctx, const v1::PrefillRequest&
   const v1::KvTarget& t = req.target();
   if (t.kv_endpoint().empty()) return absl::InvalidArgumentError("target.kv_endpoint is empty");
   const KvLayout theirs = FromProto(t.kv_layout());
+  if (theirs.dtype != ctx.layout.dtype) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("kv dtype mismatch: decode worker stores ", theirs.dtype,
+                     " KV, prefill worker ", ctx.layout.dtype, " (--kv_dtype must match)"));
+  }
   if (!(theirs == ctx.layout)) {
     return absl::FailedPreconditionError(absl::StrCat("kv layout mismatch: decode worker ",
                                                       theirs.DebugString(), ", prefill worker ",
@@ -75,8 +81,9 @@ void StartCommit(PrefillContext* ctx, const std::shared_ptr<State>& st, Engine& 
   std::vector<int32_t> blocks = e.TakeHeldBlocks(st->seq_id);
   const double queue_ms = Ms(st->started - st->posted);
   const double compute_ms = Ms(st->computed - st->started);
+  const uint32_t cached = static_cast<uint32_t>(st->cached_tokens);
   ctx->exporter->Finish(st->seq_id, first_token, std::move(blocks),
-                        [st, first_token, queue_ms, compute_ms](
+                        [st, first_token, queue_ms, compute_ms, cached](
                             absl::StatusOr<KvExportResult> r) {
                           st->Finish(r.status(), [&](v1::PrefillResponse* resp) {
                             resp->set_first_token(first_token);
@@ -84,6 +91,7 @@ void StartCommit(PrefillContext* ctx, const std::shared_ptr<State>& st, Engine& 
                             resp->set_compute_ms(compute_ms);
                             resp->set_kv_transfer_ms(Ms(r->transfer));
                             resp->set_kv_transfer_bytes(r->bytes);
+                            resp->set_cached_prompt_tokens(cached);
                           });
                         });
 }
@@ -135,7 +143,9 @@ PrefillCall::PrefillCall(PrefillContext* ctx, grpc::CallbackServerContext* rpc,
       return;
     }
     st->seq_id = *id;
-    ctx->exporter->Register(*id, target, prompt_len, skip_blocks);
+    st->cached_tokens = e.CachedTokensOf(*id);
+    ctx->exporter->Register(*id, target, prompt_len, skip_blocks,
+                            st->cached_tokens / ctx->layout.block_size, e.BlocksOf(*id));
   });
   if (!posted) state_->Finish(absl::UnavailableError("prefill worker stopping"), nullptr);
 }

@@ -17,6 +17,9 @@ absl::Status PrefillWorkerConfig::Validate() const {
   if (block_size < 1 || block_size > 1024) {
     return absl::InvalidArgumentError("--block_size out of range");
   }
+  if (absl::Status st = ValidateKvDtype(kv_dtype); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv_dtype: ", st.message()));
+  }
   if (max_batch_tokens < 1 || max_batch < 1 || commit_threads < 1) {
     return absl::InvalidArgumentError(
         "--max_batch_tokens, --max_batch and --commit_threads must be positive");
@@ -32,14 +35,17 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   std::unique_ptr<PrefillWorker> w(new PrefillWorker);
   w->config_ = c;
   ASSIGN_OR_RETURN(w->model_, Model::Load(c.model_path));
-  const KvLayout layout = KvLayout::ForModel(w->model_->config(), c.block_size);
+  const KvLayout layout = KvLayout::ForModel(w->model_->config(), c.block_size, c.kv_dtype);
   ASSIGN_OR_RETURN(w->cache_, KvCache::Create(layout, c.kv_blocks));
   w->runner_ = std::make_unique<CpuModelRunner>(w->model_->config(), &w->model_->weights(),
                                                 c.threads);
-  ASSIGN_OR_RETURN(w->sender_, TcpKvSender::Create());
+  TcpKvSenderOptions kv_options;
+  ASSIGN_OR_RETURN(kv_options.auth, LoadKvAuthKey(c.kv_secret_file));
+  ASSIGN_OR_RETURN(w->sender_, TcpKvSender::Create(kv_options));
   w->exporter_ = std::make_unique<KvExporter>(w->sender_.get(), w->cache_.get(), c.commit_threads);
   KvExporter* exporter = w->exporter_.get();
   Engine::Options eo{.max_batch_tokens = c.max_batch_tokens, .max_running = c.max_batch};
+  eo.prefix_cache = c.prefix_cache;
   eo.on_layer_done = [exporter](int layer, const std::vector<Engine::LayerChunk>& chunks) {
     exporter->OnLayer(layer, chunks);
   };
@@ -54,7 +60,7 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   w->ctx_.worker_id = c.worker_id.empty() ? absl::StrCat("prefill-", getpid()) : c.worker_id;
   w->service_ = std::make_unique<PrefillService>(&w->ctx_);
   if (c.metrics_port > 0) {
-    RegisterPrefillMetrics(w->loop_.get(), &w->metrics_);
+    RegisterPrefillMetrics(&w->ctx_, &w->metrics_);
     MetricsHttpServerOptions mo;
     mo.listen_address = absl::StrCat("0.0.0.0:", c.metrics_port);
     ASSIGN_OR_RETURN(w->metrics_server_, MetricsHttpServer::Start(mo, &w->metrics_));
@@ -62,8 +68,10 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   GrpcServerOptions so;
   so.listen_address = c.listen;
   so.services = {w->service_.get()};
+  ASSIGN_OR_RETURN(so.credentials, MakeServerCredentials(c.tls));
   ASSIGN_OR_RETURN(w->server_, GrpcServer::Start(so));
-  LOG(INFO) << "prefill worker " << w->ctx_.worker_id << " serving on port " << w->port();
+  LOG(INFO) << "prefill worker " << w->ctx_.worker_id << " serving on port " << w->port()
+            << ", prefix cache " << (c.prefix_cache ? "on" : "off");
   return w;
 }
 

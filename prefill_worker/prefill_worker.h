@@ -13,6 +13,7 @@
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/rpc/grpc_server.h"
+#include "common/rpc/tls_credentials.h"
 #include "common/tcp_kv_sender.h"
 #include "prefill_worker/prefill_context.h"
 #include "prefill_worker/prefill_service.h"
@@ -21,17 +22,26 @@ namespace pdserve {
 
 struct PrefillWorkerConfig {
   std::string model_path;
+  // TLS of the worker's gRPC server; a client CA requires the router's
+  // certificate (mutual TLS). Empty = plaintext.
+  TlsFiles tls;
+  // Shared secret of the KV data plane (kv_auth.h); "" = unauthenticated.
+  std::string kv_secret_file;
   std::string listen = "0.0.0.0:50061";
   std::string worker_id;
   int threads = 2;
   int kv_blocks = 1024;
   int block_size = 16;
+  // KV cache element type, "f16" or "int8"; must match the other tier.
+  std::string kv_dtype = "f16";
   int max_batch_tokens = 512;
   int max_batch = 16;
   int commit_threads = 4;
   absl::Duration drain_timeout = absl::Seconds(30);
   // Prometheus /metrics on 0.0.0.0:metrics_port; 0 = no metrics server.
   int metrics_port = 0;
+  // Reuse cached full KV blocks of earlier prompts instead of recomputing.
+  bool prefix_cache = true;
 
   absl::Status Validate() const;
 };

@@ -26,6 +26,10 @@ class DecodeAttempts {
 
   // Workers not to try again.
   const std::vector<std::string>& excluded() const { return excluded_; }
+  // Lets every worker be tried again (a failover that waited for workers
+  // to come back: a restarted worker at a failed address is a new process);
+  // the refusals stay on record for the message.
+  void ForgetExclusions() { excluded_.clear(); }
 
   // What the client is told when no further worker can be placed: with
   // refusals on record, RESOURCE_EXHAUSTED (all were full) or UNAVAILABLE

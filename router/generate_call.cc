@@ -37,7 +37,10 @@ GenerateCall* GenerateCall::Create(const Env& env, grpc::CallbackServerContext* 
 }
 
 GenerateCall::GenerateCall(const Env& env, grpc::CallbackServerContext* context)
-    : env_(env), server_context_(context), timeline_(absl::Now()) {}
+    : env_(env),
+      retry_(env.config->retry_options()),
+      server_context_(context),
+      timeline_(absl::Now()) {}
 
 GenerateCall::~GenerateCall() {
   if (env_.on_destroyed) env_.on_destroyed();
@@ -73,21 +76,32 @@ void GenerateCall::Start(const v1::GenerateRequest& request) {
 
 void GenerateCall::Place(Actions* a) {
   std::shared_ptr<const RegistrySnapshot> snapshot = env_.registry->snapshot();
+  // After a decode failover the new worker continues from the tokens the
+  // client already has: it prefills prompt + those tokens itself.
+  const std::vector<int32_t>& generated = relay_->generated_ids();
+  const absl::Time now = absl::Now();
   PlacementQuery q;
   q.decode.policy = env_.config->decode_policy;
-  q.decode.prompt_tokens = static_cast<int32_t>(request_.prompt_tokens.size());
+  q.decode.prompt_tokens = static_cast<int32_t>(request_.prompt_tokens.size() + generated.size());
+  q.decode.prompt = request_.prompt_tokens;
   q.decode.model_fingerprint = env_.model->fingerprint();
   q.decode.excluded = attempts_.excluded();
+  if (env_.breaker != nullptr) q.decode.ejected = env_.breaker->Ejected(now);
   q.decode.ticket = env_.decode_ticket->fetch_add(1, std::memory_order_relaxed);
-  q.decode.now = absl::Now();
+  q.decode.now = now;
   q.prefill.policy = env_.config->prefill_policy;
+  q.prefill.prompt = request_.prompt_tokens;
   q.prefill.ticket = env_.prefill_ticket->load(std::memory_order_relaxed);
-  q.prefill.now = q.decode.now;
-  q.colocated = env_.config->colocated;
+  q.prefill.ejected = q.decode.ejected;
+  q.prefill.now = now;
+  q.colocated = env_.config->colocated || !generated.empty() || force_local_prefill_;
   q.local_prefill_max_tokens = env_.config->local_prefill_max_tokens;
+  q.prefill_saturation_tokens = env_.config->prefill_saturation_tokens;
   absl::StatusOr<Placement> placement = PlaceRequest(*snapshot, q);
   if (!placement.ok()) {
-    Fail(attempts_.PlacementFailure(placement.status()), a);
+    const grpc::Status failure = attempts_.PlacementFailure(placement.status());
+    if (WaitForDecodeWorker(failure, a)) return;
+    Fail(failure, a);
     return;
   }
   std::shared_ptr<v1::DecodeWorker::Stub> stub =
@@ -100,9 +114,17 @@ void GenerateCall::Place(Actions* a) {
     Place(a);
     return;
   }
+  ++placement_;
+  if (env_.metrics != nullptr) {
+    env_.metrics->CountRouting(RoutingTier::kDecode, q.decode.policy);
+    env_.metrics->CountPrefillDecision(placement->local_prefill, placement->reason);
+  }
   decode_worker_ = *placement->decode;
   local_prefill_ = placement->local_prefill;
-  v1::DecodeRequest r = MakeDecodeRequest(id_, request_, local_prefill_, env_.config->kv_wait_ms);
+  kv_committed_ = false;
+  prefill_ok_ = false;
+  v1::DecodeRequest r =
+      MakeDecodeRequest(id_, request_, local_prefill_, env_.config->kv_wait_ms, generated);
   DecodeStream::Observer* observer = this;
   streams_.push_back(
       std::make_unique<DecodeStream>(observer, decode_worker_.address, std::move(r), deadline_));
@@ -114,7 +136,9 @@ void GenerateCall::Place(Actions* a) {
   a->start_decode = decode_;
   a->decode_stub = std::move(stub);
   LOG(INFO) << "[" << id_ << "] decode worker " << decode_worker_.address << ", "
-            << (local_prefill_ ? "local" : "remote") << " prefill (" << placement->why << ")";
+            << (local_prefill_ ? "local" : "remote") << " prefill ("
+            << (generated.empty() ? placement->why : "continuing after a decode failover")
+            << (generated.empty() ? "" : absl::StrCat(", from token ", generated.size())) << ")";
 }
 
 bool GenerateCall::OnDecodeEvent(DecodeStream* stream, const v1::DecodeEvent& event) {
@@ -164,31 +188,25 @@ void GenerateCall::OnDecodeDone(DecodeStream* stream, const grpc::Status& status
   Release();
 }
 
-void GenerateCall::OnPrefillDone(const grpc::Status& status) {
+void GenerateCall::OnPrefillDone(PrefillCall* call, const grpc::Status& status) {
   Actions a;
   {
     absl::MutexLock lock(&mu_);
-    prefill_in_flight_ = false;
-    prefill_ok_ = status.ok();
-    if (!terminal_ && !status.ok()) {
-      if (decode_done_) {
-        // The decode worker got the KV and finished; only the prefill
-        // worker's report (ack/metrics) was lost.
-        LOG(WARNING) << "[" << id_ << "] prefill worker " << prefill_->address()
-                     << " failed after the output was complete: " << status.error_message();
-      } else {
-        // Retrying on another prefill worker under a new epoch while the
-        // decode worker keeps its reservation is not implemented yet.
-        Fail(WorkerFailureStatus("prefill", prefill_->address(), status), &a);
+    // A call replaced by a retry or a failover was already accounted for.
+    if (call == prefill_ && prefill_in_flight_) {
+      prefill_in_flight_ = false;
+      prefill_ok_ = status.ok();
+      if (status.ok()) {
+        if (env_.breaker != nullptr) env_.breaker->RecordSuccess(call->address());
+        LOG(INFO) << "[" << id_ << "] prefilled by " << call->address() << " in "
+                  << call->response().compute_ms() << " ms, KV "
+                  << call->response().kv_transfer_bytes() << " bytes in "
+                  << call->response().kv_transfer_ms() << " ms";
+      } else if (!terminal_) {
+        HandlePrefillFailure(status, &a);
       }
+      MaybeComplete(&a);
     }
-    if (status.ok()) {
-      LOG(INFO) << "[" << id_ << "] prefilled by " << prefill_->address() << " in "
-                << prefill_->response().compute_ms() << " ms, KV "
-                << prefill_->response().kv_transfer_bytes() << " bytes in "
-                << prefill_->response().kv_transfer_ms() << " ms";
-    }
-    MaybeComplete(&a);
     Pump(&a);
   }
   Run(a);
@@ -246,7 +264,7 @@ void GenerateCall::Fail(const grpc::Status& status, Actions* a) {
   LOG_IF(WARNING, !routine) << "[" << id_ << "] " << StatusCodeName(code) << ": "
                             << status.error_message();
   if (decode_active_) a->cancel_decode = decode_;
-  if (prefill_in_flight_) a->cancel_prefill = prefill_.get();
+  StopPrefillSide(a);
 }
 
 void GenerateCall::FailProtocol(absl::string_view what, Actions* a) {
@@ -264,9 +282,25 @@ void GenerateCall::Pump(Actions* a) {
 void GenerateCall::Run(Actions& a) {
   if (a.start_decode != nullptr) a.start_decode->Start(std::move(a.decode_stub));
   if (a.start_prefill != nullptr) {
-    a.start_prefill->Start(std::move(a.prefill_stub), [this](grpc::Status s) { OnPrefillDone(s); });
+    PrefillCall* call = a.start_prefill;
+    call->Start(std::move(a.prefill_stub),
+                [this, call](grpc::Status s) { OnPrefillDone(call, s); });
+  }
+  if (a.start_backoff != nullptr) {
+    const uint64_t placement = a.backoff_placement;
+    a.start_backoff->Set(
+        std::chrono::system_clock::now() + absl::ToChronoMicroseconds(a.backoff_delay),
+        [this, placement](bool) { OnBackoffDone(placement); });
+  }
+  if (a.start_retry != nullptr) {
+    TransferRetryCall* call = a.start_retry;
+    const uint64_t placement = a.retry_placement;
+    call->Start(std::move(a.retry_stub), [this, placement, call](grpc::Status s) {
+      OnRetryTransferDone(placement, call, s);
+    });
   }
   if (a.cancel_prefill != nullptr) a.cancel_prefill->Cancel();
+  if (a.cancel_retry != nullptr) a.cancel_retry->Cancel();
   if (a.cancel_decode != nullptr) a.cancel_decode->Cancel();
   if (a.resume_decode != nullptr) a.resume_decode->Resume();
   if (a.write != nullptr) StartWrite(a.write);

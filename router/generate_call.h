@@ -6,11 +6,16 @@
 //     -> Decode stream open --RESOURCE_EXHAUSTED/UNAVAILABLE before any
 //        event--> place again without D (until every D refused)
 //     -> Reserved: pick prefill worker P, call Prefill (remote only)
+//        --Prefill failed while D waits for KV--> back off, RetryTransfer on
+//        D (new epoch, same blocks), Prefill on another P (prefill retry)
 //     -> Tokens: relay as chunks (dedup, detokenize, stop strings)
+//        --D's stream broke--> place again without D, with the prompt plus
+//        the tokens relayed so far (decode failover)
 //     -> DecodeFinished or stop match, and the Prefill call resolved
 //     -> Finished{reason, usage, timings} -> OK
-//   Any failure, client cancel or deadline cancels D's stream and P's call
-//   and ends the client stream with a canonical status.
+//   Any other failure, an exhausted retry budget, client cancel or deadline
+//   cancels D's stream and P's call and ends the client stream with a
+//   canonical status.
 //
 // Threading: every gRPC reaction (server writes/cancel, decode events,
 // prefill completion) locks mu_, advances the state and collects the gRPC
@@ -22,7 +27,9 @@
 // Holds: one for the server RPC (released in OnDone, which gRPC calls after
 // Finish and every server reaction), one per client RPC it started
 // (released at the end of that RPC's completion: DecodeStream::OnDone,
-// the Prefill callback), and one for Start() itself. So no reaction can
+// the Prefill and RetryTransfer callbacks), one per backoff alarm (released
+// when it fires; alarms are short and never cancelled), and one for Start()
+// itself. So no reaction can
 // run on a deleted object, and the decode streams, prefill call and their
 // contexts outlive every RPC that uses them.
 #ifndef PDSERVE_ROUTER_GENERATE_CALL_H_
@@ -39,8 +46,10 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/model.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
 #include "pdserve/v1/generation.grpc.pb.h"
+#include "router/circuit_breaker.h"
 #include "router/decode_attempts.h"
 #include "router/decode_stream.h"
 #include "router/prefill_call.h"
@@ -49,7 +58,9 @@
 #include "router/response_queue.h"
 #include "router/router_config.h"
 #include "router/router_metrics.h"
+#include "router/retry_policy.h"
 #include "router/token_relay.h"
+#include "router/transfer_retry_call.h"
 #include "router/worker_registry.h"
 
 namespace pdserve {
@@ -67,6 +78,7 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
     std::atomic<uint64_t>* decode_ticket = nullptr;
     std::atomic<uint64_t>* prefill_ticket = nullptr;
     RouterMetrics* metrics = nullptr;  // null: no metrics
+    CircuitBreaker* breaker = nullptr;  // null: no circuit breaking
     std::function<void()> on_destroyed;
   };
 
@@ -86,8 +98,15 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
     std::shared_ptr<v1::DecodeWorker::Stub> decode_stub;
     PrefillCall* start_prefill = nullptr;
     std::shared_ptr<v1::PrefillWorker::Stub> prefill_stub;
+    TransferRetryCall* start_retry = nullptr;
+    std::shared_ptr<v1::DecodeWorker::Stub> retry_stub;
+    uint64_t retry_placement = 0;
+    grpc::Alarm* start_backoff = nullptr;
+    absl::Duration backoff_delay;
+    uint64_t backoff_placement = 0;
     DecodeStream* cancel_decode = nullptr;
     PrefillCall* cancel_prefill = nullptr;
+    TransferRetryCall* cancel_retry = nullptr;
     DecodeStream* resume_decode = nullptr;
     const v1::GenerateResponse* write = nullptr;
     std::optional<grpc::Status> finish;
@@ -99,7 +118,10 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
   void Start(const v1::GenerateRequest& request);
   bool OnDecodeEvent(DecodeStream* stream, const v1::DecodeEvent& event) override;
   void OnDecodeDone(DecodeStream* stream, const grpc::Status& status) override;
-  void OnPrefillDone(const grpc::Status& status);
+  void OnPrefillDone(PrefillCall* call, const grpc::Status& status);
+  void OnBackoffDone(uint64_t placement);
+  void OnRetryTransferDone(uint64_t placement, TransferRetryCall* call,
+                           const grpc::Status& status);
 
   // The state transitions; all run under mu_.
   void Place(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -107,6 +129,28 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
   void HandleTokens(const v1::Tokens& tokens, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleFinished(const v1::DecodeFinished& f, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleDecodeEnd(const grpc::Status& status, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Prefill retry (generate_call_retry.cc): picks a prefill worker not
+  // tried yet and starts Prefill under reserved_'s epoch.
+  void StartPrefill(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandlePrefillFailure(const grpc::Status& status, Actions* a)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every prefill worker failed or left: cancel D's reservation and place
+  // the request again with local prefill.
+  void FallBackToLocalPrefill(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Decode failover: true if the request moved to another decode worker.
+  bool TryFailover(const grpc::Status& status, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops the current attempt's prefill, backoff and RetryTransfer.
+  void StopPrefillSide(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Arms a backoff alarm; when it fires, OnBackoffDone places the request
+  // again (`place`) or continues the prefill retry.
+  void StartBackoff(absl::Duration delay, bool place, Actions* a)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a prefill failure's backoff: RetryTransfer on the decode worker.
+  void StartTransferRetry(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A failover found no live decode worker: true if it polls again.
+  bool WaitForDecodeWorker(const grpc::Status& placement_failure, Actions* a)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordWorkerFailure(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first event of the accepted decode attempt; false if it breaks the
   // protocol (the call then failed).
   bool AcceptFirstEvent(bool reserved, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -127,6 +171,7 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
   void Release();
 
   const Env env_;
+  const RetryOptions retry_;
   grpc::CallbackServerContext* const server_context_;
   // Written once in Start() before any RPC begins, then read-only.
   std::string id_;
@@ -147,8 +192,35 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
   WorkerState decode_worker_ ABSL_GUARDED_BY(mu_);
   bool local_prefill_ ABSL_GUARDED_BY(mu_) = true;
   DecodeAttempts attempts_ ABSL_GUARDED_BY(mu_);
+  // Bumped by every Place(): alarms and RPC callbacks of an older placement
+  // are ignored.
+  uint64_t placement_ ABSL_GUARDED_BY(mu_) = 0;
+  int failovers_ ABSL_GUARDED_BY(mu_) = 0;
+  bool force_local_prefill_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_sent_ ABSL_GUARDED_BY(mu_) = false;
+  // The current attempt holds KV from a prefill worker (first Tokens seen).
+  bool kv_committed_ ABSL_GUARDED_BY(mu_) = false;
 
-  std::unique_ptr<PrefillCall> prefill_ ABSL_GUARDED_BY(mu_);
+  // The reservation of the current remote attempt; its epoch moves on with
+  // every prefill retry.
+  v1::Reserved reserved_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> prefill_failed_ ABSL_GUARDED_BY(mu_);
+  int prefill_retries_ ABSL_GUARDED_BY(mu_) = 0;
+  // Backoff timers, oldest first; each lives until its callback ran. They
+  // are never cancelled (a backoff is short): a stale one finds its
+  // placement gone or the call terminal and does nothing.
+  std::vector<std::unique_ptr<grpc::Alarm>> alarms_ ABSL_GUARDED_BY(mu_);
+  grpc::Alarm* backoff_ ABSL_GUARDED_BY(mu_) = nullptr;  // pending, if any
+  bool backoff_places_ ABSL_GUARDED_BY(mu_) = false;     // what it does when it fires
+  // Set when a decode worker of this request failed: until then a placement
+  // that finds no live decode worker polls for one (WaitForDecodeWorker).
+  absl::Time failover_wait_until_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<TransferRetryCall>> retries_ ABSL_GUARDED_BY(mu_);
+  TransferRetryCall* retry_in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;
+
+  // Prefill calls, oldest first; prefill_ is the current one.
+  std::vector<std::unique_ptr<PrefillCall>> prefills_ ABSL_GUARDED_BY(mu_);
+  PrefillCall* prefill_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool prefill_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool prefill_ok_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t cached_prefix_tokens_ ABSL_GUARDED_BY(mu_) = 0;

@@ -38,46 +38,19 @@ void GenerateCall::HandleReserved(const v1::Reserved& reserved, Actions* a) {
   if (!AcceptFirstEvent(/*reserved=*/true, a)) return;
   timeline_.MarkReserved(absl::Now());
   cached_prefix_tokens_ = reserved.cached_prefix_tokens();
-  std::shared_ptr<const RegistrySnapshot> snapshot = env_.registry->snapshot();
-  PrefillQuery q;
-  q.policy = env_.config->prefill_policy;
-  q.ticket = env_.prefill_ticket->fetch_add(1, std::memory_order_relaxed);
-  q.now = absl::Now();
-  absl::StatusOr<const WorkerState*> prefill = PickPrefill(*snapshot, decode_worker_, q);
-  if (!prefill.ok()) {
-    const bool gone = absl::IsNotFound(prefill.status());
-    Fail(gone ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                             "every prefill worker went away after placement")
-              : ToGrpcStatus(prefill.status()),
-         a);
-    return;
-  }
-  const std::string& address = (*prefill)->address;
-  std::shared_ptr<v1::PrefillWorker::Stub> stub = env_.registry->prefill_stub(address);
-  if (stub == nullptr) {
-    // It left the pool (DNS) after the snapshot was taken. Like a failed
-    // prefill: re-placing under the same reservation is not implemented.
-    Fail(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                      absl::StrCat("prefill worker ", address, " left the worker pool")),
-         a);
-    return;
-  }
-  v1::PrefillRequest r =
-      MakePrefillRequest(id_, request_, reserved, decode_worker_.info.kv_endpoint());
-  prefill_ = std::make_unique<PrefillCall>(address, std::move(r), deadline_);
-  prefill_in_flight_ = true;
-  ++holds_;
-  a->start_prefill = prefill_.get();
-  a->prefill_stub = std::move(stub);
-  PushStarted(address);
+  reserved_ = reserved;
   LOG(INFO) << "[" << id_ << "] reserved on " << decode_worker_.address << " (transfer "
             << reserved.transfer_id() << ", epoch " << reserved.epoch() << ", "
-            << reserved.cached_prefix_tokens() << " cached tokens); prefill on " << address;
+            << reserved.cached_prefix_tokens() << " cached tokens)";
+  StartPrefill(a);
 }
 
 void GenerateCall::HandleTokens(const v1::Tokens& tokens, Actions* a) {
   if (!AcceptFirstEvent(/*reserved=*/false, a)) return;
-  if (tokens.ids_size() > 0) timeline_.MarkFirstToken(absl::Now());
+  // Tokens on a remote attempt mean its KV arrived: a prefill failure from
+  // now on only loses the prefill worker's report.
+  kv_committed_ = true;
+  timeline_.MarkTokens(absl::Now(), tokens.ids_size());
   absl::StatusOr<TokenRelay::Output> out = relay_->Push(tokens);
   if (!out.ok()) {
     FailProtocol(out.status().message(), a);
@@ -116,11 +89,13 @@ void GenerateCall::MaybeComplete(Actions* a) {
   *finished->mutable_timings() =
       timeline_.Merge(decode_finished_.timings(), prefill_ok_ ? &prefill_->response() : nullptr,
                       local_prefill_, absl::Now());
+  if (env_.breaker != nullptr) env_.breaker->RecordSuccess(decode_worker_.address);
   LOG(INFO) << "[" << id_ << "] finished: " << v1::FinishReason_Name(reason_) << ", "
             << relay_->completion_tokens() << " tokens, ttft " << finished->timings().ttft_ms()
             << " ms, e2e " << finished->timings().e2e_ms() << " ms";
   if (env_.metrics != nullptr) {
-    env_.metrics->ObserveFinished(finished->timings());
+    env_.metrics->ObserveFinished(finished->timings(), relay_->completion_tokens(),
+                                  timeline_.inter_token_seconds());
     env_.metrics->CountRequest(grpc::StatusCode::OK);
   }
   out_.Push(std::move(response));
@@ -139,6 +114,14 @@ void GenerateCall::HandleDecodeEnd(const grpc::Status& status, Actions* a) {
   if (!event_seen_ && DecodeAttempts::IsRetryable(status)) {
     LOG(INFO) << "[" << id_ << "] decode worker " << address
               << " refused: " << status.error_message() << "; trying another";
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      // It died before answering: as in a failover, give its replacement
+      // a moment to become live.
+      RecordWorkerFailure(address);
+      if (failover_wait_until_ == absl::Time()) {
+        failover_wait_until_ = absl::Now() + retry_.failover_wait;
+      }
+    }
     attempts_.RecordRefusal(address, status);
     Place(a);
     return;
@@ -147,6 +130,7 @@ void GenerateCall::HandleDecodeEnd(const grpc::Status& status, Actions* a) {
     FailProtocol("ended the stream without DecodeFinished", a);
     return;
   }
+  if (TryFailover(status, a)) return;
   // Our own deadline (client's or --request_timeout_ms) is reported as such;
   // a worker-side timeout (e.g. the KV never arrived) keeps its message.
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
@@ -163,6 +147,9 @@ void GenerateCall::HandleDecodeEnd(const grpc::Status& status, Actions* a) {
 }
 
 void GenerateCall::PushStarted(const std::string& prefill_worker) {
+  // A retried prefill or a failover keeps the client's one Started.
+  if (started_sent_) return;
+  started_sent_ = true;
   v1::GenerateResponse response;
   v1::Started* started = response.mutable_started();
   started->set_request_id(id_);

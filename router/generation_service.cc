@@ -26,7 +26,9 @@ GenerationService::GenerationService(const Model& model, const RouterConfig& con
       config_(config),
       registry_(registry),
       metrics_(metrics),
-      validator_(model, config) {
+      validator_(model, config),
+      breaker_(config.breaker_options()),
+      clients_(config.max_streams_per_client) {
   env_.model = &model_;
   env_.config = &config_;
   env_.validator = &validator_;
@@ -34,12 +36,36 @@ GenerationService::GenerationService(const Model& model, const RouterConfig& con
   env_.decode_ticket = &decode_ticket_;
   env_.prefill_ticket = &prefill_ticket_;
   env_.metrics = metrics_;
+  env_.breaker = &breaker_;
   env_.on_destroyed = [this] { OnCallDestroyed(); };
+}
+
+absl::StatusOr<std::string> GenerationService::Identify(
+    const grpc::CallbackServerContext& context) const {
+  if (!auth_.has_value()) return PeerHost(context.peer());
+  absl::StatusOr<std::string> who = auth_->Check(context);
+  if (!who.ok()) LOG(WARNING) << "unauthenticated call from " << context.peer() << ": " << who.status();
+  return who;
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  absl::StatusOr<std::string> client = Identify(*context);
+  if (!client.ok()) {
+    if (metrics_ != nullptr) metrics_->CountRequest(grpc::StatusCode::UNAUTHENTICATED);
+    return new RejectedCall(ToGrpcStatus(client.status()));
+  }
+  if (!clients_.TryAcquire(*client)) {
+    LOG(WARNING) << "rejecting a request of " << *client << ": "
+                 << config_.max_streams_per_client << " streams already open";
+    if (metrics_ != nullptr) metrics_->CountRequest(grpc::StatusCode::RESOURCE_EXHAUSTED);
+    return new RejectedCall(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("this client already has ", config_.max_streams_per_client,
+                     " streams open (--max_streams_per_client); retry later")));
+  }
   if (!TryAdmit()) {
+    clients_.Release(*client);
     LOG(WARNING) << "rejecting a request: " << config_.max_queue << " already in flight";
     if (metrics_ != nullptr) metrics_->CountRequest(grpc::StatusCode::RESOURCE_EXHAUSTED);
     return new RejectedCall(
@@ -47,13 +73,23 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
                      absl::StrCat("router is at capacity (", config_.max_queue,
                                   " requests in flight, --max_queue); retry later")));
   }
-  return GenerateCall::Create(env_, context, *request);
+  // The call gives its client's slot back when it is destroyed.
+  GenerateCall::Env env = env_;
+  env.on_destroyed = [this, who = *client] {
+    clients_.Release(who);
+    OnCallDestroyed();
+  };
+  return GenerateCall::Create(env, context, *request);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                       const v1::TokenizeRequest* request,
                                                       v1::TokenizeResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::StatusOr<std::string> who = Identify(*context); !who.ok()) {
+    reactor->Finish(ToGrpcStatus(who.status()));
+    return reactor;
+  }
   absl::StatusOr<std::vector<int32_t>> ids;
   if (request->input_case() == v1::TokenizeRequest::kText) {
     ids = validator_.EncodeText(request->text());
@@ -80,6 +116,11 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* context,
                                                           const v1::GetModelInfoRequest*,
                                                           v1::ModelInfo* response) {
+  if (absl::StatusOr<std::string> who = Identify(*context); !who.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(who.status()));
+    return reactor;
+  }
   const ModelConfig& c = model_.config();
   response->set_name(c.name);
   response->set_fingerprint(model_.fingerprint());

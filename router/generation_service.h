@@ -1,6 +1,8 @@
 // GenerationService: the public pdserve.v1.Generation API (gRPC callback
-// service). Generate admits a request (bounded: beyond --max_queue calls in
-// flight the answer is RESOURCE_EXHAUSTED at once) and hands it to a
+// service). Every call is authenticated first when bearer tokens are on.
+// Generate admits a request (bounded: beyond --max_queue calls in flight,
+// or --max_streams_per_client of one client, the answer is
+// RESOURCE_EXHAUSTED at once) and hands it to a
 // GenerateCall, which owns the rest of its life. Tokenize and GetModelInfo
 // answer from the router's own tokenizer-only model.
 //
@@ -13,10 +15,15 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "absl/synchronization/mutex.h"
 #include "common/model.h"
 #include "pdserve/v1/generation.grpc.pb.h"
+#include "router/bearer_auth.h"
+#include "router/circuit_breaker.h"
+#include "router/client_limiter.h"
 #include "router/generate_call.h"
 #include "router/request_validator.h"
 #include "router/router_config.h"
@@ -39,10 +46,16 @@ class GenerationService final : public v1::Generation::CallbackService {
                                          const v1::GetModelInfoRequest* request,
                                          v1::ModelInfo* response) override;
 
+  // Requires a bearer token on every call from now on; call before the
+  // server starts.
+  void EnableAuth(BearerAuth auth) { auth_.emplace(std::move(auth)); }
+
   void WaitForCalls();
   int calls_in_flight() const;
 
  private:
+  // Who is calling (bearer identity, else peer IP), or UNAUTHENTICATED.
+  absl::StatusOr<std::string> Identify(const grpc::CallbackServerContext& context) const;
   bool TryAdmit();
   void OnCallDestroyed();
 
@@ -53,6 +66,9 @@ class GenerationService final : public v1::Generation::CallbackService {
   const RequestValidator validator_;
   std::atomic<uint64_t> decode_ticket_{0};
   std::atomic<uint64_t> prefill_ticket_{0};
+  CircuitBreaker breaker_;
+  ClientLimiter clients_;
+  std::optional<BearerAuth> auth_;
   GenerateCall::Env env_;
 
   mutable absl::Mutex mu_;

@@ -10,6 +10,15 @@ double Ms(absl::Time from, absl::Time to) {
 
 }  // namespace
 
+void RequestTimeline::MarkTokens(absl::Time t, int n) {
+  if (n <= 0) return;
+  MarkFirstToken(t);
+  if (last_tokens_ != absl::InfinitePast()) {
+    inter_token_seconds_.push_back(absl::ToDoubleSeconds(t - last_tokens_) / n);
+  }
+  last_tokens_ = t;
+}
+
 v1::Timings RequestTimeline::Merge(const v1::Timings& decode, const v1::PrefillResponse* prefill,
                                    bool local_prefill, absl::Time now) const {
   v1::Timings t = decode;
@@ -22,6 +31,7 @@ v1::Timings RequestTimeline::Merge(const v1::Timings& decode, const v1::PrefillR
     t.set_prefill_compute_ms(prefill->compute_ms());
     t.set_kv_transfer_ms(prefill->kv_transfer_ms());
     t.set_kv_transfer_bytes(prefill->kv_transfer_bytes());
+    t.set_prefill_cached_tokens(prefill->cached_prompt_tokens());
   }
   t.set_ttft_ms(Ms(admitted_, first_token_));
   t.set_e2e_ms(Ms(admitted_, now));

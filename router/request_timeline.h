@@ -9,6 +9,8 @@
 #ifndef PDSERVE_ROUTER_REQUEST_TIMELINE_H_
 #define PDSERVE_ROUTER_REQUEST_TIMELINE_H_
 
+#include <vector>
+
 #include "absl/time/time.h"
 #include "pdserve/v1/common.pb.h"
 #include "pdserve/v1/worker.pb.h"
@@ -26,6 +28,11 @@ class RequestTimeline {
   void MarkFirstToken(absl::Time t) {
     if (first_token_ == absl::InfinitePast()) first_token_ = t;
   }
+  // A token event with `n` tokens arrived: the first marks the first token,
+  // each later one adds an inter-token latency (its gap to the previous
+  // event over its token count) for the ITL histogram.
+  void MarkTokens(absl::Time t, int n);
+  const std::vector<double>& inter_token_seconds() const { return inter_token_seconds_; }
 
   absl::Duration Elapsed(absl::Time now) const { return now - admitted_; }
 
@@ -39,6 +46,8 @@ class RequestTimeline {
   absl::Time decode_asked_ = absl::InfinitePast();
   absl::Time reserved_ = absl::InfinitePast();
   absl::Time first_token_ = absl::InfinitePast();
+  absl::Time last_tokens_ = absl::InfinitePast();
+  std::vector<double> inter_token_seconds_;
 };
 
 }  // namespace pdserve

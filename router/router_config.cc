@@ -1,5 +1,6 @@
 #include "router/router_config.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -38,12 +39,22 @@ absl::Status CheckPositive(absl::string_view flag, int64_t value) {
 absl::StatusOr<PolicyKind> ParsePolicyKind(absl::string_view name) {
   if (name == "least_loaded") return PolicyKind::kLeastLoaded;
   if (name == "round_robin") return PolicyKind::kRoundRobin;
+  if (name == "prefix_aware") return PolicyKind::kPrefixAware;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown policy \"", name, "\" (expected least_loaded or round_robin)"));
+      absl::StrCat("unknown policy \"", std::string(name),
+                   "\" (expected least_loaded, round_robin or prefix_aware)"));
 }
 
 const char* PolicyKindName(PolicyKind kind) {
-  return kind == PolicyKind::kRoundRobin ? "round_robin" : "least_loaded";
+  switch (kind) {
+    case PolicyKind::kRoundRobin:
+      return "round_robin";
+    case PolicyKind::kPrefixAware:
+      return "prefix_aware";
+    case PolicyKind::kLeastLoaded:
+      break;
+  }
+  return "least_loaded";
 }
 
 absl::Status RouterConfig::Validate() const {
@@ -61,7 +72,13 @@ absl::Status RouterConfig::Validate() const {
   if (local_prefill_max_tokens < 0) {
     return absl::InvalidArgumentError("--local_prefill_max_tokens must be >= 0");
   }
+  if (prefill_saturation_tokens < 0) {
+    return absl::InvalidArgumentError("--prefill_saturation_tokens must be >= 0");
+  }
   RETURN_IF_ERROR(CheckPositive("max_queue", max_queue));
+  if (max_streams_per_client < 0) {
+    return absl::InvalidArgumentError("max_streams_per_client must be >= 0");
+  }
   RETURN_IF_ERROR(CheckPositive("request_timeout_ms", request_timeout_ms));
   RETURN_IF_ERROR(CheckPositive("kv_wait_ms", kv_wait_ms));
   RETURN_IF_ERROR(CheckPositive("drain_timeout_ms", drain_timeout_ms));
@@ -74,7 +91,36 @@ absl::Status RouterConfig::Validate() const {
   if (metrics_port < 0 || metrics_port > 65535) {
     return absl::InvalidArgumentError("--metrics_port must be in [0, 65535]");
   }
+  if (prefill_retries < 0 || decode_failovers < 0 || breaker_failures < 0) {
+    return absl::InvalidArgumentError(
+        "--prefill_retries, --decode_failovers and --breaker_failures must be >= 0");
+  }
+  if (failover_wait_ms < 0) return absl::InvalidArgumentError("--failover_wait_ms must be >= 0");
+  if (prefill_attempt_timeout_ms < 0) {
+    return absl::InvalidArgumentError("--prefill_attempt_timeout_ms must be >= 0");
+  }
+  RETURN_IF_ERROR(CheckPositive("retry_backoff_ms", retry_backoff_ms));
+  RETURN_IF_ERROR(CheckPositive("breaker_cooldown_ms", breaker_cooldown_ms));
   return absl::OkStatus();
+}
+
+RetryOptions RouterConfig::retry_options() const {
+  RetryOptions o;
+  o.prefill_retries = prefill_retries;
+  o.decode_failovers = decode_failovers;
+  // A hung prefill worker must be replaced before the decode worker's wait
+  // for its KV (per epoch) ends the request: at most 3/4 of kv_wait_ms.
+  const int64_t cap = int64_t{kv_wait_ms} * 3 / 4;
+  o.prefill_attempt_timeout = absl::Milliseconds(
+      prefill_attempt_timeout_ms > 0 ? std::min(prefill_attempt_timeout_ms, cap) : cap);
+  o.backoff_base = absl::Milliseconds(retry_backoff_ms);
+  o.failover_wait = absl::Milliseconds(failover_wait_ms);
+  o.backoff_max = std::max(o.backoff_base, absl::Milliseconds(500));
+  return o;
+}
+
+CircuitBreakerOptions RouterConfig::breaker_options() const {
+  return {breaker_failures, absl::Milliseconds(breaker_cooldown_ms)};
 }
 
 }  // namespace pdserve

@@ -15,6 +15,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/rpc/tls_credentials.h"
+#include "router/circuit_breaker.h"
+#include "router/retry_policy.h"
 
 namespace pdserve {
 
@@ -22,9 +25,11 @@ namespace pdserve {
 enum class PolicyKind {
   kLeastLoaded,
   kRoundRobin,
+  kPrefixAware,
 };
 
-// "least_loaded" | "round_robin"; INVALID_ARGUMENT otherwise.
+// "least_loaded" | "round_robin" | "prefix_aware"; INVALID_ARGUMENT
+// otherwise.
 absl::StatusOr<PolicyKind> ParsePolicyKind(absl::string_view name);
 const char* PolicyKindName(PolicyKind kind);
 
@@ -41,9 +46,15 @@ struct RouterConfig {
   std::vector<std::string> prefill_addresses;
   std::vector<std::string> decode_addresses;
 
-  // Prompts with at most this many tokens are prefilled on the decode
-  // worker: for short prompts the KV hand-off costs more than it saves.
+  // Prompts whose part the chosen decode worker does not hold in its
+  // prefix cache has at most this many tokens are prefilled on the decode
+  // worker: for a short uncached part the KV hand-off costs more than it
+  // saves (0 = never).
   int32_t local_prefill_max_tokens = 0;
+  // When every usable prefill worker has at least this many prompt tokens
+  // queued, the prefill tier is saturated and requests are prefilled on
+  // their decode worker instead of queueing behind it (0 = never).
+  int64_t prefill_saturation_tokens = 0;
   // Always prefill on the decode worker (the colocated baseline).
   bool colocated = false;
 
@@ -72,6 +83,37 @@ struct RouterConfig {
   int32_t dns_refresh_ms = 5000;
   // Prometheus /metrics on 0.0.0.0:metrics_port; 0 = no metrics server.
   int32_t metrics_port = 0;
+
+  // Fault tolerance (docs/OPERATIONS.md, "Failure semantics"): how often a
+  // request may retry its prefill on another prefill worker, and move to
+  // another decode worker mid-stream; how long one Prefill attempt may take
+  // before the worker counts as hung (0 = 3/4 of kv_wait_ms, which bounds
+  // each epoch on the decode side, and never more than that); the first
+  // retry's backoff.
+  int32_t prefill_retries = 2;
+  int32_t decode_failovers = 2;
+  int64_t prefill_attempt_timeout_ms = 0;
+  int64_t retry_backoff_ms = 20;
+  // How long a decode failover waits for a decode worker to become live.
+  int64_t failover_wait_ms = 3000;
+  // Circuit breaking: consecutive failures that eject a worker (0 = off)
+  // and for how long.
+  int32_t breaker_failures = 3;
+  int64_t breaker_cooldown_ms = 5000;
+
+  // Security (docs/OPERATIONS.md, "TLS and authentication"): TLS of the
+  // public API (cert/key; a client CA makes it mutual), TLS of the channels
+  // to workers (their CA; a cert/key pair presents the router's identity
+  // for workers that require mutual TLS), bearer tokens for the public API
+  // ("" = no authentication), and the Generate streams one client may hold
+  // open at once (0 = no cap; a client is its token, else its IP).
+  TlsFiles tls;
+  TlsFiles worker_tls;
+  std::string auth_token_file;
+  int32_t max_streams_per_client = 0;
+
+  RetryOptions retry_options() const;
+  CircuitBreakerOptions breaker_options() const;
 
   // INVALID_ARGUMENT naming the first bad field.
   absl::Status Validate() const;

@@ -19,9 +19,16 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   ro.prefill_addresses = config.prefill_addresses;
   ro.load_interval = absl::Milliseconds(config.load_poll_ms);
   ro.dns_refresh = absl::Milliseconds(config.dns_refresh_ms);
+  ASSIGN_OR_RETURN(ro.credentials, MakeChannelCredentials(config.worker_tls));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> server_credentials,
+                   MakeServerCredentials(config.tls));
   s->registry_ = std::make_unique<WorkerRegistry>(ro);
   s->service_ = std::make_unique<GenerationService>(*s->model_, s->config_, s->registry_.get(),
                                                     &s->metrics_);
+  if (!config.auth_token_file.empty()) {
+    ASSIGN_OR_RETURN(BearerAuth auth, BearerAuth::Load(config.auth_token_file));
+    s->service_->EnableAuth(std::move(auth));
+  }
 
   if (config.metrics_port > 0) {
     MetricsHttpServerOptions mo;
@@ -31,6 +38,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   GrpcServerOptions so;
   so.listen_address = config.listen;
   so.services = {s->service_.get()};
+  so.credentials = std::move(server_credentials);
   ASSIGN_OR_RETURN(s->server_, GrpcServer::Start(so));
   s->port_ = s->server_->port();
   RouterServer* raw = s.get();
@@ -42,7 +50,9 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
             << config.decode_addresses.size() << " decode, " << config.prefill_addresses.size()
             << " prefill targets configured; policies decode="
             << PolicyKindName(config.decode_policy)
-            << " prefill=" << PolicyKindName(config.prefill_policy) << ")";
+            << " prefill=" << PolicyKindName(config.prefill_policy) << "; " << DescribeServerTls(config.tls)
+            << (config.auth_token_file.empty() ? ", no auth" : ", bearer tokens")
+            << "; to workers: " << (config.worker_tls.ca.empty() ? "insecure" : "TLS") << ")";
   return s;
 }
 

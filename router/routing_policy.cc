@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "router/prefix_hit.h"
 
 namespace pdserve {
 namespace {
@@ -17,6 +20,17 @@ bool Contains(const std::vector<std::string>& list, const std::string& value) {
 bool SameLayout(const v1::KvLayout& a, const v1::KvLayout& b) {
   return a.num_layers() == b.num_layers() && a.num_kv_heads() == b.num_kv_heads() &&
          a.head_dim() == b.head_dim() && a.block_size() == b.block_size() && a.dtype() == b.dtype();
+}
+
+// Drops circuit-broken workers unless that leaves none: a worker that keeps
+// failing is avoided, but an ejected worker beats refusing the request.
+void PreferNotEjected(const std::vector<std::string>& ejected,
+                      std::vector<const WorkerState*>* usable) {
+  std::vector<const WorkerState*> healthy;
+  for (const WorkerState* w : *usable) {
+    if (!Contains(ejected, w->address)) healthy.push_back(w);
+  }
+  if (!healthy.empty()) *usable = std::move(healthy);
 }
 
 int64_t BlocksNeeded(const WorkerState& w, int32_t prompt_tokens) {
@@ -41,29 +55,92 @@ const WorkerState* PickBest(const std::vector<const WorkerState*>& candidates, u
   return best[ticket % best.size()];
 }
 
-const WorkerState* LeastLoadedDecode(const std::vector<const WorkerState*>& usable,
-                                     int32_t prompt_tokens, uint64_t ticket) {
+int64_t Sequences(const WorkerState& w) { return int64_t{w.load.running()} + w.load.waiting(); }
+
+bool LessLoadedDecode(const WorkerState& a, const WorkerState& b) {
+  if (a.load.kv_blocks_free() != b.load.kv_blocks_free()) {
+    return a.load.kv_blocks_free() > b.load.kv_blocks_free();
+  }
+  return Sequences(a) < Sequences(b);
+}
+
+bool LessLoadedPrefill(const WorkerState& a, const WorkerState& b) {
+  if (a.load.queued_prompt_tokens() != b.load.queued_prompt_tokens()) {
+    return a.load.queued_prompt_tokens() < b.load.queued_prompt_tokens();
+  }
+  return a.load.waiting() < b.load.waiting();
+}
+
+// The workers whose free blocks fit `tokens(w)` more prompt tokens, or all
+// of them if none does: load reports lag, and the worker's own
+// RESOURCE_EXHAUSTED is authoritative.
+template <typename Tokens>
+std::vector<const WorkerState*> Fitting(const std::vector<const WorkerState*>& usable,
+                                        Tokens tokens) {
   std::vector<const WorkerState*> fitting;
   for (const WorkerState* w : usable) {
-    if (w->load.kv_blocks_free() >= BlocksNeeded(*w, prompt_tokens)) fitting.push_back(w);
+    if (w->load.kv_blocks_free() >= BlocksNeeded(*w, tokens(*w))) fitting.push_back(w);
   }
-  const std::vector<const WorkerState*>& pool = fitting.empty() ? usable : fitting;
-  return PickBest(pool, ticket, [](const WorkerState& a, const WorkerState& b) {
-    if (a.load.kv_blocks_free() != b.load.kv_blocks_free()) {
-      return a.load.kv_blocks_free() > b.load.kv_blocks_free();
-    }
-    return a.load.running() + a.load.waiting() < b.load.running() + b.load.waiting();
-  });
+  return fitting.empty() ? usable : fitting;
+}
+
+const WorkerState* LeastLoadedDecode(const std::vector<const WorkerState*>& usable,
+                                     int32_t prompt_tokens, uint64_t ticket) {
+  return PickBest(Fitting(usable, [&](const WorkerState&) { return prompt_tokens; }), ticket,
+                  LessLoadedDecode);
 }
 
 const WorkerState* LeastLoadedPrefill(const std::vector<const WorkerState*>& usable,
                                       uint64_t ticket) {
-  return PickBest(usable, ticket, [](const WorkerState& a, const WorkerState& b) {
-    if (a.load.queued_prompt_tokens() != b.load.queued_prompt_tokens()) {
-      return a.load.queued_prompt_tokens() < b.load.queued_prompt_tokens();
-    }
+  return PickBest(usable, ticket, LessLoadedPrefill);
+}
+
+// Prompt tokens `w` would have to receive or compute: never below one, as
+// the last prompt token is always computed.
+int32_t Uncached(int32_t prompt_tokens, int32_t hit) { return std::max(prompt_tokens - hit, 1); }
+
+const WorkerState* PrefixAwareDecode(const std::vector<const WorkerState*>& usable,
+                                     int32_t prompt_tokens, PromptKeys* keys, uint64_t ticket) {
+  absl::flat_hash_map<const WorkerState*, int32_t> uncached;
+  for (const WorkerState* w : usable) uncached[w] = Uncached(prompt_tokens, keys->HitTokens(*w));
+  auto cost = [&](const WorkerState& w) {
+    return int64_t{uncached.at(&w)} + kSequenceCostTokens * Sequences(w);
+  };
+  return PickBest(Fitting(usable, [&](const WorkerState& w) { return uncached.at(&w); }), ticket,
+                  [&](const WorkerState& a, const WorkerState& b) {
+                    if (cost(a) != cost(b)) return cost(a) < cost(b);
+                    return LessLoadedDecode(a, b);
+                  });
+}
+
+const WorkerState* PrefixAwarePrefill(const std::vector<const WorkerState*>& usable,
+                                      int32_t prompt_tokens, PromptKeys* keys, uint64_t ticket) {
+  absl::flat_hash_map<const WorkerState*, int64_t> cost;
+  for (const WorkerState* w : usable) {
+    cost[w] = Uncached(prompt_tokens, keys->HitTokens(*w)) +
+              static_cast<int64_t>(w->load.queued_prompt_tokens());
+  }
+  return PickBest(usable, ticket, [&](const WorkerState& a, const WorkerState& b) {
+    if (cost.at(&a) != cost.at(&b)) return cost.at(&a) < cost.at(&b);
     return a.load.waiting() < b.load.waiting();
   });
+}
+
+// Every usable prefill worker compatible with `decode` has at least
+// `prefill_saturation_tokens` prompt tokens queued (never with 0).
+bool PrefillTierSaturated(const RegistrySnapshot& snapshot, const WorkerState& decode,
+                          const PlacementQuery& query) {
+  if (query.prefill_saturation_tokens <= 0) return false;
+  for (const WorkerState& w : snapshot.prefill) {
+    if (!IsUsable(w, snapshot.stale_after, query.prefill.now) ||
+        Contains(query.prefill.excluded, w.address) || !CheckPairCompatible(w, decode).ok()) {
+      continue;
+    }
+    if (static_cast<int64_t>(w.load.queued_prompt_tokens()) < query.prefill_saturation_tokens) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::vector<std::string> Addresses(const std::vector<WorkerState>& workers) {
@@ -87,6 +164,12 @@ absl::Status CheckPairCompatible(const WorkerState& prefill, const WorkerState& 
     return absl::FailedPreconditionError(absl::StrCat(
         "prefill worker ", prefill.address, " model fingerprint ", p.model_fingerprint(),
         " != decode worker ", decode.address, " ", d.model_fingerprint()));
+  }
+  if (p.kv_layout().dtype() != d.kv_layout().dtype()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kv dtype mismatch: prefill worker ", prefill.address, " stores ", p.kv_layout().dtype(),
+        " KV, decode worker ", decode.address, " stores ", d.kv_layout().dtype(),
+        " KV (start both tiers with the same --kv_dtype)"));
   }
   if (!SameLayout(p.kv_layout(), d.kv_layout())) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -130,7 +213,17 @@ absl::StatusOr<const WorkerState*> PickDecode(const RegistrySnapshot& snapshot,
         absl::StrCat("every decode worker is out of KV capacity (refused by ",
                      absl::StrJoin(query.excluded, ", "), ")"));
   }
-  if (query.policy == PolicyKind::kRoundRobin) return usable[query.ticket % usable.size()];
+  PreferNotEjected(query.ejected, &usable);
+  switch (query.policy) {
+    case PolicyKind::kRoundRobin:
+      return usable[query.ticket % usable.size()];
+    case PolicyKind::kPrefixAware: {
+      PromptKeys keys(query.prompt);
+      return PrefixAwareDecode(usable, query.prompt_tokens, &keys, query.ticket);
+    }
+    case PolicyKind::kLeastLoaded:
+      break;
+  }
   return LeastLoadedDecode(usable, query.prompt_tokens, query.ticket);
 }
 
@@ -162,7 +255,18 @@ absl::StatusOr<const WorkerState*> PickPrefill(const RegistrySnapshot& snapshot,
     return absl::UnavailableError(absl::StrCat("every compatible prefill worker failed (",
                                                absl::StrJoin(query.excluded, ", "), ")"));
   }
-  if (query.policy == PolicyKind::kRoundRobin) return usable[query.ticket % usable.size()];
+  PreferNotEjected(query.ejected, &usable);
+  switch (query.policy) {
+    case PolicyKind::kRoundRobin:
+      return usable[query.ticket % usable.size()];
+    case PolicyKind::kPrefixAware: {
+      PromptKeys keys(query.prompt);
+      return PrefixAwarePrefill(usable, static_cast<int32_t>(query.prompt.size()), &keys,
+                                query.ticket);
+    }
+    case PolicyKind::kLeastLoaded:
+      break;
+  }
   return LeastLoadedPrefill(usable, query.ticket);
 }
 
@@ -173,22 +277,34 @@ absl::StatusOr<Placement> PlaceRequest(const RegistrySnapshot& snapshot,
   Placement placement;
   placement.decode = *decode;
   placement.local_prefill = true;
+  PromptKeys keys(query.decode.prompt);
+  placement.decode_cached_tokens = keys.HitTokens(**decode);
   if (query.colocated) {
     placement.why = "colocated mode";
+    placement.reason = "forced";
     return placement;
   }
-  if (query.decode.prompt_tokens <= query.local_prefill_max_tokens) {
-    placement.why = "short prompt";
+  if (Uncached(query.decode.prompt_tokens, placement.decode_cached_tokens) <=
+      query.local_prefill_max_tokens) {
+    placement.why = "short uncached prompt";
+    placement.reason = "short_uncached_prompt";
     return placement;
   }
   absl::StatusOr<const WorkerState*> prefill = PickPrefill(snapshot, **decode, query.prefill);
   if (absl::IsNotFound(prefill.status())) {
     placement.why = "no live prefill worker";
+    placement.reason = "no_prefill_worker";
     return placement;
   }
   if (!prefill.ok()) return prefill.status();
+  if (PrefillTierSaturated(snapshot, **decode, query)) {
+    placement.why = "the prefill tier is saturated";
+    placement.reason = "prefill_saturated";
+    return placement;
+  }
   placement.local_prefill = false;
   placement.why = "a compatible prefill worker is live";
+  placement.reason = "prefill_worker_available";
   return placement;
 }
 

@@ -29,6 +29,7 @@ absl::StatusOr<TokenRelay::Output> TokenRelay::Push(const v1::Tokens& tokens) {
     if (next_index_ >= max_tokens_ || stop_.stopped()) break;
     const int32_t id = tokens.ids(i);
     ++next_index_;
+    ids_.push_back(id);
     if (!ignore_eos_ && tokenizer_.IsEog(id)) continue;  // the end marker, not output
     if (return_token_ids_) out.chunk.add_token_ids(id);
     StopMatcher::Result r = stop_.Push(detokenizer_.Push(id));
@@ -41,6 +42,11 @@ absl::StatusOr<TokenRelay::Output> TokenRelay::Push(const v1::Tokens& tokens) {
   out.has_chunk = !text.empty() || out.chunk.token_ids_size() > 0;
   out.chunk.set_text(std::move(text));
   return out;
+}
+
+bool TokenRelay::ended() const {
+  if (next_index_ >= max_tokens_ || stop_.stopped()) return true;
+  return !ids_.empty() && !ignore_eos_ && tokenizer_.IsEog(ids_.back());
 }
 
 TokenRelay::Output TokenRelay::Flush() {

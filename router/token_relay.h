@@ -51,6 +51,12 @@ class TokenRelay {
 
   // Tokens consumed so far (up to and including a stop match).
   int32_t completion_tokens() const { return next_index_; }
+  // Their ids, end-of-generation token included: what a decode failover
+  // appends to the prompt so the next worker continues from there.
+  const std::vector<int32_t>& generated_ids() const { return ids_; }
+  // No further token can be relayed: max_tokens reached, or the last token
+  // ended the generation (end-of-generation without ignore_eos).
+  bool ended() const;
   bool stopped() const { return stop_.stopped(); }
 
  private:
@@ -61,6 +67,7 @@ class TokenRelay {
   const bool return_token_ids_;
   const bool ignore_eos_;
   int32_t next_index_ = 0;
+  std::vector<int32_t> ids_;
 };
 
 }  // namespace pdserve

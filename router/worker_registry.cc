@@ -18,7 +18,8 @@ namespace {
 // A worker that restarts should be reachable again within seconds, not
 // after gRPC's default reconnect backoff (up to two minutes); keepalives
 // detect a peer that vanished without closing its connections.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                          std::shared_ptr<grpc::ChannelCredentials> creds) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
@@ -26,7 +27,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(
+      address, creds != nullptr ? std::move(creds) : grpc::InsecureChannelCredentials(), args);
 }
 
 WorkerState InitialState(const std::string& address, v1::WorkerRole role) {
@@ -45,6 +47,7 @@ const char* RoleName(v1::WorkerRole role) {
 WorkerRegistry::WorkerRegistry(const Options& options)
     : load_interval_(options.load_interval),
       dns_refresh_(options.dns_refresh),
+      credentials_(options.credentials),
       resolver_(options.resolver ? options.resolver : DnsResolver(ResolveWithGetAddrInfo)) {
   decode_.role = v1::WORKER_ROLE_DECODE;
   prefill_.role = v1::WORKER_ROLE_PREFILL;
@@ -137,7 +140,7 @@ void WorkerRegistry::Reconcile(Tier* tier) {
 }
 
 void WorkerRegistry::AddWorker(const std::string& address, bool start, Tier* tier) {
-  std::shared_ptr<grpc::Channel> channel = MakeChannel(address);
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(address, credentials_);
   std::shared_ptr<const RegistrySnapshot> published;
   {
     absl::MutexLock lock(&mu_);

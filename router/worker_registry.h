@@ -29,6 +29,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/security/credentials.h"
 #include "pdserve/v1/worker.grpc.pb.h"
 #include "router/dns_resolver.h"
 #include "router/worker_snapshot.h"
@@ -50,6 +51,8 @@ class WorkerRegistry {
     absl::Duration dns_refresh = absl::Seconds(5);
     // Null: ResolveWithGetAddrInfo. Tests inject scripted answers.
     DnsResolver resolver;
+    // Credentials of the channels to workers; null = insecure.
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
   };
   // Called on a watcher thread or the registry's thread after each
   // published change; must not block and must not call back into the
@@ -107,6 +110,7 @@ class WorkerRegistry {
 
   const absl::Duration load_interval_;
   const absl::Duration dns_refresh_;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   const DnsResolver resolver_;
   ChangeListener listener_;
   Tier decode_;

@@ -3,12 +3,15 @@
 namespace pdserve {
 
 v1::DecodeRequest MakeDecodeRequest(const std::string& request_id, const ValidatedRequest& request,
-                                    bool local_prefill, uint32_t kv_wait_ms) {
+                                    bool local_prefill, uint32_t kv_wait_ms,
+                                    const std::vector<int32_t>& generated) {
   v1::DecodeRequest r;
   r.set_request_id(request_id);
   r.mutable_prompt_tokens()->Assign(request.prompt_tokens.begin(), request.prompt_tokens.end());
+  r.mutable_prompt_tokens()->Add(generated.begin(), generated.end());
   *r.mutable_sampling() = request.sampling;
-  r.set_max_tokens(request.max_tokens);
+  r.set_max_tokens(request.max_tokens - static_cast<int32_t>(generated.size()));
+  r.set_first_index(static_cast<int32_t>(generated.size()));
   r.set_ignore_eos(request.ignore_eos);
   r.set_local_prefill(local_prefill);
   r.set_kv_wait_ms(kv_wait_ms);

@@ -7,14 +7,19 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "pdserve/v1/worker.pb.h"
 #include "router/request_validator.h"
 
 namespace pdserve {
 
+// `generated`: tokens already relayed to the client by a decode worker that
+// failed (decode failover). They extend the prompt, count against
+// max_tokens, and the new stream's numbering starts after them.
 v1::DecodeRequest MakeDecodeRequest(const std::string& request_id, const ValidatedRequest& request,
-                                    bool local_prefill, uint32_t kv_wait_ms);
+                                    bool local_prefill, uint32_t kv_wait_ms,
+                                    const std::vector<int32_t>& generated = {});
 
 // The KV target is the reservation: its endpoint (or the decode worker's
 // advertised one when the reservation leaves it empty), transfer id, epoch

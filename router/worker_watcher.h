@@ -35,7 +35,7 @@ class WorkerWatcher {
     absl::Duration load_interval = absl::Milliseconds(200);
     absl::Duration handshake_timeout = absl::Seconds(3);
     absl::Duration min_backoff = absl::Milliseconds(100);
-    absl::Duration max_backoff = absl::Seconds(5);
+    absl::Duration max_backoff = absl::Seconds(1);
   };
   using Listener = std::function<void(const WorkerState&)>;
 

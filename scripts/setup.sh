@@ -8,7 +8,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgoogle-glog-dev libabsl-dev libboost-dev libboost-system-dev
   libgtest-dev libgmock-dev nlohmann-json3-dev
-  python3 python3-pip unzip clang
+  libssl-dev openssl python3 python3-pip unzip clang
 )
 
 # The Kubernetes manifest test (tests/k8s) validates against the Python

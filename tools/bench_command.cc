@@ -272,8 +272,9 @@ absl::Status BenchCommand() {
   if (text) load.prompt_text = &*tokenizer;
   std::string address = absl::GetFlag(FLAGS_address);
   if (address.empty()) address = absl::GetFlag(FLAGS_router);
+  ASSIGN_OR_RETURN(const ClientSecurity security, ClientSecurityFromFlags());
   ASSIGN_OR_RETURN(BenchConnection server,
-                   ConnectBench(kind, address, tokenizer ? &*tokenizer : nullptr));
+                   ConnectBench(kind, address, tokenizer ? &*tokenizer : nullptr, security));
   wopts.vocab_size = server.vocab_size;
   ASSIGN_OR_RETURN(Workload workload, Workload::Create(std::move(wopts)));
   if (server.context_length > 0 && workload.MaxRequestTokens() > server.context_length) {

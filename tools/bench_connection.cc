@@ -20,10 +20,12 @@ absl::Status Annotate(const absl::Status& s, absl::string_view what, const std::
   return absl::Status(s.code(), absl::StrCat(what, " from ", address, ": ", s.message()));
 }
 
-absl::Status ConnectRouter(const std::string& address, BenchConnection* c) {
+absl::Status ConnectRouter(const std::string& address, const ClientSecurity& security,
+                           BenchConnection* c) {
   c->router = v1::Generation::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(address, security.channel_credentials()));
   grpc::ClientContext ctx;
+  security.Decorate(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + kInfoTimeout);
   v1::ModelInfo info;
   absl::Status s = FromGrpcStatus(c->router->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info));
@@ -31,7 +33,7 @@ absl::Status ConnectRouter(const std::string& address, BenchConnection* c) {
   c->model_name = info.name();
   c->vocab_size = info.vocab_size();
   c->context_length = info.context_length();
-  c->target = std::make_unique<GenerationTarget>(c->router.get());
+  c->target = std::make_unique<GenerationTarget>(c->router.get(), security.bearer_token);
   return absl::OkStatus();
 }
 
@@ -72,14 +74,15 @@ absl::StatusOr<BenchTargetKind> ParseBenchTargetKind(absl::string_view name) {
 }
 
 absl::StatusOr<BenchConnection> ConnectBench(BenchTargetKind kind, const std::string& address,
-                                             const PromptText* tokenizer) {
+                                             const PromptText* tokenizer,
+                                             const ClientSecurity& security) {
   BenchConnection c;
   if (kind != BenchTargetKind::kRouter && tokenizer == nullptr) {
     return absl::InvalidArgumentError("this target needs the model's tokenizer (--model)");
   }
   switch (kind) {
     case BenchTargetKind::kRouter:
-      RETURN_IF_ERROR(ConnectRouter(address, &c));
+      RETURN_IF_ERROR(ConnectRouter(address, security, &c));
       break;
     case BenchTargetKind::kDecode:
       RETURN_IF_ERROR(ConnectDecode(address, tokenizer, &c));

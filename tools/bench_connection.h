@@ -11,6 +11,7 @@
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "pdserve/v1/worker.grpc.pb.h"
 #include "tools/bench_target.h"
+#include "tools/client_security.h"
 #include "tools/prompt_text.h"
 
 namespace pdserve {
@@ -32,8 +33,10 @@ struct BenchConnection {
 // Connects and asks the server about its model. `tokenizer` (may be null
 // for kRouter) supplies the vocabulary where the server does not report
 // one, and the ids an OpenAI server must ban to ignore EOS.
+// `security` applies to the router target.
 absl::StatusOr<BenchConnection> ConnectBench(BenchTargetKind kind, const std::string& address,
-                                             const PromptText* tokenizer);
+                                             const PromptText* tokenizer,
+                                             const ClientSecurity& security = {});
 
 }  // namespace pdserve
 

@@ -26,7 +26,6 @@ import json
 import os
 import platform
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -172,8 +171,12 @@ def router_overhead(args, out_dir, log_dir):
         extra = ["--input_len=32", "--output_len=64", "--ignore_eos", "--max_concurrency=1",
                  f"--num_requests={args.overhead_requests}", "--warmup_requests=2",
                  f"--seed={args.seed}"]
+        # A first, unrecorded pass warms the worker (page cache, allocator);
+        # then the order alternates so that drift does not favour one side.
+        bench("router", router, os.path.join(out_dir, "overhead-warm.json"), extra)
         for rep in range(args.overhead_rounds):
-            for target, addr in (("router", router), ("decode", decode)):
+            pair = (("router", router), ("decode", decode))
+            for target, addr in (pair if rep % 2 == 0 else pair[::-1]):
                 path = os.path.join(out_dir, f"overhead-{target}-r{rep}.json")
                 print(f"[bench-serving] overhead {target} round={rep}", file=sys.stderr, flush=True)
                 out[target].append(bench(target, addr, path, extra)["summary"])
@@ -221,7 +224,7 @@ def main():
     os.makedirs(log_dir, exist_ok=True)
     started = datetime.datetime.now(datetime.timezone.utc)
     runs = []
-    for name in args.systems.split(","):
+    for name in filter(None, args.systems.split(",")):
         runs += run_system(name, args, out_dir, log_dir)
     overhead = router_overhead(args, out_dir, log_dir)
     kv = kv_raw(out_dir)

@@ -40,7 +40,8 @@ v1::GenerateRequest ChatRequest(const std::string& prompt, bool chat, int max_to
 }
 
 absl::Status StreamAnswer(const std::string& router, const v1::GenerateRequest& req) {
-  GenerateClient client(router);
+  ASSIGN_OR_RETURN(ClientSecurity security, ClientSecurityFromFlags());
+  GenerateClient client(router, std::move(security));
   ASSIGN_OR_RETURN(GenerateResult r,
                    client.Generate(req, absl::Milliseconds(absl::GetFlag(FLAGS_gen_timeout_ms)),
                                    [](const std::string& text) {

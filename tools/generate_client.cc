@@ -4,14 +4,16 @@
 
 namespace pdserve {
 
-GenerateClient::GenerateClient(const std::string& address)
-    : stub_(v1::Generation::NewStub(
-          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+GenerateClient::GenerateClient(const std::string& address, ClientSecurity security)
+    : security_(std::move(security)),
+      stub_(v1::Generation::NewStub(
+          grpc::CreateChannel(address, security_.channel_credentials()))) {}
 
 absl::StatusOr<GenerateResult> GenerateClient::Generate(
     const v1::GenerateRequest& request, absl::Duration timeout,
     const std::function<void(const std::string&)>& on_text) {
   grpc::ClientContext ctx;
+  security_.Decorate(&ctx);
   ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub_->Generate(&ctx, request);
   GenerateResult out;
@@ -36,6 +38,7 @@ absl::Status GenerateClient::WaitReady(absl::Duration timeout) {
   absl::Status last = absl::UnavailableError("router did not answer");
   while (absl::Now() < deadline) {
     grpc::ClientContext ctx;
+    security_.Decorate(&ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     v1::ModelInfo info;
     grpc::Status s = stub_->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "pdserve/v1/generation.grpc.pb.h"
+#include "tools/client_security.h"
 
 namespace pdserve {
 
@@ -24,7 +25,7 @@ struct GenerateResult {
 
 class GenerateClient {
  public:
-  explicit GenerateClient(const std::string& address);
+  explicit GenerateClient(const std::string& address, ClientSecurity security = {});
 
   // Streams one request; `on_text` sees each text chunk as it arrives.
   absl::StatusOr<GenerateResult> Generate(const v1::GenerateRequest& request,
@@ -34,6 +35,7 @@ class GenerateClient {
   absl::Status WaitReady(absl::Duration timeout);
 
  private:
+  ClientSecurity security_;
   std::unique_ptr<v1::Generation::Stub> stub_;
 };
 

@@ -1,73 +1,25 @@
 #include "tools/generation_target.h"
 
-#include <grpcpp/grpcpp.h>
-
 #include <utility>
+
+#include "tools/bench_stream_call.h"
 
 namespace pdserve {
 namespace {
 
-// One request in flight. Callbacks of one call never overlap (one read is
-// outstanding at a time), so the record needs no lock. Deletes itself in
-// OnDone, the last callback gRPC makes, before reporting completion.
-class StreamCall final : public grpc::ClientReadReactor<v1::GenerateResponse> {
- public:
-  StreamCall(v1::GenerateRequest request, RequestRecord record, BenchDoneFn done)
-      : request_(std::move(request)), record_(std::move(record)), done_(std::move(done)) {}
-
-  void Start(v1::Generation::StubInterface* stub, absl::Duration timeout,
-             BenchClock::time_point bench_start) {
-    ctx_.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
-    stub->async()->Generate(&ctx_, &request_, this);
-    StartRead(&response_);
-    sent_ = BenchClock::now();
-    record_.send_s = MsBetween(bench_start, sent_) / 1000.0;
-    StartCall();
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) return;  // the stream is over; OnDone follows
-    // Timestamp before any other work so that our own handling is not
-    // counted as server time.
-    const BenchClock::time_point now = BenchClock::now();
-    if (response_.has_chunk()) {
-      const v1::Chunk& c = response_.chunk();
-      if (c.token_ids_size() > 0 || !c.text().empty()) {
-        record_.chunks.push_back({MsBetween(sent_, now), c.token_ids_size()});
-      }
-    } else if (response_.has_started() && response_.started().prompt_tokens() > 0) {
-      // In text-prompt mode the server's count is the one that matters.
-      record_.input_tokens = response_.started().prompt_tokens();
-    } else if (response_.has_finished() && response_.finished().has_timings()) {
-      record_.timings = ToPhases(response_.finished().timings());
+void OnGenerateResponse(const v1::GenerateResponse& response, double ms, RequestRecord* record) {
+  if (response.has_chunk()) {
+    const v1::Chunk& c = response.chunk();
+    if (c.token_ids_size() > 0 || !c.text().empty()) {
+      record->chunks.push_back({ms, c.token_ids_size()});
     }
-    StartRead(&response_);
+  } else if (response.has_started() && response.started().prompt_tokens() > 0) {
+    // In text-prompt mode the server's count is the one that matters.
+    record->input_tokens = response.started().prompt_tokens();
+  } else if (response.has_finished() && response.finished().has_timings()) {
+    record->timings = ToPhases(response.finished().timings());
   }
-
-  void OnDone(const grpc::Status& status) override {
-    const BenchClock::time_point end = BenchClock::now();
-    record_.e2e_ms = MsBetween(sent_, end);
-    record_.code = static_cast<absl::StatusCode>(status.error_code());
-    if (!status.ok()) record_.error = status.error_message();
-    // The context holds a channel reference, so the call is destroyed before
-    // RunLoad can return: otherwise the caller may drop its channel and
-    // leave the last reference to die here, on a gRPC callback thread, which
-    // gRPC 1.51 cannot tear a channel down from (grpc/grpc#32584: crash in
-    // grpc_cq_internal_unref).
-    BenchDoneFn done = std::move(done_);
-    RequestRecord record = std::move(record_);
-    delete this;
-    done(std::move(record), end);
-  }
-
- private:
-  grpc::ClientContext ctx_;
-  v1::GenerateRequest request_;
-  v1::GenerateResponse response_;
-  RequestRecord record_;
-  BenchDoneFn done_;
-  BenchClock::time_point sent_;
-};
+}
 
 }  // namespace
 
@@ -102,8 +54,14 @@ v1::GenerateRequest BenchRequest(const BenchRequestSpec& spec) {
 
 void GenerationTarget::Start(const BenchRequestSpec& spec, RequestRecord record,
                              BenchClock::time_point bench_start, BenchDoneFn done) {
-  auto* call = new StreamCall(BenchRequest(spec), std::move(record), std::move(done));
-  call->Start(stub_, spec.timeout, bench_start);
+  using Call = BenchStreamCall<v1::GenerateRequest, v1::GenerateResponse>;
+  auto* call = new Call(BenchRequest(spec), std::move(record), std::move(done), OnGenerateResponse);
+  call->Start(
+      [stub = stub_](grpc::ClientContext* ctx, const v1::GenerateRequest* req,
+                     grpc::ClientReadReactor<v1::GenerateResponse>* reactor) {
+        stub->async()->Generate(ctx, req, reactor);
+      },
+      bearer_token_, spec.timeout, bench_start);
 }
 
 }  // namespace pdserve

@@ -5,6 +5,8 @@
 #ifndef PDSERVE_TOOLS_GENERATION_TARGET_H_
 #define PDSERVE_TOOLS_GENERATION_TARGET_H_
 
+#include <string>
+
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "tools/bench_target.h"
 
@@ -17,13 +19,16 @@ v1::GenerateRequest BenchRequest(const BenchRequestSpec& spec);
 class GenerationTarget final : public BenchTarget {
  public:
   // `stub` must outlive every request started.
-  explicit GenerationTarget(v1::Generation::StubInterface* stub) : stub_(stub) {}
+  // `bearer_token` ("" = none) is sent with every call.
+  explicit GenerationTarget(v1::Generation::StubInterface* stub, std::string bearer_token = "")
+      : stub_(stub), bearer_token_(std::move(bearer_token)) {}
 
   void Start(const BenchRequestSpec& spec, RequestRecord record,
              BenchClock::time_point bench_start, BenchDoneFn done) override;
 
  private:
   v1::Generation::StubInterface* const stub_;
+  const std::string bearer_token_;
 };
 
 // The router's per-phase timings in the bench's terms.

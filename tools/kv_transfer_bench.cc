@@ -3,7 +3,8 @@
 // transport >= 70% of raw loopback TCP).
 //
 // The transport moves whole prompts' KV in the SmolLM2-135M layout (30
-// layers, 3 kv heads, head dim 64, block 16, f16: 12288 B per layer-block),
+// layers, 3 kv heads, head dim 64, block 16, f16: 12288 B per layer-block;
+// --kv_dtype=int8: 6528 B),
 // one frame per layer, commit + ack per prompt, exactly as a prefill worker
 // would. The raw baseline writes the same number of bytes in the same
 // frame-sized chunks through one asio socket, with no framing and no acks,
@@ -35,6 +36,7 @@ ABSL_FLAG(int, prompt_tokens, 512, "tokens per transfer (one prompt's KV)");
 ABSL_FLAG(int, rounds, 3, "timed rounds per side; the best one is reported");
 ABSL_FLAG(int, socket_buffer_bytes, 0,
           "SO_SNDBUF / SO_RCVBUF for both the transport and the raw stream; 0 = autotuning");
+ABSL_FLAG(std::string, kv_dtype, "f16", "KV layout moved: f16 or int8 (quantised rows + scales)");
 
 namespace pdserve {
 namespace {
@@ -160,6 +162,8 @@ struct Bench {
 
 absl::Status Setup(Bench& b) {
   Plan& plan = b.plan;
+  plan.layout.dtype = absl::GetFlag(FLAGS_kv_dtype);
+  RETURN_IF_ERROR(ValidateKvDtype(plan.layout.dtype));
   plan.blocks = BlocksForTokens(absl::GetFlag(FLAGS_prompt_tokens), plan.layout.block_size);
   plan.frame_bytes = static_cast<size_t>(plan.blocks * plan.layout.bytes_per_layer_block());
   const size_t transfer_bytes = plan.frame_bytes * plan.layout.n_layers;

@@ -84,6 +84,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
               "--worker_id=" + p.name};
     if (kind == "decode") p.args.push_back("--kv_listen=127.0.0.1:0");
     p.args.insert(p.args.end(), o.extra_worker_flags.begin(), o.extra_worker_flags.end());
+    const std::vector<std::string>& tier =
+        kind == "prefill" ? o.extra_prefill_flags : o.extra_decode_flags;
+    p.args.insert(p.args.end(), tier.begin(), tier.end());
     (kind == "prefill" ? prefill_addrs : decode_addrs).push_back(absl::StrCat("127.0.0.1:", port));
     c->processes_.push_back(std::move(p));
     return absl::OkStatus();

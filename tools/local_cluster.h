@@ -28,6 +28,9 @@ struct LocalClusterOptions {
   int kv_blocks = 1024;
   std::vector<std::string> extra_router_flags;
   std::vector<std::string> extra_worker_flags;
+  // Appended after extra_worker_flags, to one tier only.
+  std::vector<std::string> extra_prefill_flags;
+  std::vector<std::string> extra_decode_flags;
 };
 
 struct ClusterProcess {

@@ -102,6 +102,7 @@ Counter* MetricsRegistry::GetCounter(absl::string_view name, absl::string_view h
                                      const MetricLabels& labels) {
   absl::MutexLock lock(&mu_);
   Series& s = GetSeries(name, help, Type::kCounter, labels);
+  CHECK(s.callback == nullptr) << name << " is already a callback counter";
   if (s.counter == nullptr) s.counter = std::make_unique<Counter>();
   return s.counter.get();
 }
@@ -121,6 +122,15 @@ void MetricsRegistry::AddCallbackGauge(absl::string_view name, absl::string_view
   absl::MutexLock lock(&mu_);
   Series& s = GetSeries(name, help, Type::kGauge, labels);
   CHECK(s.gauge == nullptr) << name << " is already a plain gauge";
+  s.callback = std::move(fn);
+}
+
+void MetricsRegistry::AddCallbackCounter(absl::string_view name, absl::string_view help,
+                                         std::function<double()> fn, const MetricLabels& labels) {
+  CHECK(fn != nullptr);
+  absl::MutexLock lock(&mu_);
+  Series& s = GetSeries(name, help, Type::kCounter, labels);
+  CHECK(s.counter == nullptr) << name << " is already a plain counter";
   s.callback = std::move(fn);
 }
 

@@ -93,6 +93,11 @@ class MetricsRegistry {
   // replaces the callback.
   void AddCallbackGauge(absl::string_view name, absl::string_view help,
                         std::function<double()> fn, const MetricLabels& labels = {});
+  // A counter whose value `fn` reads at every scrape from a cumulative
+  // count kept elsewhere (e.g. published by an engine thread); `fn` must
+  // never decrease.
+  void AddCallbackCounter(absl::string_view name, absl::string_view help,
+                          std::function<double()> fn, const MetricLabels& labels = {});
 
   // All families, sorted by name, in text format 0.0.4.
   std::string Expose() const;

@@ -17,7 +17,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options.listen_address,
+                           options.credentials != nullptr ? options.credentials
+                                                          : grpc::InsecureServerCredentials(),
+                           &port);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   for (grpc::Service* s : options.services) builder.RegisterService(s);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

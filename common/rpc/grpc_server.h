@@ -21,6 +21,8 @@ struct GrpcServerOptions {
   std::string listen_address = "0.0.0.0:0";  // port 0 picks a free port
   int max_receive_message_bytes = 16 << 20;
   std::vector<grpc::Service*> services;      // not owned; outlive the server
+  // Null = insecure (see tls_credentials.h).
+  std::shared_ptr<grpc::ServerCredentials> credentials;
 };
 
 class GrpcServer {

@@ -108,7 +108,10 @@ inline absl::StatusOr<v1::LoadReport> PrefillLoad(const std::string& addr) {
 }
 
 // True once every worker of the cluster reports all KV blocks free and no
-// sequence (bounded wait: the release is asynchronous).
+// sequence (bounded wait: the release is asynchronous). Prefix-cached
+// blocks that no request references are reclaimable and count as free
+// (LoadReport.kv_blocks_free includes kv_blocks_cached), so a warm cache
+// is idle; a leaked reference is not.
 inline bool PoolsIdle(const LocalCluster& c, absl::Duration within) {
   const absl::Time deadline = absl::Now() + within;
   while (absl::Now() < deadline) {

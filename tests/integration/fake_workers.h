@@ -1,6 +1,7 @@
 // Test-only fakes of the prefill and decode workers: real gRPC servers on
 // loopback speaking worker.proto, with scripted output and fault knobs
-// (refuse, hang, die mid-stream, fail, incompatible handshake). They let
+// (refuse, hang, die mid-stream, fail, incompatible handshake), and the
+// recovery RPCs (RetryTransfer; first_index after a failover). They let
 // the router's state machine be driven through every path without a model.
 //
 // A FakeKvBus stands in for the KV data plane: the fake prefill worker
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -128,6 +130,7 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
   int port() const { return port_; }
   int decode_calls() const { return decode_calls_.load(); }
   int cancelled_calls() const { return cancelled_calls_.load(); }
+  int retry_calls() const { return retry_calls_.load(); }
   v1::DecodeRequest last_request() {
     absl::MutexLock lock(&mu_);
     return last_request_;
@@ -148,6 +151,17 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     return control_.WatchLoad(ctx, request, writer);
   }
 
+  // Moves a reservation that waits for its commit to the next epoch.
+  grpc::Status RetryTransfer(grpc::ServerContext*, const v1::RetryTransferRequest* request,
+                             v1::RetryTransferResponse* response) override {
+    ++retry_calls_;
+    absl::MutexLock lock(&mu_);
+    auto it = epochs_.find(request->transfer_id());
+    if (it == epochs_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such transfer");
+    response->set_epoch(++it->second);
+    return grpc::Status::OK;
+  }
+
   grpc::Status Decode(grpc::ServerContext* ctx, const v1::DecodeRequest* request,
                       grpc::ServerWriter<v1::DecodeEvent>* writer) override {
     ++decode_calls_;
@@ -160,6 +174,10 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     }
     if (!request->local_prefill()) {
       const uint64_t transfer_id = bus_->NewTransferId();
+      {
+        absl::MutexLock lock(&mu_);
+        epochs_[transfer_id] = 1;
+      }
       v1::DecodeEvent e;
       v1::Reserved* r = e.mutable_reserved();
       r->set_transfer_id(transfer_id);
@@ -168,7 +186,13 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
       *r->mutable_kv_layout() = TestKvLayout();
       r->set_cached_prefix_tokens(options_.cached_prefix_tokens);
       writer->Write(e);
-      if (!bus_->WaitCommit(transfer_id, ctx, absl::Milliseconds(request->kv_wait_ms()))) {
+      const bool committed =
+          bus_->WaitCommit(transfer_id, ctx, absl::Milliseconds(request->kv_wait_ms()));
+      {
+        absl::MutexLock lock(&mu_);
+        epochs_.erase(transfer_id);
+      }
+      if (!committed) {
         return Cancelled(ctx, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "no KV commit"));
       }
     }
@@ -182,8 +206,10 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
  private:
   grpc::Status Stream(grpc::ServerContext* ctx, const v1::DecodeRequest& request,
                       grpc::ServerWriter<v1::DecodeEvent>* writer) {
-    int n = 0;
-    for (; n < static_cast<int>(options_.output.size()) && n < request.max_tokens(); ++n) {
+    // A request moved here by a decode failover continues at first_index.
+    const int first = request.first_index();
+    int n = first;
+    for (; n < static_cast<int>(options_.output.size()) && n - first < request.max_tokens(); ++n) {
       if (n == options_.die_after) {
         return grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode worker crashed");
       }
@@ -197,7 +223,8 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     }
     v1::DecodeEvent e;
     v1::DecodeFinished* f = e.mutable_finished();
-    f->set_reason(n == request.max_tokens() ? v1::FINISH_REASON_LENGTH : v1::FINISH_REASON_EOS);
+    f->set_reason(n - first == request.max_tokens() ? v1::FINISH_REASON_LENGTH
+                                                    : v1::FINISH_REASON_EOS);
     f->set_completion_tokens(n);
     f->mutable_timings()->set_decode_admission_ms(1.5);
     f->mutable_timings()->set_first_decode_step_ms(2.5);
@@ -217,8 +244,10 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
   std::unique_ptr<grpc::Server> server_;
   std::atomic<int> decode_calls_{0};
   std::atomic<int> cancelled_calls_{0};
+  std::atomic<int> retry_calls_{0};
   absl::Mutex mu_;
   v1::DecodeRequest last_request_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, uint64_t> epochs_ ABSL_GUARDED_BY(mu_);  // awaiting commit
 };
 
 class FakePrefillWorker final : public v1::PrefillWorker::Service {
@@ -228,6 +257,9 @@ class FakePrefillWorker final : public v1::PrefillWorker::Service {
     uint64_t queued_prompt_tokens = 0;
     bool fail = false;  // UNAVAILABLE at once
     bool hang = false;  // never answer until cancelled
+    // Commit the KV, then fail: the decode worker has it but the ack (and
+    // the response) never arrive.
+    bool fail_after_commit = false;
   };
 
   FakePrefillWorker(Options options, FakeKvBus* bus) : options_(std::move(options)), bus_(bus) {
@@ -284,6 +316,9 @@ class FakePrefillWorker final : public v1::PrefillWorker::Service {
       return grpc::Status::CANCELLED;
     }
     bus_->Commit(request->target().transfer_id());
+    if (options_.fail_after_commit) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection lost after the commit");
+    }
     response->set_queue_ms(0.5);
     response->set_compute_ms(7.0);
     response->set_kv_transfer_ms(1.25);

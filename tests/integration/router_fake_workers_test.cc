@@ -424,31 +424,172 @@ TEST_F(RouterFakeWorkersTest, DecodeDyingMidStreamIsUnavailable) {
   EXPECT_EQ(out.text, "abc");
 }
 
-TEST_F(RouterFakeWorkersTest, FailedPrefillIsUnavailableAndReleasesTheReservation) {
+TEST_F(RouterFakeWorkersTest, FailedPrefillWithoutRetriesIsUnavailableAndReleasesTheReservation) {
   FakeDecodeWorker d(DecodeOptions("x"), &bus_);
+  auto fail = PrefillOptions();
+  fail.fail = true;
+  FakePrefillWorker p(fail, &bus_);
+  RouterConfig config;
+  config.prefill_retries = 0;
+  StartRouter({d.address()}, {p.address()}, config);
+  const Outcome out = Generate(Text("go"));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(out.status.error_message().find(p.address()), std::string::npos);
+  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
+  EXPECT_EQ(d.retry_calls(), 0);
+}
+
+TEST_F(RouterFakeWorkersTest, FailedPrefillIsRetriedOnAnotherPrefillWorkerUnderANewEpoch) {
+  FakeDecodeWorker d(DecodeOptions("hello"), &bus_);
+  auto fail = PrefillOptions();
+  fail.fail = true;
+  FakePrefillWorker p1(fail, &bus_);
+  auto busy = PrefillOptions();
+  busy.queued_prompt_tokens = 1000;  // least_loaded tries p1 first
+  FakePrefillWorker p2(busy, &bus_);
+  StartRouter({d.address()}, {p1.address(), p2.address()});
+  const Outcome out = Generate(Text("go"));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.text, "hello");
+  EXPECT_EQ(out.finished.timings().prefill_mode(), "remote");
+  EXPECT_EQ(p1.prefill_calls(), 1);
+  EXPECT_EQ(p2.prefill_calls(), 1);
+  EXPECT_EQ(d.retry_calls(), 1);
+  EXPECT_EQ(d.decode_calls(), 1);  // the reservation was kept
+  EXPECT_EQ(p1.last_request().target().epoch(), 1u);
+  EXPECT_EQ(p2.last_request().target().epoch(), 2u);
+  EXPECT_EQ(p2.last_request().target().transfer_id(), p1.last_request().target().transfer_id());
+  int started = 0;
+  for (const auto& r : out.responses) started += r.has_started();
+  EXPECT_EQ(started, 1);
+}
+
+TEST_F(RouterFakeWorkersTest, PrefillFailingAfterItsCommitStillCompletes) {
+  FakeDecodeWorker d(DecodeOptions("hello"), &bus_);
+  auto lost_ack = PrefillOptions();
+  lost_ack.fail_after_commit = true;
+  FakePrefillWorker p1(lost_ack, &bus_);
+  auto busy = PrefillOptions();
+  busy.queued_prompt_tokens = 1000;  // least_loaded tries p1 first
+  FakePrefillWorker p2(busy, &bus_);
+  StartRouter({d.address()}, {p1.address(), p2.address()});
+  // Whether the router sees the failure before or after the first token,
+  // the decode worker has the KV and the request completes on it: a retry
+  // either finds the reservation committed (NOT_FOUND: the stream decides)
+  // or, in the moment before the commit is processed, re-sends the KV.
+  for (int i = 0; i < 5; ++i) {
+    const Outcome out = Generate(Text("go"));
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_EQ(out.text, "hello");
+    EXPECT_EQ(out.finished.timings().prefill_mode(), "remote");
+  }
+  EXPECT_EQ(d.decode_calls(), 5);
+}
+
+TEST_F(RouterFakeWorkersTest, NoPrefillWorkerLeftForARetryFallsBackToLocalPrefill) {
+  FakeDecodeWorker d(DecodeOptions("hello"), &bus_);
   auto fail = PrefillOptions();
   fail.fail = true;
   FakePrefillWorker p(fail, &bus_);
   StartRouter({d.address()}, {p.address()});
   const Outcome out = Generate(Text("go"));
-  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_NE(out.status.error_message().find(p.address()), std::string::npos);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.text, "hello");
+  EXPECT_EQ(out.finished.timings().prefill_mode(), "local");
+  EXPECT_EQ(d.decode_calls(), 2);
+  EXPECT_TRUE(d.last_request().local_prefill());
+  // The remote attempt's reservation was given up.
   EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
 }
 
-TEST_F(RouterFakeWorkersTest, KvThatNeverArrivesEndsWithTheDecodeWorkersTimeout) {
+TEST_F(RouterFakeWorkersTest, HungPrefillWorkerTimesOutWithinTheKvWait) {
   FakeDecodeWorker d(DecodeOptions("x"), &bus_);
   auto hang = PrefillOptions();
   hang.hang = true;
   FakePrefillWorker p(hang, &bus_);
   RouterConfig config;
-  config.kv_wait_ms = 200;
+  config.kv_wait_ms = 200;  // the attempt times out at 3/4 of it
+  config.prefill_retries = 0;
   StartRouter({d.address()}, {p.address()}, config);
   const Outcome out = Generate(Text("go"));
   EXPECT_EQ(out.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_NE(out.status.error_message().find("no KV commit"), std::string::npos)
+  EXPECT_NE(out.status.error_message().find(p.address()), std::string::npos)
       << out.status.error_message();
   EXPECT_TRUE(Eventually([&] { return p.cancelled_calls() == 1; }));
+  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
+}
+
+TEST_F(RouterFakeWorkersTest, DecodeDyingMidStreamFailsOverWithoutLostOrRepeatedTokens) {
+  auto dying = DecodeOptions("abcdefgh");
+  dying.die_after = 3;
+  FakeDecodeWorker d1(dying, &bus_);
+  auto healthy = DecodeOptions("abcdefgh");
+  healthy.free_blocks = 50;  // least_loaded places on d1 first
+  FakeDecodeWorker d2(healthy, &bus_);
+  StartRouter({d1.address(), d2.address()}, {});
+  v1::GenerateRequest request = Text("go", 6);
+  request.set_return_token_ids(true);
+  const Outcome out = Generate(request);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  const std::vector<int32_t> all = Encode("abcdefgh");
+  ASSERT_GE(all.size(), 6u);
+  EXPECT_EQ(out.token_ids, std::vector<int32_t>(all.begin(), all.begin() + 6));
+  EXPECT_EQ(out.finished.usage().completion_tokens(), 6);
+  const v1::DecodeRequest moved = d2.last_request();
+  EXPECT_EQ(moved.first_index(), 3);
+  EXPECT_EQ(moved.max_tokens(), 3);
+  EXPECT_TRUE(moved.local_prefill());
+  const std::vector<int32_t> prompt(moved.prompt_tokens().begin(), moved.prompt_tokens().end());
+  std::vector<int32_t> want = Encode("go");
+  want.insert(want.end(), all.begin(), all.begin() + 3);  // what d1 produced
+  EXPECT_EQ(prompt, want);
+}
+
+TEST_F(RouterFakeWorkersTest, FailoverWaitsForARestartingDecodeWorker) {
+  auto dying = DecodeOptions("abcdefgh");
+  dying.die_after = 3;
+  FakeDecodeWorker d1(dying, &bus_);
+  auto healthy = DecodeOptions("abcdefgh");
+  healthy.free_blocks = 50;  // least_loaded places on d1 first
+  auto d2 = std::make_unique<FakeDecodeWorker>(healthy, &bus_);
+  healthy.port = d2->port();
+  const std::string d2_address = d2->address();
+  StartRouter({d1.address(), d2_address}, {});
+  d2.reset();  // the only other decode worker is down when d1 dies
+  ASSERT_TRUE(Eventually([&] {
+    auto snap = router_->registry().snapshot();
+    for (const WorkerState& w : snap->decode) {
+      if (w.address == d2_address) return !IsUsable(w, snap->stale_after, absl::Now());
+    }
+    return false;
+  }));
+  std::thread restart([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    d2 = std::make_unique<FakeDecodeWorker>(healthy, &bus_);
+  });
+  v1::GenerateRequest request = Text("go", 6);
+  request.set_return_token_ids(true);
+  const Outcome out = Generate(request);
+  restart.join();
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  const std::vector<int32_t> all = Encode("abcdefgh");
+  EXPECT_EQ(out.token_ids, std::vector<int32_t>(all.begin(), all.begin() + 6));
+  EXPECT_EQ(d2->last_request().first_index(), 3);
+}
+
+TEST_F(RouterFakeWorkersTest, DecodeFailoverBudgetUsedUpIsUnavailable) {
+  auto dying = DecodeOptions("abcdefgh");
+  dying.die_after = 2;
+  FakeDecodeWorker d1(dying, &bus_);
+  FakeDecodeWorker d2(dying, &bus_);
+  RouterConfig config;
+  config.decode_failovers = 0;
+  StartRouter({d1.address(), d2.address()}, {}, config);
+  const Outcome out = Generate(Text("go"));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(out.status.error_message().find("failover budget"), std::string::npos)
+      << out.status.error_message();
+  EXPECT_EQ(d1.decode_calls() + d2.decode_calls(), 1);
 }
 
 TEST_F(RouterFakeWorkersTest, AdmissionIsBounded) {

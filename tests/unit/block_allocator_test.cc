@@ -164,5 +164,104 @@ TEST(BlockAllocatorDeathTest, RefOfFreeBlockDies) {
   EXPECT_DEATH(a.Ref(1), "ref of free kv block");
 }
 
+// --- prefix cache: cached blocks are parked, not emptied, and evicted LRU.
+
+const std::vector<int32_t> kTokens = {1, 2, 3};
+
+TEST(BlockAllocatorTest, CachedBlockIsParkedOnLastUnrefAndCountsAsFree) {
+  BlockAllocator a(4);
+  auto x = a.Allocate(2);
+  ASSERT_TRUE(x.ok());
+  a.Publish((*x)[0], 42, kTokens);
+  a.Ref((*x)[0]);  // a second sequence shares it
+  EXPECT_EQ(a.num_cached(), 1);
+  EXPECT_EQ(a.num_cached_free(), 0);
+  EXPECT_FALSE(a.Unref((*x)[0]));
+  EXPECT_TRUE(a.Unref((*x)[0]));
+  EXPECT_TRUE(a.Unref((*x)[1]));
+  ExpectCounts(a, 0);  // parked blocks are free: the pool bound is unchanged
+  EXPECT_EQ(a.num_cached_free(), 1);
+  EXPECT_EQ(a.FindCached(42, kTokens), (*x)[0]);
+  // Taken back into use by a later prompt.
+  a.Ref((*x)[0]);
+  EXPECT_EQ(a.refcount((*x)[0]), 1);
+  EXPECT_EQ(a.num_cached_free(), 0);
+  ExpectCounts(a, 1);
+  a.Unref((*x)[0]);
+}
+
+TEST(BlockAllocatorTest, AllocationUsesEmptyBlocksBeforeEvictingLeastRecentlyParked) {
+  BlockAllocator a(4);
+  auto x = a.Allocate(4);
+  ASSERT_TRUE(x.ok());
+  for (int i = 0; i < 3; ++i) a.Publish((*x)[i], 100 + i, kTokens);
+  // Released in reverse (UnrefAll): block 2 parked first, then 1, then 0;
+  // block 3 holds no key and is simply empty.
+  a.UnrefAll(*x);
+  ExpectCounts(a, 0);
+  EXPECT_EQ(a.num_cached_free(), 3);
+  auto y = a.Allocate(1);
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ((*y)[0], (*x)[3]);  // the empty block, no eviction
+  EXPECT_EQ(a.num_cached(), 3);
+  auto z = a.Allocate(2);
+  ASSERT_TRUE(z.ok());
+  // The deepest blocks go first, the shared head of the prefix survives.
+  EXPECT_EQ(*z, (std::vector<int32_t>{(*x)[2], (*x)[1]}));
+  EXPECT_EQ(a.FindCached(102, kTokens), -1);
+  EXPECT_EQ(a.FindCached(101, kTokens), -1);
+  EXPECT_EQ(a.FindCached(100, kTokens), (*x)[0]);
+  for (int32_t b : *z) EXPECT_EQ(a.refcount(b), 1);
+  EXPECT_EQ(a.num_cached(), 1);
+  // Evicted blocks come back empty: releasing them parks nothing.
+  a.UnrefAll(*z);
+  a.UnrefAll(*y);
+  EXPECT_EQ(a.num_cached_free(), 1);
+  ExpectCounts(a, 0);
+}
+
+TEST(BlockAllocatorTest, ReuseRefreshesTheLruPosition) {
+  BlockAllocator a(2);
+  auto x = a.Allocate(2);
+  ASSERT_TRUE(x.ok());
+  a.Publish((*x)[0], 1, kTokens);
+  a.Publish((*x)[1], 2, kTokens);
+  a.Unref((*x)[0]);  // parked first: the oldest
+  a.Unref((*x)[1]);
+  a.Ref((*x)[0]);  // a hit
+  a.Unref((*x)[0]);  // now the most recent
+  auto y = a.Allocate(1);
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ((*y)[0], (*x)[1]);
+  EXPECT_EQ(a.FindCached(1, kTokens), (*x)[0]);
+}
+
+TEST(BlockAllocatorTest, ExhaustionWithCachedBlocksEvictsNothing) {
+  BlockAllocator a(3);
+  auto x = a.Allocate(3);
+  ASSERT_TRUE(x.ok());
+  a.Publish((*x)[0], 9, kTokens);
+  a.Unref((*x)[0]);
+  EXPECT_EQ(a.Allocate(2).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(a.FindCached(9, kTokens), (*x)[0]);
+  EXPECT_EQ(a.num_cached_free(), 1);
+}
+
+TEST(BlockAllocatorTest, PublishingAKeyTwiceKeepsTheFirstBlock) {
+  BlockAllocator a(2);
+  auto x = a.Allocate(2);
+  ASSERT_TRUE(x.ok());
+  a.Publish((*x)[0], 5, kTokens);
+  a.Publish((*x)[1], 5, kTokens);  // recomputed copy of the same prefix
+  a.UnrefAll(*x);
+  EXPECT_EQ(a.num_cached_free(), 1);  // the copy went back empty
+  EXPECT_EQ(a.FindCached(5, kTokens), (*x)[0]);
+}
+
+TEST(BlockAllocatorDeathTest, PublishingAnUnusedBlockDies) {
+  BlockAllocator a(2);
+  EXPECT_DEATH(a.Publish(0, 1, kTokens), "publish of unused kv block 0");
+}
+
 }  // namespace
 }  // namespace pdserve

@@ -35,6 +35,45 @@ TEST(KvLayoutTest, SmolLm2ByteMath) {
   EXPECT_EQ(l.bytes_per_layer_block() * l.n_layers, l.bytes_per_token() * l.block_size);
 }
 
+// int8: one byte per element plus an f32 scale per (token, kv head) for K
+// and for V: (192 + 3 * 4) bytes per row instead of 192 * 2.
+TEST(KvLayoutTest, SmolLm2Int8ByteMath) {
+  KvLayout l = SmolLm2Layout();
+  l.dtype = kKvDtypeInt8;
+  EXPECT_TRUE(l.is_int8());
+  EXPECT_EQ(l.elem_bytes(), 1);
+  EXPECT_EQ(l.row_bytes(), 204);
+  EXPECT_EQ(l.bytes_per_token(), 12240);
+  EXPECT_EQ(l.bytes_per_layer_block(), 6528);
+  EXPECT_EQ(l.bytes_per_layer_block() * l.n_layers, l.bytes_per_token() * l.block_size);
+  EXPECT_LT(2 * l.bytes_per_token(), SmolLm2Layout().bytes_per_token() * 107 / 100);
+}
+
+TEST(KvCacheTest, Int8ScalesFollowTheRowsInsideTheLayerBlock) {
+  KvLayout l = SmolLm2Layout();
+  l.dtype = kKvDtypeInt8;
+  auto cache = KvCache::Create(l, 3);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  KvCache& c = **cache;
+  const auto at = [&](const void* p) {
+    return static_cast<const uint8_t*>(p) - c.LayerBlock(1, 2);
+  };
+  EXPECT_EQ(at(c.K8(1, 2)), 0);
+  EXPECT_EQ(at(c.V8(1, 2)), 16 * 192);
+  EXPECT_EQ(at(c.KScales(1, 2)), 2 * 16 * 192);
+  EXPECT_EQ(at(c.VScales(1, 2)), 2 * 16 * 192 + 16 * 3 * 4);
+  EXPECT_EQ(at(c.VScales(1, 2) + 16 * 3), l.bytes_per_layer_block());
+}
+
+TEST(KvCacheTest, RejectsUnknownDtype) {
+  KvLayout l = SmolLm2Layout();
+  l.dtype = "bf16";
+  EXPECT_EQ(KvCache::Create(l, 4).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ValidateKvDtype("int8").ok());
+  EXPECT_TRUE(ValidateKvDtype("f16").ok());
+  EXPECT_EQ(ValidateKvDtype("fp8").code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(KvLayoutTest, EqualityAndDebugString) {
   KvLayout a = SmolLm2Layout(), b = SmolLm2Layout();
   EXPECT_EQ(a, b);
@@ -42,6 +81,8 @@ TEST(KvLayoutTest, EqualityAndDebugString) {
   EXPECT_NE(a, b);
   b = a;
   b.dtype = "bf16";
+  EXPECT_NE(a, b);
+  b.dtype = kKvDtypeInt8;
   EXPECT_NE(a, b);
   const std::string s = a.DebugString();
   for (const char* part : {"layers=30", "kv_heads=3", "head_dim=64", "block_size=16", "f16"}) {

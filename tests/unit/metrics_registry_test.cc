@@ -61,6 +61,15 @@ TEST(MetricsRegistryTest, CallbackGaugeEvaluatedAtScrape) {
   EXPECT_THAT(r.Expose(), HasSubstr("\ncb 7.5\n"));
 }
 
+TEST(MetricsRegistryTest, CallbackCounterIsTypedCounterAndReadAtScrape) {
+  MetricsRegistry r;
+  uint64_t bytes = 0;
+  r.AddCallbackCounter("x_bytes_total", "h", [&] { return static_cast<double>(bytes); });
+  EXPECT_THAT(r.Expose(), HasSubstr("# TYPE x_bytes_total counter\nx_bytes_total 0\n"));
+  bytes = 12288;
+  EXPECT_THAT(r.Expose(), HasSubstr("\nx_bytes_total 12288\n"));
+}
+
 TEST(MetricsRegistryTest, HistogramBucketsAreCumulativeWithInf) {
   MetricsRegistry r;
   Histogram* h = r.GetHistogram("lat_seconds", "Latency.", {0.1, 1, 10}, {{"tier", "x"}});
@@ -116,6 +125,8 @@ TEST(MetricsRegistryDeathTest, TypeClashIsAProgrammingError) {
   r.GetCounter("m", "h");
   EXPECT_DEATH(r.GetGauge("m", "h"), "two types");
   EXPECT_DEATH(r.GetGauge("1bad", "h"), "invalid metric name");
+  r.AddCallbackCounter("cc", "h", [] { return 1.0; });
+  EXPECT_DEATH(r.GetCounter("cc", "h"), "already a callback counter");
 }
 
 }  // namespace

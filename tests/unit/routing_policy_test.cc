@@ -1,11 +1,14 @@
 #include "router/routing_policy.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/block_hash.h"
 #include "gtest/gtest.h"
+#include "router/prefix_hit.h"
 
 namespace pdserve {
 namespace {
@@ -66,6 +69,11 @@ struct W {
     age = a;
     return *this;
   }
+  // The load report's cached_block_keys (Make sorts them).
+  W& Keys(std::vector<uint64_t> k) {
+    keys = std::move(k);
+    return *this;
+  }
 
   std::string address;
   uint32_t free_blocks = 100;
@@ -78,6 +86,7 @@ struct W {
   bool live = true;
   bool draining = false;
   absl::Duration age = absl::ZeroDuration();  // since the last report
+  std::vector<uint64_t> keys;
 };
 
 WorkerState Make(const W& w, v1::WorkerRole role) {
@@ -95,6 +104,9 @@ WorkerState Make(const W& w, v1::WorkerRole role) {
   s.load.set_queued_prompt_tokens(w.queued_tokens);
   s.load.set_draining(w.draining);
   s.last_report = kNow - w.age;
+  std::vector<uint64_t> keys = w.keys;
+  std::sort(keys.begin(), keys.end());
+  s.load.mutable_cached_block_keys()->Add(keys.begin(), keys.end());
   return s;
 }
 
@@ -111,6 +123,7 @@ struct DecodeCase {
   PolicyKind policy = PolicyKind::kLeastLoaded;
   int32_t prompt_tokens = 16;
   std::vector<std::string> excluded;
+  std::vector<std::string> ejected;
   uint64_t ticket = 0;
   std::string fingerprint = "fp";
   std::string want;  // chosen address, or empty when an error is expected
@@ -152,6 +165,15 @@ std::vector<DecodeCase> DecodeCases() {
        .workers = {W("a").Free(90), W("b").Free(10)},
        .excluded = {"a"},
        .want = "b"},
+      {.name = "circuit-broken workers are avoided",
+       .workers = {W("a").Free(90), W("b").Free(10)},
+       .ejected = {"a"},
+       .want = "b"},
+      {.name = "circuit-broken ones are used when nothing else is left",
+       .workers = {W("a").Free(90), W("b").Free(10)},
+       .excluded = {"b"},
+       .ejected = {"a"},
+       .want = "a"},
       {.name = "round robin follows the ticket",
        .workers = {W("a").Free(1), W("b").Free(99), W("c").Free(50)},
        .policy = kRr,
@@ -193,6 +215,7 @@ TEST(RoutingPolicyTest, PickDecode) {
     q.prompt_tokens = c.prompt_tokens;
     q.model_fingerprint = c.fingerprint;
     q.excluded = c.excluded;
+    q.ejected = c.ejected;
     q.ticket = c.ticket;
     q.now = kNow;
     absl::StatusOr<const WorkerState*> got = PickDecode(snapshot, q);
@@ -210,6 +233,7 @@ struct PrefillCase {
   std::vector<W> workers;
   PolicyKind policy = PolicyKind::kLeastLoaded;
   std::vector<std::string> excluded;
+  std::vector<std::string> ejected;
   uint64_t ticket = 0;
   std::string want;
   absl::StatusCode want_code = absl::StatusCode::kOk;
@@ -245,7 +269,12 @@ std::vector<PrefillCase> PrefillCases() {
       {.name = "incompatible dtype",
        .workers = {W("p1").Kv(Layout(2, 16, "bf16"))},
        .want_code = StatusCode::kFailedPrecondition,
-       .want_message = "dtype=bf16"},
+       .want_message = "kv dtype mismatch: prefill worker p1 stores bf16 KV"},
+      {.name = "int8 prefill with an f16 decode worker",
+       .workers = {W("p1").Kv(Layout(2, 16, "int8"))},
+       .want_code = StatusCode::kFailedPrecondition,
+       .want_message = "prefill worker p1 stores int8 KV, decode worker d stores f16 KV (start "
+                       "both tiers with the same --kv_dtype)"},
       {.name = "incompatible layer count",
        .workers = {W("p1").Kv(Layout(3))},
        .want_code = StatusCode::kFailedPrecondition,
@@ -261,6 +290,18 @@ std::vector<PrefillCase> PrefillCases() {
        .workers = {W("p1")},
        .excluded = {"p1"},
        .want_code = StatusCode::kUnavailable},
+      {.name = "a retry skips the prefill worker that failed",
+       .workers = {W("p1"), W("p2").Queued(999)},
+       .excluded = {"p1"},
+       .want = "p2"},
+      {.name = "circuit-broken prefill workers are avoided",
+       .workers = {W("p1"), W("p2").Queued(999)},
+       .ejected = {"p1"},
+       .want = "p2"},
+      {.name = "every live one circuit-broken: still served",
+       .workers = {W("p1"), W("p2").Queued(999)},
+       .ejected = {"p1", "p2"},
+       .want = "p1"},
   };
 }
 
@@ -272,6 +313,7 @@ TEST(RoutingPolicyTest, PickPrefill) {
     PrefillQuery q;
     q.policy = c.policy;
     q.excluded = c.excluded;
+    q.ejected = c.ejected;
     q.ticket = c.ticket;
     q.now = kNow;
     absl::StatusOr<const WorkerState*> got = PickPrefill(snapshot, decode, q);
@@ -335,6 +377,233 @@ TEST(RoutingPolicyTest, PlaceRequestChoosesThePrefillMode) {
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->decode->address, "d");
     EXPECT_EQ(got->local_prefill, c.want_local);
+  }
+}
+
+// A 256-token prompt: 16 blocks of 16 tokens.
+std::vector<int32_t> Prompt(int32_t first = 1) {
+  std::vector<int32_t> p;
+  for (int32_t i = 0; i < 256; ++i) p.push_back(first + i);
+  return p;
+}
+
+// The chain keys of the first `n` blocks of `prompt` with `block_size`.
+std::vector<uint64_t> Held(int n, const std::vector<int32_t>& prompt = Prompt(),
+                           int32_t block_size = 16) {
+  std::vector<uint64_t> keys = FullBlockKeys(prompt, block_size);
+  keys.resize(n);
+  return keys;
+}
+
+struct PrefixHitCase {
+  std::string name;
+  std::vector<uint64_t> held;
+  int prompt_blocks = 16;
+  int32_t block_size = 16;
+  int32_t want = 0;
+};
+
+TEST(PrefixHitTest, DeepestPublishedPromptKeyIsTheHit) {
+  const std::vector<uint64_t> all = FullBlockKeys(Prompt(), 16);
+  const std::vector<PrefixHitCase> cases = {
+      {.name = "empty summary", .held = {}, .want = 0},
+      {.name = "first three blocks", .held = Held(3), .want = 48},
+      {.name = "whole prompt", .held = Held(16), .want = 256},
+      {.name = "only a deep key (truncated summary)", .held = {all[9]}, .want = 160},
+      {.name = "another prompt's keys", .held = Held(16, Prompt(1000)), .want = 0},
+      {.name = "keys beyond the prompt are ignored",
+       .held = Held(16),
+       .prompt_blocks = 4,
+       .want = 64},
+      {.name = "no block size", .held = Held(3), .block_size = 0, .want = 0},
+  };
+  for (const PrefixHitCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    v1::LoadReport load;
+    std::vector<uint64_t> held = c.held;
+    std::sort(held.begin(), held.end());
+    load.mutable_cached_block_keys()->Add(held.begin(), held.end());
+    std::vector<uint64_t> prompt_keys(all.begin(), all.begin() + c.prompt_blocks);
+    EXPECT_EQ(PrefixHitTokens(load, prompt_keys, c.block_size), c.want);
+  }
+}
+
+TEST(PrefixHitTest, PromptKeysHashWithEachWorkersBlockSize) {
+  const std::vector<int32_t> prompt = Prompt();
+  PromptKeys keys(prompt);
+  EXPECT_EQ(keys.HitTokens(Make(W("a").Keys(Held(2)), v1::WORKER_ROLE_DECODE)), 32);
+  EXPECT_EQ(keys.HitTokens(
+                Make(W("b").Kv(Layout(2, 32)).Keys(Held(3, prompt, 32)), v1::WORKER_ROLE_DECODE)),
+            96);
+  // Block-16 keys mean nothing to a block-32 worker.
+  EXPECT_EQ(keys.HitTokens(Make(W("c").Kv(Layout(2, 32)).Keys(Held(8)), v1::WORKER_ROLE_DECODE)),
+            0);
+}
+
+struct PrefixAwareCase {
+  std::string name;
+  std::vector<W> workers;
+  uint64_t ticket = 0;
+  std::string want;
+};
+
+TEST(RoutingPolicyTest, PrefixAwareDecode) {
+  // Cost = uncached prompt tokens + 64 per running or waiting sequence.
+  const std::vector<PrefixAwareCase> cases = {
+      {.name = "no cache anywhere: fewest sequences",
+       .workers = {W("a").Seqs(2, 0), W("b").Seqs(0, 1), W("c").Seqs(1, 1)},
+       .want = "b"},
+      {.name = "no cache, equal sequences: most free blocks",
+       .workers = {W("a").Free(50), W("b").Free(90)},
+       .want = "b"},
+      {.name = "deepest hit wins at equal load",
+       .workers = {W("a").Keys(Held(3)), W("b").Keys(Held(12)), W("c")},
+       .want = "b"},
+      {.name = "a long hit outweighs a little load (64+64 < 256)",
+       .workers = {W("a").Keys(Held(12)).Seqs(1, 0), W("b")},
+       .want = "a"},
+      {.name = "load outweighs a short hit (240+64 > 256)",
+       .workers = {W("a").Keys(Held(1)).Seqs(1, 0), W("b")},
+       .want = "b"},
+      {.name = "a cached worker without room for the rest is passed over",
+       .workers = {W("a").Keys(Held(12)).Free(3), W("b")},
+       .want = "b"},
+      {.name = "its free blocks need only fit the uncached part",
+       .workers = {W("a").Keys(Held(12)).Free(4), W("b")},
+       .want = "a"},
+      {.name = "another prompt's cache is no hit",
+       .workers = {W("a").Keys(Held(16, Prompt(1000))).Seqs(0, 1), W("b")},
+       .want = "b"},
+      {.name = "equal hits and load rotate with the ticket",
+       .workers = {W("a").Keys(Held(4)), W("b").Keys(Held(4))},
+       .ticket = 1,
+       .want = "b"},
+      {.name = "unusable workers are skipped despite their cache",
+       .workers = {W("a").Keys(Held(16)).Draining(), W("b")},
+       .want = "b"},
+  };
+  const std::vector<int32_t> prompt = Prompt();
+  for (const PrefixAwareCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const RegistrySnapshot snapshot = Snapshot(c.workers, {});
+    DecodeQuery q;
+    q.policy = PolicyKind::kPrefixAware;
+    q.prompt_tokens = static_cast<int32_t>(prompt.size());
+    q.prompt = prompt;
+    q.model_fingerprint = "fp";
+    q.ticket = c.ticket;
+    q.now = kNow;
+    absl::StatusOr<const WorkerState*> got = PickDecode(snapshot, q);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ((*got)->address, c.want);
+  }
+}
+
+TEST(RoutingPolicyTest, PrefixAwarePrefill) {
+  // Cost = uncached prompt tokens + queued prompt tokens.
+  const std::vector<PrefixAwareCase> cases = {
+      {.name = "no cache: fewest queued tokens",
+       .workers = {W("p1").Queued(30), W("p2").Queued(10)},
+       .want = "p2"},
+      {.name = "a hit beats a short queue (128+100 < 256)",
+       .workers = {W("p1").Keys(Held(8)).Queued(100), W("p2")},
+       .want = "p1"},
+      {.name = "a long queue beats a hit (128+200 > 256)",
+       .workers = {W("p1").Keys(Held(8)).Queued(200), W("p2")},
+       .want = "p2"},
+      {.name = "equal cost: fewest waiting",
+       .workers = {W("p1").Keys(Held(4)).Waiting(2), W("p2").Keys(Held(4))},
+       .want = "p2"},
+  };
+  const WorkerState decode = Make(W("d"), v1::WORKER_ROLE_DECODE);
+  const std::vector<int32_t> prompt = Prompt();
+  for (const PrefixAwareCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const RegistrySnapshot snapshot = Snapshot({}, c.workers);
+    PrefillQuery q;
+    q.policy = PolicyKind::kPrefixAware;
+    q.prompt = prompt;
+    q.ticket = c.ticket;
+    q.now = kNow;
+    absl::StatusOr<const WorkerState*> got = PickPrefill(snapshot, decode, q);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ((*got)->address, c.want);
+  }
+}
+
+struct DisaggregationCase {
+  std::string name;
+  W decode = W("d");
+  std::vector<W> prefill = {W("p")};
+  bool colocated = false;
+  int32_t local_max = 0;
+  int64_t saturation = 0;
+  bool want_local = false;
+  std::string want_reason;
+  int32_t want_cached = 0;
+};
+
+TEST(RoutingPolicyTest, PlaceRequestCountsOnlyTheUncachedPart) {
+  const std::vector<DisaggregationCase> cases = {
+      {.name = "long uncached prompt: remote",
+       .local_max = 64,
+       .want_reason = "prefill_worker_available"},
+      {.name = "mostly cached on the decode worker: local",
+       .decode = W("d").Keys(Held(12)),
+       .local_max = 64,
+       .want_local = true,
+       .want_reason = "short_uncached_prompt",
+       .want_cached = 192},
+      {.name = "one token more than the threshold: remote",
+       .decode = W("d").Keys(Held(12)),
+       .local_max = 63,
+       .want_reason = "prefill_worker_available",
+       .want_cached = 192},
+      {.name = "fully cached still counts the last token; 0 means never",
+       .decode = W("d").Keys(Held(16)),
+       .local_max = 0,
+       .want_reason = "prefill_worker_available",
+       .want_cached = 256},
+      {.name = "forced local", .colocated = true, .want_local = true, .want_reason = "forced"},
+      {.name = "no prefill worker",
+       .prefill = {},
+       .want_local = true,
+       .want_reason = "no_prefill_worker"},
+      {.name = "saturated prefill tier: local",
+       .prefill = {W("p1").Queued(500), W("p2").Queued(800)},
+       .saturation = 500,
+       .want_local = true,
+       .want_reason = "prefill_saturated"},
+      {.name = "one prefill worker below the threshold: remote",
+       .prefill = {W("p1").Queued(500), W("p2").Queued(499)},
+       .saturation = 500,
+       .want_reason = "prefill_worker_available"},
+      {.name = "saturation 0 never fires",
+       .prefill = {W("p1").Queued(1 << 20)},
+       .want_reason = "prefill_worker_available"},
+      {.name = "busy but incompatible prefill workers do not count",
+       .prefill = {W("p1").Queued(10), W("p2").Fp("zz").Queued(0)},
+       .saturation = 5,
+       .want_local = true,
+       .want_reason = "prefill_saturated"},
+  };
+  const std::vector<int32_t> prompt = Prompt();
+  for (const DisaggregationCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const RegistrySnapshot snapshot = Snapshot({c.decode}, c.prefill);
+    PlacementQuery q;
+    q.decode.prompt_tokens = static_cast<int32_t>(prompt.size());
+    q.decode.prompt = q.prefill.prompt = prompt;
+    q.decode.model_fingerprint = "fp";
+    q.decode.now = q.prefill.now = kNow;
+    q.colocated = c.colocated;
+    q.local_prefill_max_tokens = c.local_max;
+    q.prefill_saturation_tokens = c.saturation;
+    absl::StatusOr<Placement> got = PlaceRequest(snapshot, q);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->local_prefill, c.want_local);
+    EXPECT_EQ(std::string(got->reason), c.want_reason);
+    EXPECT_EQ(got->decode_cached_tokens, c.want_cached);
   }
 }
 

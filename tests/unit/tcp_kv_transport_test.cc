@@ -1,9 +1,11 @@
 // TcpKvSender -> TcpKvReceiver on loopback, between two real KvCaches.
 // Malformed frames from a raw client are in tcp_kv_transport_fault_test.cc,
 // dead and stalled receivers in tcp_kv_sender_fault_test.cc.
+#include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/kv_int8.h"
 #include "common/tcp_kv_receiver.h"
 #include "common/tcp_kv_sender.h"
 #include "gmock/gmock.h"
@@ -322,6 +324,69 @@ TEST_F(TcpKvTransportTest, ReceiverShutdownCancelsPendingTransfers) {
   receiver_.reset();
   EXPECT_EQ(probe.calls(), 1);
   EXPECT_EQ(probe.Wait().status().code(), absl::StatusCode::kCancelled);
+}
+
+// An int8 cache moves as stored: quantised rows and their in-block scales,
+// in fewer bytes per block than f16, and decodes to the same values.
+TEST(TcpKvTransportInt8Test, MovesQuantisedBlocksWithTheirScales) {
+  KvLayout layout = ::pdserve::testing::SmallKvLayout();
+  layout.head_dim = 8;
+  layout.dtype = kKvDtypeInt8;
+  KvLayout f16 = layout;
+  f16.dtype = kKvDtypeF16;
+  // Per row: 2 heads x 8 int8 + 2 f32 scales = 24 bytes, vs 32 in f16.
+  ASSERT_EQ(layout.bytes_per_layer_block(), 2 * 4 * 24);
+  ASSERT_LT(layout.bytes_per_layer_block(), f16.bytes_per_layer_block());
+  std::unique_ptr<KvCache> src = KvCache::Create(layout, 6).value();
+  std::unique_ptr<KvCache> dst = KvCache::Create(layout, 6).value();
+  std::mt19937 rng(77);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> row(layout.head_dim);
+  for (int l = 0; l < kLayers; ++l) {
+    for (int32_t b = 0; b < 6; ++b) {
+      for (int r = 0; r < layout.block_size; ++r) {
+        for (int h = 0; h < layout.n_kv_heads; ++h) {
+          const int64_t off = r * layout.kv_dim() + h * layout.head_dim;
+          for (float& x : row) x = normal(rng);
+          src->KScales(l, b)[r * layout.n_kv_heads + h] =
+              QuantizeKvInt8(row.data(), layout.head_dim, src->K8(l, b) + off);
+          for (float& x : row) x = normal(rng);
+          src->VScales(l, b)[r * layout.n_kv_heads + h] =
+              QuantizeKvInt8(row.data(), layout.head_dim, src->V8(l, b) + off);
+        }
+      }
+    }
+  }
+  auto receiver = TcpKvReceiver::Create(dst.get(), {.listen_address = "127.0.0.1:0"});
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  auto sender = TcpKvSender::Create();
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  const std::vector<int32_t> src_blocks = {4, 1, 5}, dst_blocks = {0, 3, 2};
+  DoneProbe probe;
+  ASSERT_TRUE((*receiver)
+                  ->Expect(1, 1, dst_blocks, kLayers, absl::Now() + absl::Seconds(10),
+                           probe.Callback())
+                  .ok());
+  const KvTransferTarget target{absl::StrCat("127.0.0.1:", (*receiver)->port()), 1, 1,
+                                absl::Now() + absl::Seconds(10)};
+  for (int l = 0; l < kLayers; ++l) {
+    ASSERT_TRUE((*sender)->SendLayer(target, l, {0, 1, 2}, *src, src_blocks).ok());
+  }
+  ASSERT_TRUE((*sender)->Commit(target, KvCommit{kLayers, 0, 7}).ok());
+  absl::StatusOr<KvCommit> done = probe.Wait();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->total_bytes,
+            static_cast<uint64_t>(kLayers * 3 * layout.bytes_per_layer_block()));
+  for (int l = 0; l < kLayers; ++l) {
+    for (size_t i = 0; i < src_blocks.size(); ++i) {
+      EXPECT_TRUE(SameBlock(*src, src_blocks[i], *dst, dst_blocks[i], l)) << l << " " << i;
+      const int32_t s = src_blocks[i], d = dst_blocks[i];
+      for (int r = 0; r < layout.block_size * layout.n_kv_heads; ++r) {
+        ASSERT_EQ(dst->VScales(l, d)[r], src->VScales(l, s)[r]);
+        ASSERT_GT(dst->KScales(l, d)[r], 0.0f);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -87,6 +87,23 @@ TEST_F(TokenRelayTest, StopStringEndsTheStream) {
   EXPECT_EQ(relay.completion_tokens(), 5);  // up to the token that completed the match
 }
 
+TEST_F(TokenRelayTest, KeepsGeneratedIdsForAFailoverAndKnowsWhenItEnded) {
+  TokenRelay relay(*tokenizer_, {.max_tokens = 4});
+  ASSERT_TRUE(relay.Push(Tok(0, "ab")).ok());
+  EXPECT_EQ(relay.generated_ids(), (std::vector<int32_t>{'a', 'b'}));
+  EXPECT_FALSE(relay.ended());
+  // The next decode worker continues at index 2; a resent overlap is dropped.
+  ASSERT_TRUE(relay.Push(Tok(1, "bcd")).ok());
+  EXPECT_EQ(relay.generated_ids(), (std::vector<int32_t>{'a', 'b', 'c', 'd'}));
+  EXPECT_TRUE(relay.ended());  // max_tokens reached
+
+  TokenRelay eos(*tokenizer_, {.max_tokens = 100});
+  v1::Tokens t = Tok(0, "a");
+  t.add_ids(kEos);
+  ASSERT_TRUE(eos.Push(t).ok());
+  EXPECT_TRUE(eos.ended());
+}
+
 TEST_F(TokenRelayTest, EndOfGenerationTokenIsCountedButNotOutput) {
   v1::Tokens t = Tok(0, "ab");
   t.add_ids(kEos);

@@ -1,0 +1,41 @@
+#include "router/circuit_breaker.h"
+
+namespace pdserve {
+
+BreakerState NextBreakerState(const BreakerState& state, bool success, absl::Time now,
+                              const CircuitBreakerOptions& options) {
+  if (success || options.failure_threshold <= 0) return BreakerState{};
+  if (state.ejected(now)) return state;
+  BreakerState next = state;
+  // Past a cool-down the count still stands at the threshold, so one more
+  // failure re-ejects the worker.
+  next.consecutive_failures = state.consecutive_failures + 1;
+  if (next.consecutive_failures >= options.failure_threshold) {
+    next.ejected_until = now + options.cooldown;
+  }
+  return next;
+}
+
+void CircuitBreaker::RecordSuccess(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  states_.erase(address);
+}
+
+bool CircuitBreaker::RecordFailure(const std::string& address, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  BreakerState& state = states_[address];
+  const bool was_ejected = state.ejected(now);
+  state = NextBreakerState(state, /*success=*/false, now, options_);
+  return !was_ejected && state.ejected(now);
+}
+
+std::vector<std::string> CircuitBreaker::Ejected(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [address, state] : states_) {
+    if (state.ejected(now)) out.push_back(address);
+  }
+  return out;
+}
+
+}  // namespace pdserve

@@ -1,0 +1,41 @@
+#include "router/retry_policy.h"
+
+#include <algorithm>
+
+namespace pdserve {
+
+bool IsRetryableWorkerFailure(const grpc::Status& status, bool deadline_passed) {
+  if (deadline_passed) return false;
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:         // died, unreachable, draining
+    case grpc::StatusCode::UNKNOWN:             // stream reset by a dying process
+    case grpc::StatusCode::INTERNAL:            // transport error
+    case grpc::StatusCode::ABORTED:             // transfer aborted
+    case grpc::StatusCode::DATA_LOSS:           // transfer cut mid-payload
+    case grpc::StatusCode::DEADLINE_EXCEEDED:   // the attempt's own timeout (hung)
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:  // that worker's queue is full
+    case grpc::StatusCode::CANCELLED:           // the worker's server cancelled
+      return true;
+    default:
+      // Bad input, incompatibility, NOT_FOUND: the request itself is at fault
+      // or no retry can help.
+      return false;
+  }
+}
+
+bool IsRetryableDecodeFailure(const grpc::Status& status, bool deadline_passed) {
+  const grpc::StatusCode code = status.error_code();
+  return code != grpc::StatusCode::DEADLINE_EXCEEDED &&
+         code != grpc::StatusCode::RESOURCE_EXHAUSTED &&
+         IsRetryableWorkerFailure(status, deadline_passed);
+}
+
+absl::Duration RetryBackoff(const RetryOptions& options, int retry, double jitter) {
+  absl::Duration d = options.backoff_base;
+  for (int i = 1; i < retry && d < options.backoff_max; ++i) d *= 2;
+  d = std::min(d, options.backoff_max);
+  jitter = std::clamp(jitter, 0.0, 1.0);
+  return d - d * (jitter / 2);
+}
+
+}  // namespace pdserve

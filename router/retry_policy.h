@@ -1,0 +1,53 @@
+// Retry policy of the router's request state machine, as pure functions
+// (table-tested in tests/unit/retry_policy_test.cc): which worker failures
+// another worker may fix, and how long to back off before the next try.
+//
+//   prefill retry: a Prefill call failed while its decode worker still holds
+//     the reservation; retried on another prefill worker under a new epoch,
+//     up to RetryOptions::prefill_retries times.
+//   decode failover: a Decode stream broke mid-stream; the request moves to
+//     another decode worker with the tokens generated so far, up to
+//     RetryOptions::decode_failovers times.
+//
+// Thread-safe: no state.
+#ifndef PDSERVE_ROUTER_RETRY_POLICY_H_
+#define PDSERVE_ROUTER_RETRY_POLICY_H_
+
+#include "absl/time/time.h"
+#include "grpcpp/support/status.h"
+
+namespace pdserve {
+
+struct RetryOptions {
+  int prefill_retries = 2;
+  int decode_failovers = 2;
+  // Per Prefill attempt: a prefill worker that neither finished nor failed
+  // by then is treated as hung and replaced (0 = only the request deadline).
+  absl::Duration prefill_attempt_timeout = absl::Milliseconds(7500);
+  // A decode failover that finds no live decode worker (e.g. the other one
+  // is restarting) polls for one this long before giving up.
+  absl::Duration failover_wait = absl::Seconds(3);
+  absl::Duration failover_poll = absl::Milliseconds(200);
+  // Backoff before retry n (1-based): base * 2^(n-1), capped, jittered down
+  // by up to half.
+  absl::Duration backoff_base = absl::Milliseconds(20);
+  absl::Duration backoff_max = absl::Milliseconds(500);
+};
+
+// True when the failure says the worker (or the path to it) broke, not the
+// request: another worker may well succeed. `deadline_passed` is whether
+// the request's own deadline is over (then nothing is retried).
+bool IsRetryableWorkerFailure(const grpc::Status& status, bool deadline_passed);
+
+// The decode-side subset: the stream broke (worker died, transport error),
+// as opposed to the worker's own verdict on the request. A worker-side
+// DEADLINE_EXCEEDED (its KV wait ran out) or RESOURCE_EXHAUSTED is not
+// failed over.
+bool IsRetryableDecodeFailure(const grpc::Status& status, bool deadline_passed);
+
+// Delay before retry number `retry` (1 = the first); `jitter` in [0, 1).
+absl::Duration RetryBackoff(const RetryOptions& options, int retry, double jitter);
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_ROUTER_RETRY_POLICY_H_
