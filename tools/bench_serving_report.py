@@ -182,6 +182,8 @@ def main():
     print(overhead_table(res["overhead"]))
     print("\nKV transfer: " + kv_summary(runs))
     print("\npdserve_kv_bench (same run):\n\n```\n" + res["kv_bench"] + "\n```")
+    for name, why in res.get("failures", {}).items():
+        print(f"\n**{name} did not complete**: {why.splitlines()[0] if why else ''}")
     print("\nplots: " + ", ".join(images))
 
 
