@@ -42,6 +42,9 @@ ABSL_FLAG(std::string, length_file, "",
 ABSL_FLAG(double, long_fraction, 0, "bench: share of requests with a long prompt (mixed load)");
 ABSL_FLAG(std::string, long_input_len, "512",
           "bench: prompt tokens of long requests, N or MIN:MAX");
+ABSL_FLAG(int32_t, shared_prefixes, 0,
+          "bench: requests share this many prefixes (request i takes prefix i mod N); 0 = none");
+ABSL_FLAG(int32_t, shared_prefix_len, 256, "bench: tokens of each shared prefix");
 ABSL_FLAG(double, slo_ttft_ms, 0, "bench: TTFT SLO for goodput; 0 = none");
 ABSL_FLAG(double, slo_tpot_ms, 0, "bench: TPOT SLO for goodput; 0 = none");
 ABSL_FLAG(double, request_timeout_s, 300, "bench: deadline of each request");
@@ -134,6 +137,10 @@ absl::StatusOr<WorkloadOptions> WorkloadOptionsFromFlags() {
     ASSIGN_OR_RETURN(w.input, LengthFlag("input_len", absl::GetFlag(FLAGS_input_len)));
     ASSIGN_OR_RETURN(w.output, LengthFlag("output_len", absl::GetFlag(FLAGS_output_len)));
   }
+  w.shared_prefixes = absl::GetFlag(FLAGS_shared_prefixes);
+  w.shared_prefix_len = absl::GetFlag(FLAGS_shared_prefix_len);
+  if (w.shared_prefixes < 0) return Bad("shared_prefixes", "want >= 0");
+  if (w.shared_prefixes > 0 && w.shared_prefix_len < 1) return Bad("shared_prefix_len", "want >= 1");
   w.long_fraction = absl::GetFlag(FLAGS_long_fraction);
   if (!(w.long_fraction >= 0 && w.long_fraction <= 1)) return Bad("long_fraction", "want 0..1");
   if (w.long_fraction > 0) {

@@ -124,10 +124,23 @@ RequestShape Workload::Make(int64_t index) const {
   }
   r.prompt.resize(static_cast<size_t>(input));
   for (int32_t& id : r.prompt) id = rng.Between(kIdMargin, options_.vocab_size - kIdMargin - 1);
+  if (options_.shared_prefixes > 0) {
+    // The prefix's own stream depends on the seed and its group only, so
+    // every request of a group (and every server) sees the same tokens.
+    const uint64_t group = static_cast<uint64_t>(index) % static_cast<uint64_t>(options_.shared_prefixes);
+    SplitMix64 prefix_rng(options_.seed * 0x9e3779b97f4a7c15ull + 0x5eedull * (group + 1));
+    std::vector<int32_t> prefix(static_cast<size_t>(options_.shared_prefix_len));
+    for (int32_t& id : prefix) id = prefix_rng.Between(kIdMargin, options_.vocab_size - kIdMargin - 1);
+    r.prompt.insert(r.prompt.begin(), prefix.begin(), prefix.end());
+  }
   return r;
 }
 
 int Workload::MaxRequestTokens() const {
+  return MaxOwnTokens() + (options_.shared_prefixes > 0 ? options_.shared_prefix_len : 0);
+}
+
+int Workload::MaxOwnTokens() const {
   const int long_input = options_.long_fraction > 0 ? options_.long_input.max : 0;
   if (options_.length_table.empty()) {
     return std::max(options_.input.max, long_input) + options_.output.max;

@@ -6,7 +6,7 @@
 // be re-tokenized by the router). Ids are drawn from the ordinary range
 // [100, vocab - 100) — away from the special tokens that sit at either end
 // of a vocabulary — and differ per request, so no prompt shares a cached
-// prefix with another.
+// prefix with another unless shared prefixes are asked for.
 //
 // Thread-safety: Workload is immutable after Create(); ArrivalProcess is not
 // thread-safe.
@@ -47,6 +47,11 @@ struct WorkloadOptions {
   // `long_input` instead.
   double long_fraction = 0;
   LengthRange long_input{512, 512};
+  // Shared prefixes (multi-tenant system prompts): request i starts with
+  // prefix (i mod shared_prefixes), shared_prefix_len tokens drawn from the
+  // seed alone, then its own prompt. 0 = every prompt unique.
+  int shared_prefixes = 0;
+  int shared_prefix_len = 0;
   int vocab_size = 0;
   uint64_t seed = 0;
 };
@@ -70,6 +75,7 @@ class Workload {
 
  private:
   explicit Workload(WorkloadOptions options) : options_(std::move(options)) {}
+  int MaxOwnTokens() const;  // without a shared prefix
 
   WorkloadOptions options_;
 };

@@ -179,3 +179,32 @@ TEST(ArrivalProcessTest, SameSeedSameArrivals) {
 
 }  // namespace
 }  // namespace pdserve
+
+namespace pdserve {
+namespace {
+
+TEST(WorkloadTest, SharedPrefixesRepeatPerGroupAndDifferAcrossGroups) {
+  WorkloadOptions w;
+  w.input = {8, 8};
+  w.output = {4, 4};
+  w.vocab_size = 1000;
+  w.shared_prefixes = 3;
+  w.shared_prefix_len = 20;
+  absl::StatusOr<Workload> wl = Workload::Create(w);
+  ASSERT_TRUE(wl.ok()) << wl.status();
+  auto prefix = [&](int64_t i) {
+    const std::vector<int32_t> p = wl->Make(i).prompt;
+    EXPECT_EQ(p.size(), 28u);
+    return std::vector<int32_t>(p.begin(), p.begin() + 20);
+  };
+  EXPECT_EQ(prefix(0), prefix(3));
+  EXPECT_EQ(prefix(1), prefix(7));
+  EXPECT_NE(prefix(0), prefix(1));
+  EXPECT_NE(prefix(1), prefix(2));
+  // The request's own part still differs within a group.
+  EXPECT_NE(wl->Make(0).prompt, wl->Make(3).prompt);
+  EXPECT_EQ(wl->MaxRequestTokens(), 28 + 4);
+}
+
+}  // namespace
+}  // namespace pdserve
