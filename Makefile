@@ -1,13 +1,23 @@
 # The two commands of the README, plus the pieces they are made of.
 #   make run   set up, fetch the model, build, and stream a sample answer
-#   make test  set up, fetch the model, build, and run every test that needs no GPU
+#   make test  set up, fetch the model, build, and run every test that needs no GPU,
+#              then the unit, fuzz and integration tests again under ASan + UBSan
 BUILD_DIR ?= build
+ASAN_BUILD_DIR ?= build-asan
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 PROMPT ?= What is the capital of France? Answer in one sentence.
+# Tests the sanitizer pass runs (ctest label regexes).
+ASAN_TEST_LABELS ?= unit|integration
+ASAN_EXCLUDE_LABELS ?= k8s|golden
+# ccache hits from any checkout path (CI builds a fresh clone elsewhere):
+# paths under the checkout are hashed relative to it, and -g builds do not
+# hash the working directory.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
-.PHONY: all setup model configure build test run bench-engine clean
+.PHONY: all setup model configure build test test-default test-asan configure-asan build-asan run bench-engine clean
 
 all: build
 
@@ -23,8 +33,22 @@ configure: setup
 build: configure
 	@ninja -C $(BUILD_DIR) -j $(JOBS)
 
-test: build model
+test: test-default test-asan
+
+test-default: build model
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+# The same sources with -fsanitize=address,undefined (CUDA off: the GPU code
+# is not run here). A sanitizer report makes its test fail.
+configure-asan: setup
+	@cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DPDSERVE_SANITIZE=ON -DPDSERVE_CUDA=OFF $(CMAKE_FLAGS) >/dev/null
+
+build-asan: configure-asan
+	@ninja -C $(ASAN_BUILD_DIR) -j $(JOBS)
+
+test-asan: build-asan model
+	@scripts/test-sanitized.sh $(ASAN_BUILD_DIR) '$(ASAN_TEST_LABELS)' '$(ASAN_EXCLUDE_LABELS)' $(JOBS)
 
 # A local cluster (1 router, 1 prefill, 1 decode on loopback) that streams a
 # sample answer, then keeps serving on 127.0.0.1:50051 until Ctrl-C.
@@ -36,4 +60,4 @@ bench-engine: build model
 	@$(BUILD_DIR)/bin/pdserve bench-engine
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR)

@@ -23,6 +23,9 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights* we
 
 absl::Status CpuModelRunner::Forward(const ForwardBatch& batch, KvCache& cache,
                                      std::vector<float>* logits) {
+  if (cache.on_device()) {
+    return absl::FailedPreconditionError("cpu model runner: the KV cache is in device memory");
+  }
   RETURN_IF_ERROR(ValidateBatch(batch, config_, cache));
   logits->clear();
   if (batch.chunks.empty()) return absl::OkStatus();

@@ -27,8 +27,9 @@ std::string KvLayout::DebugString() const {
                       " block_size=", block_size, " dtype=", dtype, "}");
 }
 
-absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvLayout& layout,
-                                                         int32_t num_blocks) {
+namespace {
+
+absl::Status ValidatePool(const KvLayout& layout, int32_t num_blocks) {
   if (num_blocks <= 0 || layout.block_size <= 0 || layout.n_layers <= 0 || layout.kv_dim() <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("kv cache: bad size ", num_blocks,
                                                    " blocks of ", layout.DebugString()));
@@ -39,19 +40,51 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvLayout& layout,
     return absl::InvalidArgumentError(absl::StrCat(
         "kv cache: int8 needs an even block_size * kv_dim, got ", layout.DebugString()));
   }
-  const size_t bytes = static_cast<size_t>(num_blocks) * layout.n_layers *
-                       static_cast<size_t>(layout.bytes_per_layer_block());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+size_t KvCache::PoolBytes(const KvLayout& layout, int32_t num_blocks) {
+  return static_cast<size_t>(num_blocks) * layout.n_layers *
+         static_cast<size_t>(layout.bytes_per_layer_block());
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvLayout& layout,
+                                                         int32_t num_blocks) {
+  if (absl::Status st = ValidatePool(layout, num_blocks); !st.ok()) return st;
+  const size_t bytes = PoolBytes(layout, num_blocks);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     return absl::ResourceExhaustedError(absl::StrCat("kv cache: cannot map ", bytes, " bytes"));
   }
   return std::unique_ptr<KvCache>(
-      new KvCache(layout, num_blocks, static_cast<uint8_t*>(p), bytes));
+      new KvCache(layout, num_blocks, static_cast<uint8_t*>(p), bytes, nullptr));
 }
 
-KvCache::KvCache(const KvLayout& layout, int32_t num_blocks, uint8_t* base, size_t bytes)
-    : layout_(layout), allocator_(num_blocks), base_(base), bytes_(bytes) {}
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(
+    const KvLayout& layout, int32_t num_blocks, std::unique_ptr<KvDeviceMemory> memory) {
+  if (absl::Status st = ValidatePool(layout, num_blocks); !st.ok()) return st;
+  const size_t bytes = PoolBytes(layout, num_blocks);
+  if (memory == nullptr || memory->data() == nullptr || memory->size() < bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("kv cache: device memory of ",
+                                                   memory ? memory->size() : 0,
+                                                   " bytes, need ", bytes));
+  }
+  uint8_t* base = memory->data();
+  return std::unique_ptr<KvCache>(new KvCache(layout, num_blocks, base, bytes, std::move(memory)));
+}
 
-KvCache::~KvCache() { munmap(base_, bytes_); }
+KvCache::KvCache(const KvLayout& layout, int32_t num_blocks, uint8_t* base, size_t bytes,
+                 std::unique_ptr<KvDeviceMemory> device_memory)
+    : layout_(layout),
+      allocator_(num_blocks),
+      base_(base),
+      bytes_(bytes),
+      device_memory_(std::move(device_memory)) {}
+
+KvCache::~KvCache() {
+  if (device_memory_ == nullptr) munmap(base_, bytes_);
+}
 
 }  // namespace pdserve

@@ -9,7 +9,10 @@
 // int8 rows are symmetric absmax quantised per (token, kv head): element
 // x = q * scale (see common/kv_int8.h). The scales live inside the block so
 // a quantised block travels and is cached exactly as stored.
-// The pool is an anonymous mapping, so untouched blocks cost no RSS.
+// A host pool is an anonymous mapping, so untouched blocks cost no RSS. A
+// device pool (a CUDA runner's) lives in memory a KvDeviceMemory owns; then
+// every pointer below is a device address, which only device code and
+// device-aware transports may touch (on_device() says which).
 //
 // Not thread-safe: the engine thread owns it; the KV transport writes only
 // into blocks the engine reserved for that transfer.
@@ -17,6 +20,7 @@
 #define PDSERVE_COMMON_KV_CACHE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -50,10 +54,30 @@ struct KvLayout {
   std::string DebugString() const;
 };
 
+// Device memory a KvCache pool lives in; freed when destroyed. Implemented
+// next to each device runtime (common/cuda/), so this header needs none.
+class KvDeviceMemory {
+ public:
+  virtual ~KvDeviceMemory() = default;
+  virtual uint8_t* data() const = 0;
+  virtual size_t size() const = 0;
+  // Synchronous copies between this memory and host memory, for transports
+  // that stage device blocks through host buffers (TCP).
+  virtual absl::Status CopyToHost(const uint8_t* src, void* dst, size_t n) const = 0;
+  virtual absl::Status CopyFromHost(const void* src, uint8_t* dst, size_t n) const = 0;
+};
+
 class KvCache {
  public:
+  // A host pool.
   static absl::StatusOr<std::unique_ptr<KvCache>> Create(const KvLayout& layout,
                                                          int32_t num_blocks);
+  // A pool in `memory`, which must hold at least PoolBytes(layout, num_blocks).
+  static absl::StatusOr<std::unique_ptr<KvCache>> Create(const KvLayout& layout,
+                                                         int32_t num_blocks,
+                                                         std::unique_ptr<KvDeviceMemory> memory);
+  // Bytes of the pool of `num_blocks` blocks, all layers.
+  static size_t PoolBytes(const KvLayout& layout, int32_t num_blocks);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
@@ -62,6 +86,11 @@ class KvCache {
   BlockAllocator& allocator() { return allocator_; }
   const BlockAllocator& allocator() const { return allocator_; }
   int32_t num_blocks() const { return allocator_.num_blocks(); }
+  bool on_device() const { return device_memory_ != nullptr; }
+  // The whole pool: layer-major, then block (see LayerBlock).
+  uint8_t* pool() { return base_; }
+  // Null for host pools.
+  const KvDeviceMemory* device_memory() const { return device_memory_.get(); }
 
   uint8_t* LayerBlock(int layer, int32_t block) {
     return base_ + (static_cast<int64_t>(layer) * num_blocks() + block) *
@@ -87,12 +116,14 @@ class KvCache {
   }
 
  private:
-  KvCache(const KvLayout& layout, int32_t num_blocks, uint8_t* base, size_t bytes);
+  KvCache(const KvLayout& layout, int32_t num_blocks, uint8_t* base, size_t bytes,
+          std::unique_ptr<KvDeviceMemory> device_memory);
 
   KvLayout layout_;
   BlockAllocator allocator_;
   uint8_t* base_;
   size_t bytes_;
+  std::unique_ptr<KvDeviceMemory> device_memory_;  // null for host pools
 };
 
 // Wire and flag spellings of KvLayout::dtype.

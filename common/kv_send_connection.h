@@ -51,6 +51,8 @@ struct KvOutFrame {
   std::shared_ptr<KvSendTransfer> transfer;
   std::string head;                                // length prefix + encoded KvFrameHeader
   std::vector<boost::asio::const_buffer> payload;  // source blocks, not owned
+  // Device caches: the host copy `payload` points into, owned by the frame.
+  std::shared_ptr<const std::vector<uint8_t>> staged;
   bool is_commit = false;
 };
 

@@ -46,6 +46,9 @@ class ModelRunner {
   // OUT_OF_RANGE and leaves the cache untouched.
   virtual absl::Status Forward(const ForwardBatch& batch, KvCache& cache,
                                std::vector<float>* logits) = 0;
+  // OK while the runner can serve. A device runner whose device failed for
+  // good returns that error here, and the worker's health turns NOT_SERVING.
+  virtual absl::Status Healthy() const { return absl::OkStatus(); }
 };
 
 // Checks a batch against the model and cache before anything is written.

@@ -33,6 +33,13 @@ struct Pending {
   // Connections reading a payload into this reservation's blocks right now;
   // closed when the reservation ends so they stop writing at once.
   absl::flat_hash_set<ConnPtr> writers;
+  // Device caches only: the host buffer each writer's payload lands in, and
+  // the device blocks it is copied to once complete.
+  struct Staging {
+    std::vector<uint8_t> bytes;
+    std::vector<uint8_t*> blocks;
+  };
+  absl::flat_hash_map<ConnPtr, Staging> staging;
 };
 
 // How a frame's (transfer_id, epoch) relates to the pending reservations.
@@ -70,6 +77,8 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   void Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result);
   Match Lookup(const v1::KvFrameHeader& header, Pending** pending);
   KvFramePlan PlanLayer(const ConnPtr& conn, const v1::KvFrameHeader& header);
+  // Device caches: copies conn's staged payload into its device blocks.
+  absl::Status Unstage(Pending* p, const ConnPtr& conn);
   KvFramePlan PlanCommit(const v1::KvFrameHeader& header);
   KvFramePlan PlanAbort(const v1::KvFrameHeader& header);
   // A frame that does not validate: fail its reservation (if it is the
@@ -305,12 +314,39 @@ KvFramePlan TcpKvReceiverImpl::PlanLayer(const ConnPtr& conn, const v1::KvFrameH
   KvFramePlan plan;
   plan.action = KvFramePlan::Action::kWrite;
   plan.dst.reserve(header.block_indices_size());
-  for (uint32_t logical : header.block_indices()) {
-    plan.dst.emplace_back(cache_->LayerBlock(header.layer(), p->reservation->dst_block(logical)),
-                          static_cast<size_t>(bytes_per_layer_block_));
+  const size_t block_bytes = static_cast<size_t>(bytes_per_layer_block_);
+  Pending::Staging* staging = nullptr;
+  if (cache_->on_device()) {
+    staging = &p->staging[conn];
+    staging->bytes.resize(header.block_indices_size() * block_bytes);
+    staging->blocks.clear();
+  }
+  for (int i = 0; i < header.block_indices_size(); ++i) {
+    uint8_t* block =
+        cache_->LayerBlock(header.layer(), p->reservation->dst_block(header.block_indices(i)));
+    if (staging == nullptr) {
+      plan.dst.emplace_back(block, block_bytes);
+    } else {
+      staging->blocks.push_back(block);
+      plan.dst.emplace_back(staging->bytes.data() + i * block_bytes, block_bytes);
+    }
   }
   p->writers.insert(conn);
   return plan;
+}
+
+absl::Status TcpKvReceiverImpl::Unstage(Pending* p, const ConnPtr& conn) {
+  auto it = p->staging.find(conn);
+  if (it == p->staging.end()) return absl::OkStatus();
+  const Pending::Staging& st = it->second;
+  const size_t block_bytes = static_cast<size_t>(bytes_per_layer_block_);
+  absl::Status status;
+  for (size_t i = 0; i < st.blocks.size() && status.ok(); ++i) {
+    status = cache_->device_memory()->CopyFromHost(st.bytes.data() + i * block_bytes,
+                                                   st.blocks[i], block_bytes);
+  }
+  p->staging.erase(it);
+  return status;
 }
 
 KvFramePlan TcpKvReceiverImpl::PlanCommit(const v1::KvFrameHeader& header) {
@@ -338,6 +374,13 @@ KvFramePlan TcpKvReceiverImpl::PlanAbort(const v1::KvFrameHeader& header) {
 void TcpKvReceiverImpl::OnPayloadWritten(const ConnPtr& conn, const v1::KvFrameHeader& header) {
   Pending* p = nullptr;
   if (Lookup(header, &p) != Match::kCurrent || !p->writers.erase(conn)) return;
+  if (absl::Status st = Unstage(p, conn); !st.ok()) {
+    LOG(ERROR) << "kv transfer " << header.transfer_id() << ": device copy failed: " << st;
+    Finish(header.transfer_id(),
+           absl::DataLossError(absl::StrCat("kv transfer ", header.transfer_id(),
+                                            ": device copy failed: ", st.message())));
+    return;
+  }
   p->reservation->AddWrittenBytes(header.payload_bytes());
 }
 

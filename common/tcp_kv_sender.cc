@@ -20,6 +20,26 @@ namespace {
 using ConnPtr = std::shared_ptr<KvSendConnection>;
 using TransferPtr = std::shared_ptr<KvSendTransfer>;
 
+// Sockets need host memory: a device cache's blocks are copied into a
+// buffer the frame owns, and the payload is pointed at it.
+absl::Status StageFromDevice(const KvCache& cache, KvOutFrame& frame) {
+  size_t total = 0;
+  for (const auto& b : frame.payload) total += b.size();
+  auto staged = std::make_shared<std::vector<uint8_t>>(total);
+  size_t off = 0;
+  for (auto& b : frame.payload) {
+    const absl::Status st = cache.device_memory()->CopyToHost(
+        static_cast<const uint8_t*>(b.data()), staged->data() + off, b.size());
+    if (!st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("kv send: device copy: ", st.message()));
+    }
+    b = boost::asio::const_buffer(staged->data() + off, b.size());
+    off += b.size();
+  }
+  frame.staged = std::move(staged);
+  return absl::OkStatus();
+}
+
 absl::Status ValidateLayer(int layer, absl::Span<const int32_t> logical_blocks,
                            const KvCache& cache, absl::Span<const int32_t> src_block_ids) {
   if (layer < 0 || layer >= cache.layout().n_layers) {
@@ -171,6 +191,12 @@ absl::Status TcpKvSenderImpl::SendLayer(const KvTransferTarget& target, int laye
   for (size_t i = 0; i < logical_blocks.size(); ++i) {
     header.add_block_indices(static_cast<uint32_t>(logical_blocks[i]));
     frame.payload.emplace_back(src_cache.LayerBlock(layer, src_block_ids[i]), block_bytes);
+  }
+  if (src_cache.on_device()) {
+    if (absl::Status st = StageFromDevice(src_cache, frame); !st.ok()) {
+      transfer->Fail(st);
+      return st;
+    }
   }
   header.set_payload_bytes(logical_blocks.size() * block_bytes);
   frame.head = EncodeKvMessage(header);

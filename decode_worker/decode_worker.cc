@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
 #include "common/rpc/worker_drain.h"
+#include "common/runtime_factory.h"
 #include "common/status_macros.h"
 #include "decode_worker/decode_metrics.h"
 #include "glog/logging.h"
@@ -14,6 +15,9 @@ namespace pdserve {
 absl::Status DecodeWorkerConfig::Validate() const {
   if (model_path.empty()) return absl::InvalidArgumentError("--model is required");
   if (threads < 1 || threads > 256) return absl::InvalidArgumentError("--threads out of range");
+  if (absl::Status st = DeviceSpec::Parse(device).status(); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", st.message()));
+  }
   if (kv_blocks < 1) return absl::InvalidArgumentError("--kv_blocks must be positive");
   if (block_size < 1 || block_size > 1024) {
     return absl::InvalidArgumentError("--block_size out of range");
@@ -50,9 +54,10 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   w->config_ = c;
   ASSIGN_OR_RETURN(w->model_, Model::Load(c.model_path));
   const KvLayout layout = KvLayout::ForModel(w->model_->config(), c.block_size, c.kv_dtype);
-  ASSIGN_OR_RETURN(w->cache_, KvCache::Create(layout, c.kv_blocks));
-  w->runner_ = std::make_unique<CpuModelRunner>(w->model_->config(), &w->model_->weights(),
-                                                c.threads);
+  ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(c.device));
+  ASSIGN_OR_RETURN(w->cache_, CreateKvCache(device, layout, c.kv_blocks));
+  ASSIGN_OR_RETURN(w->runner_, CreateModelRunner(w->model_->config(), &w->model_->weights(),
+                                                 {.device = device, .threads = c.threads}));
   TcpKvReceiverOptions ro;
   ro.listen_address = c.kv_listen;
   ASSIGN_OR_RETURN(ro.auth, LoadKvAuthKey(c.kv_secret_file));

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/cpu_model_runner.h"
+#include "common/model_runner.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/rpc/grpc_server.h"
@@ -34,6 +34,8 @@ struct DecodeWorkerConfig {
   std::string kv_advertise;
   std::string worker_id;
   int threads = 2;
+  // Where the model runs and the KV pool lives: "cpu", "cuda" or "cuda:N".
+  std::string device = "cpu";
   int kv_blocks = 1024;
   int block_size = 16;
   // KV cache element type, "f16" or "int8"; must match the other tier.
@@ -68,7 +70,7 @@ class DecodeWorker {
   DecodeWorkerConfig config_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvCache> cache_;
-  std::unique_ptr<CpuModelRunner> runner_;
+  std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<TcpKvReceiver> receiver_;
   std::unique_ptr<EngineLoop> loop_;
   DecodeContext ctx_;

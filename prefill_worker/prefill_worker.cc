@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rpc/worker_drain.h"
+#include "common/runtime_factory.h"
 #include "common/status_macros.h"
 #include "prefill_worker/prefill_metrics.h"
 #include "glog/logging.h"
@@ -13,6 +14,9 @@ namespace pdserve {
 absl::Status PrefillWorkerConfig::Validate() const {
   if (model_path.empty()) return absl::InvalidArgumentError("--model is required");
   if (threads < 1 || threads > 256) return absl::InvalidArgumentError("--threads out of range");
+  if (absl::Status st = DeviceSpec::Parse(device).status(); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", st.message()));
+  }
   if (kv_blocks < 1) return absl::InvalidArgumentError("--kv_blocks must be positive");
   if (block_size < 1 || block_size > 1024) {
     return absl::InvalidArgumentError("--block_size out of range");
@@ -36,9 +40,10 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   w->config_ = c;
   ASSIGN_OR_RETURN(w->model_, Model::Load(c.model_path));
   const KvLayout layout = KvLayout::ForModel(w->model_->config(), c.block_size, c.kv_dtype);
-  ASSIGN_OR_RETURN(w->cache_, KvCache::Create(layout, c.kv_blocks));
-  w->runner_ = std::make_unique<CpuModelRunner>(w->model_->config(), &w->model_->weights(),
-                                                c.threads);
+  ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(c.device));
+  ASSIGN_OR_RETURN(w->cache_, CreateKvCache(device, layout, c.kv_blocks));
+  ASSIGN_OR_RETURN(w->runner_, CreateModelRunner(w->model_->config(), &w->model_->weights(),
+                                                 {.device = device, .threads = c.threads}));
   TcpKvSenderOptions kv_options;
   ASSIGN_OR_RETURN(kv_options.auth, LoadKvAuthKey(c.kv_secret_file));
   ASSIGN_OR_RETURN(w->sender_, TcpKvSender::Create(kv_options));

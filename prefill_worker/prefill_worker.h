@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/cpu_model_runner.h"
+#include "common/model_runner.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/rpc/grpc_server.h"
@@ -30,6 +30,8 @@ struct PrefillWorkerConfig {
   std::string listen = "0.0.0.0:50061";
   std::string worker_id;
   int threads = 2;
+  // Where the model runs and the KV pool lives: "cpu", "cuda" or "cuda:N".
+  std::string device = "cpu";
   int kv_blocks = 1024;
   int block_size = 16;
   // KV cache element type, "f16" or "int8"; must match the other tier.
@@ -60,7 +62,7 @@ class PrefillWorker {
   PrefillWorkerConfig config_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvCache> cache_;
-  std::unique_ptr<CpuModelRunner> runner_;
+  std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<TcpKvSender> sender_;
   std::unique_ptr<KvExporter> exporter_;
   std::unique_ptr<EngineLoop> loop_;

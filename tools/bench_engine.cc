@@ -9,10 +9,11 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "common/cpu_model_runner.h"
 #include "common/engine.h"
 #include "common/model.h"
+#include "common/runtime_factory.h"
 #include "common/status_macros.h"
 #include "tools/cli_flags.h"
 
@@ -23,6 +24,9 @@ ABSL_FLAG(std::string, bench_batches, "1,4,8,16", "Batch sizes for batched decod
 ABSL_FLAG(int32_t, bench_batch_tokens, 64, "Decode steps per batched-decode test");
 ABSL_FLAG(int32_t, bench_repeats, 3, "Repetitions; the best run is reported");
 ABSL_FLAG(std::string, bench_json, "", "Also write results as JSON to this file");
+ABSL_FLAG(double, bench_peak_gbps, 4800,
+          "Device memory bandwidth for the model-bandwidth utilisation column (GPU runs; "
+          "H200: 4800 GB/s)");
 
 namespace pdserve {
 namespace {
@@ -33,7 +37,19 @@ struct Result {
   std::string test;
   int threads;
   double tokens_per_s;
+  double mbu = 0;  // decode on a device: bytes a step must read / time / peak bandwidth
 };
+
+// Bytes one decode step must read with f16 weights (what the CUDA runner
+// keeps): every matrix once, plus each sequence's K/V over its context.
+double DecodeStepBytes(const ModelConfig& c, int batch, int context) {
+  const double per_layer = static_cast<double>(c.n_embd) * (c.q_dim() + 2 * c.kv_dim()) +
+                           static_cast<double>(c.q_dim()) * c.n_embd +
+                           3.0 * c.n_embd * c.n_ff;
+  const double weights = 2.0 * (per_layer * c.n_layers + static_cast<double>(c.n_vocab) * c.n_embd);
+  const double kv = 2.0 * 2.0 * c.n_layers * c.kv_dim() * static_cast<double>(context) * batch;
+  return weights + kv;
+}
 
 // Deterministic pseudo-random prompt: ids from the ordinary-token range.
 std::vector<int32_t> SyntheticPrompt(int n, int vocab, uint32_t salt) {
@@ -78,8 +94,12 @@ absl::StatusOr<std::pair<double, double>> TimeRun(const Model& model, ModelRunne
                         std::chrono::duration<double>(end - prefilled).count());
 }
 
-absl::StatusOr<std::vector<Result>> BenchThreads(const Model& model, KvCache& cache, int threads) {
-  CpuModelRunner runner(model.config(), &model.weights(), threads);
+absl::StatusOr<std::vector<Result>> BenchThreads(const Model& model, KvCache& cache,
+                                                 const DeviceSpec& device, int threads) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner_ptr,
+                   CreateModelRunner(model.config(), &model.weights(),
+                                     {.device = device, .threads = threads}));
+  ModelRunner& runner = *runner_ptr;
   std::vector<Result> out;
   const int reps = absl::GetFlag(FLAGS_bench_repeats);
   const int pp = absl::GetFlag(FLAGS_bench_pp), tg = absl::GetFlag(FLAGS_bench_tg);
@@ -103,15 +123,22 @@ absl::StatusOr<std::vector<Result>> BenchThreads(const Model& model, KvCache& ca
       ASSIGN_OR_RETURN(auto t, TimeRun(model, runner, cache, batch, 16, steps + 1));
       best = std::max(best, batch * steps / t.second);
     }
-    out.push_back({absl::StrCat("decode_b", batch), threads, best});
+    Result r{absl::StrCat("decode_b", batch), threads, best};
+    if (device.is_cuda()) {
+      // Mean context over the run: the 16-token prompt plus half the steps.
+      const double step_bytes = DecodeStepBytes(model.config(), batch, 16 + steps / 2);
+      r.mbu = step_bytes * (best / batch) / (absl::GetFlag(FLAGS_bench_peak_gbps) * 1e9);
+    }
+    out.push_back(r);
   }
   return out;
 }
 
 void Report(const std::vector<Result>& results, long peak_rss_kb) {
-  std::printf("%-14s %8s %12s\n", "test", "threads", "tokens/s");
+  std::printf("%-14s %8s %12s %8s\n", "test", "threads", "tokens/s", "MBU");
   for (const Result& r : results) {
-    std::printf("%-14s %8d %12.1f\n", r.test.c_str(), r.threads, r.tokens_per_s);
+    std::printf("%-14s %8d %12.1f %8s\n", r.test.c_str(), r.threads, r.tokens_per_s,
+                r.mbu > 0 ? absl::StrFormat("%.1f%%", 100 * r.mbu).c_str() : "-");
   }
   std::printf("peak RSS: %.1f MiB\n", peak_rss_kb / 1024.0);
   const std::string path = absl::GetFlag(FLAGS_bench_json);
@@ -121,7 +148,8 @@ void Report(const std::vector<Result>& results, long peak_rss_kb) {
   for (size_t i = 0; i < results.size(); ++i) {
     f << (i ? ", " : "") << "{\"test\": \"" << results[i].test
       << "\", \"threads\": " << results[i].threads
-      << ", \"tokens_per_s\": " << results[i].tokens_per_s << "}";
+      << ", \"tokens_per_s\": " << results[i].tokens_per_s << ", \"mbu\": " << results[i].mbu
+      << "}";
   }
   f << "]}\n";
 }
@@ -130,16 +158,17 @@ void Report(const std::vector<Result>& results, long peak_rss_kb) {
 
 absl::Status BenchEngineCommand() {
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(absl::GetFlag(FLAGS_model)));
+  ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(absl::GetFlag(FLAGS_device)));
   ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache,
-                   KvCache::Create(KvLayout::ForModel(model->config(), 16),
-                                   absl::GetFlag(FLAGS_kv_blocks)));
+                   CreateKvCache(device, KvLayout::ForModel(model->config(), 16),
+                                 absl::GetFlag(FLAGS_kv_blocks)));
   std::vector<Result> all;
   for (absl::string_view t : absl::StrSplit(absl::GetFlag(FLAGS_bench_threads), ',')) {
     int threads = 0;
     if (!absl::SimpleAtoi(t, &threads) || threads < 1) {
       return absl::InvalidArgumentError("bad --bench_threads entry");
     }
-    ASSIGN_OR_RETURN(std::vector<Result> r, BenchThreads(*model, *cache, threads));
+    ASSIGN_OR_RETURN(std::vector<Result> r, BenchThreads(*model, *cache, device, threads));
     all.insert(all.end(), r.begin(), r.end());
   }
   rusage ru{};

@@ -72,6 +72,7 @@ absl::Status UpCommand() {
   o.router_port = absl::GetFlag(FLAGS_router_port);
   o.threads_per_worker = absl::GetFlag(FLAGS_threads);
   o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
+  o.extra_worker_flags.push_back("--device=" + absl::GetFlag(FLAGS_device));
   ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(o));
   GenerateClient client(cluster->router_address());
   RETURN_IF_ERROR(client.WaitReady(absl::Seconds(60)));

@@ -4,6 +4,7 @@
 //   up            start a local cluster (router + prefill + decode) on loopback
 //   generate      stream an answer from a router
 //   bench         serving benchmark against a router (docs/PERFORMANCE.md)
+//   random-model  write a SmolLM2-shaped GGUF with random weights
 #include <cstdio>
 #include <string>
 
@@ -14,6 +15,7 @@
 #include "tools/bench_command.h"
 #include "tools/bench_engine.h"
 #include "tools/cluster_commands.h"
+#include "tools/random_model_command.h"
 #include "tools/run_command.h"
 
 int main(int argc, char** argv) {
@@ -23,7 +25,8 @@ int main(int argc, char** argv) {
       "  up            start router + prefill + decode on loopback\n"
       "  generate      stream an answer: pdserve generate [--router=A] \"prompt\"\n"
       "  bench         serving benchmark: pdserve bench --router=A --request_rate=R "
-      "--num_requests=N");
+      "--num_requests=N\n"
+      "  random-model  write a SmolLM2-shaped random GGUF: pdserve random-model --out=F");
   pdserve::BlockTerminationSignals();
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
@@ -42,6 +45,8 @@ int main(int argc, char** argv) {
     status = pdserve::UpCommand();
   } else if (cmd == "bench") {
     status = pdserve::BenchCommand();
+  } else if (cmd == "random-model") {
+    status = pdserve::RandomModelCommand();
   } else if (cmd == "generate") {
     status = pdserve::GenerateCommand(std::vector<std::string>(args.begin() + 2, args.end()));
   } else {

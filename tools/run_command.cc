@@ -5,10 +5,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_join.h"
-#include "common/cpu_model_runner.h"
 #include "common/detokenizer.h"
 #include "common/engine.h"
 #include "common/model.h"
+#include "common/runtime_factory.h"
 #include "common/status_macros.h"
 #include "tools/cli_flags.h"
 
@@ -37,11 +37,14 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const Model& model) {
 
 absl::Status RunCommand() {
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(absl::GetFlag(FLAGS_model)));
-  CpuModelRunner runner(model->config(), &model->weights(), absl::GetFlag(FLAGS_threads));
+  ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(absl::GetFlag(FLAGS_device)));
+  ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner,
+                   CreateModelRunner(model->config(), &model->weights(),
+                                     {.device = device, .threads = absl::GetFlag(FLAGS_threads)}));
   ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache,
-                   KvCache::Create(KvLayout::ForModel(model->config(), 16),
-                                   absl::GetFlag(FLAGS_kv_blocks)));
-  Engine engine(&model->tokenizer(), &runner, cache.get(),
+                   CreateKvCache(device, KvLayout::ForModel(model->config(), 16),
+                                 absl::GetFlag(FLAGS_kv_blocks)));
+  Engine engine(&model->tokenizer(), runner.get(), cache.get(),
                 {.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens), .max_running = 1});
   SequenceOptions opts;
   ASSIGN_OR_RETURN(opts.prompt, PromptTokens(*model));

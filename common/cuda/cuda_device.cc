@@ -1,0 +1,36 @@
+#include "common/cuda/cuda_device.h"
+
+#include <cuda_runtime.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/cuda/cuda_status.h"
+
+namespace pdserve::cuda {
+
+int DeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear it: "no device" is an answer, not a failure
+    return 0;
+  }
+  return n;
+}
+
+absl::Status CheckDevice(int ordinal) {
+  const int n = DeviceCount();
+  if (ordinal < 0 || ordinal >= n) {
+    return absl::UnavailableError(
+        absl::StrCat("cuda: device ", ordinal, " not available (", n, " visible)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> DeviceDescription(int ordinal) {
+  if (absl::Status st = CheckDevice(ordinal); !st.ok()) return st;
+  cudaDeviceProp prop{};
+  PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, ordinal));
+  return absl::StrCat(prop.name, " (sm_", prop.major, prop.minor, ", ",
+                      prop.totalGlobalMem >> 30, " GiB)");
+}
+
+}  // namespace pdserve::cuda

@@ -1,0 +1,24 @@
+// What the CUDA runtime can see, for callers that include no CUDA headers
+// (the runtime factory, GPU tests deciding whether to skip, worker health).
+#ifndef PDSERVE_COMMON_CUDA_CUDA_DEVICE_H_
+#define PDSERVE_COMMON_CUDA_CUDA_DEVICE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace pdserve::cuda {
+
+// Devices visible to this process; 0 when there is no driver or no GPU.
+int DeviceCount();
+
+// OK when `ordinal` names a visible device; UNAVAILABLE otherwise.
+absl::Status CheckDevice(int ordinal);
+
+// "NVIDIA H200 (sm_90, 139 GiB)" style, for logs and benchmark reports.
+absl::StatusOr<std::string> DeviceDescription(int ordinal);
+
+}  // namespace pdserve::cuda
+
+#endif  // PDSERVE_COMMON_CUDA_CUDA_DEVICE_H_

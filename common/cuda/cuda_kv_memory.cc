@@ -1,0 +1,57 @@
+#include "common/cuda/cuda_kv_memory.h"
+
+#include <cuda_runtime.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/cuda/cuda_device.h"
+#include "common/cuda/cuda_status.h"
+
+namespace pdserve::cuda {
+namespace {
+
+class CudaKvMemory : public KvDeviceMemory {
+ public:
+  CudaKvMemory(int device, uint8_t* data, size_t size)
+      : device_(device), data_(data), size_(size) {}
+  ~CudaKvMemory() override {
+    cudaSetDevice(device_);
+    cudaFree(data_);
+  }
+  uint8_t* data() const override { return data_; }
+  size_t size() const override { return size_; }
+
+  absl::Status CopyToHost(const uint8_t* src, void* dst, size_t n) const override {
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+    return absl::OkStatus();
+  }
+  absl::Status CopyFromHost(const void* src, uint8_t* dst, size_t n) const override {
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+
+ private:
+  const int device_;
+  uint8_t* const data_;
+  const size_t size_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<KvDeviceMemory>> AllocateKvDeviceMemory(int device, size_t bytes) {
+  if (absl::Status st = CheckDevice(device); !st.ok()) return st;
+  PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  void* p = nullptr;
+  if (absl::Status st = CudaStatus(cudaMalloc(&p, bytes), "cudaMalloc(kv pool)"); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat(st.message(), " for ", bytes, " bytes of KV"));
+  }
+  // Zeroed so a block never exposes another request's bytes.
+  if (absl::Status st = CudaStatus(cudaMemset(p, 0, bytes), "cudaMemset(kv pool)"); !st.ok()) {
+    cudaFree(p);
+    return st;
+  }
+  return std::make_unique<CudaKvMemory>(device, static_cast<uint8_t*>(p), bytes);
+}
+
+}  // namespace pdserve::cuda

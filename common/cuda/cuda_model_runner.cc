@@ -1,0 +1,270 @@
+#include "common/cuda/cuda_model_runner.h"
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/cuda/cuda_device.h"
+#include "common/cuda/cuda_status.h"
+#include "common/cuda/device_buffer.h"
+#include "common/cuda/device_weights.h"
+#include "common/cuda/llama_kernels.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pdserve::cuda {
+
+// Host-side layout of one step's metadata: one pinned buffer, one upload.
+struct StepMeta {
+  std::vector<int32_t> ids, positions, table_offsets, tables, logit_rows;
+  std::vector<int64_t> score_offsets;
+  int64_t total_scores = 0;  // sum of (pos + 1) over the step's tokens
+
+  void Build(const ForwardBatch& batch) {
+    ids.clear(), positions.clear(), table_offsets.clear(), tables.clear(), logit_rows.clear();
+    score_offsets.clear();
+    total_scores = 0;
+    for (const SequenceChunk& ch : batch.chunks) {
+      const int32_t table_offset = static_cast<int32_t>(tables.size());
+      tables.insert(tables.end(), ch.block_table.begin(), ch.block_table.end());
+      for (size_t i = 0; i < ch.tokens.size(); ++i) {
+        const int32_t pos = ch.start_pos + static_cast<int32_t>(i);
+        ids.push_back(ch.tokens[i]);
+        positions.push_back(pos);
+        table_offsets.push_back(table_offset);
+        score_offsets.push_back(total_scores);
+        total_scores += pos + 1;
+      }
+      if (ch.want_logits) logit_rows.push_back(static_cast<int32_t>(ids.size()) - 1);
+    }
+  }
+};
+
+class CudaModelRunner::Impl {
+ public:
+  Impl(const ModelConfig& config, int device) : config_(config), device_(device) {}
+  ~Impl() {
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  absl::Status Init(const ModelWeights& weights) {
+    RETURN_IF_ERROR(CheckDevice(device_));
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    PDSERVE_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
+    PDSERVE_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream_));
+    ASSIGN_OR_RETURN(weights_, DeviceWeights::Upload(config_, weights));
+    LOG(INFO) << "cuda runner on device " << device_ << ": "
+              << DeviceDescription(device_).value_or("?") << ", weights "
+              << (weights_.bytes() >> 20) << " MiB f16";
+    return absl::OkStatus();
+  }
+
+  const ModelConfig& config() const { return config_; }
+  const absl::Status& sticky() const { return sticky_; }
+  size_t weight_bytes() const { return weights_.bytes(); }
+
+  absl::Status Forward(const ForwardBatch& batch, KvCache& cache, std::vector<float>* logits) {
+    if (!sticky_.ok()) return sticky_;
+    RETURN_IF_ERROR(CheckCache(cache));
+    RETURN_IF_ERROR(ValidateBatch(batch, config_, cache));
+    logits->clear();
+    if (batch.chunks.empty()) return absl::OkStatus();
+    absl::Status st = RunStep(batch, cache, logits);
+    if (!st.ok()) {
+      // Nothing of the failed step may still read the reused step buffers.
+      cudaStreamSynchronize(stream_);
+      // A fault poisons the context: drain the error state and keep it.
+      const cudaError_t err = cudaGetLastError();
+      if (IsStickyCudaError(err) || st.code() == absl::StatusCode::kInternal) sticky_ = st;
+      LOG(ERROR) << "cuda forward failed: " << st;
+    }
+    return st;
+  }
+
+ private:
+  absl::Status CheckCache(const KvCache& cache) const {
+    if (!cache.on_device()) {
+      return absl::FailedPreconditionError("cuda runner: the KV cache is in host memory");
+    }
+    if (cache.layout().is_int8()) {
+      return absl::FailedPreconditionError("cuda runner: kv_dtype int8 is CPU-only; use f16");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Reserve(int64_t T, int64_t rows) {
+    const ModelConfig& c = config_;
+    const int64_t qkv = c.q_dim() + 2 * c.kv_dim();
+    const int64_t h_width = std::max<int64_t>({c.n_embd, c.q_dim(), c.n_ff});
+    const int64_t n = std::max(T, rows);
+    RETURN_IF_ERROR(x_.Reserve(T * c.n_embd * sizeof(float)));
+    RETURN_IF_ERROR(y_.Reserve(n * c.n_embd * sizeof(float)));
+    RETURN_IF_ERROR(h_.Reserve(n * h_width * sizeof(__half)));
+    RETURN_IF_ERROR(qkv_.Reserve(T * qkv * sizeof(float)));
+    RETURN_IF_ERROR(gate_up_.Reserve(T * 2 * c.n_ff * sizeof(float)));
+    RETURN_IF_ERROR(attn_.Reserve(T * c.q_dim() * sizeof(__half)));
+    RETURN_IF_ERROR(scores_.Reserve(std::max<int64_t>(1, meta_.total_scores) * c.n_heads *
+                                    sizeof(float)));
+    RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(1, rows) * c.n_vocab * sizeof(float)));
+    return absl::OkStatus();
+  }
+
+  // Packs the step's metadata into one pinned buffer, uploads it and
+  // points `view_` at the device copies.
+  absl::Status UploadMeta() {
+    const size_t n_tok = meta_.ids.size();
+    const size_t i32 = sizeof(int32_t);
+    const size_t bytes = sizeof(int64_t) * n_tok +
+                         i32 * (3 * n_tok + meta_.tables.size() + meta_.logit_rows.size());
+    RETURN_IF_ERROR(meta_host_.Reserve(bytes));
+    RETURN_IF_ERROR(meta_dev_.Reserve(bytes));
+    uint8_t* h = meta_host_.get<uint8_t>();
+    uint8_t* d = meta_dev_.get<uint8_t>();
+    size_t off = 0;
+    auto put = [&](const auto& v) {
+      using T = typename std::decay_t<decltype(v)>::value_type;
+      std::memcpy(h + off, v.data(), v.size() * sizeof(T));
+      const T* dev = reinterpret_cast<const T*>(d + off);
+      off += v.size() * sizeof(T);
+      return dev;
+    };
+    view_.score_offsets = put(meta_.score_offsets);  // first: 8-byte aligned
+    view_.token_ids = put(meta_.ids);
+    view_.positions = put(meta_.positions);
+    view_.table_offsets = put(meta_.table_offsets);
+    view_.block_tables = put(meta_.tables);
+    logit_rows_ = put(meta_.logit_rows);
+    view_.n_tokens = static_cast<int64_t>(n_tok);
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status Gemm(const DeviceMatrix& w, const __half* x, int64_t rows, float* y) {
+    const float alpha = 1.0f, beta = 0.0f;
+    PDSERVE_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(
+        cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.out), static_cast<int>(rows),
+        static_cast<int>(w.in), &alpha, w.get(), CUDA_R_16F, static_cast<int>(w.in), x,
+        CUDA_R_16F, static_cast<int>(w.in), &beta, y, CUDA_R_32F, static_cast<int>(w.out),
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return absl::OkStatus();
+  }
+
+  KvLayerView LayerView(KvCache& cache, int layer) const {
+    const KvLayout& l = cache.layout();
+    return KvLayerView{reinterpret_cast<__half*>(cache.LayerBlock(layer, 0)),
+                       l.bytes_per_layer_block() / static_cast<int64_t>(sizeof(__half)),
+                       l.block_size, static_cast<int32_t>(l.kv_dim())};
+  }
+
+  absl::Status RunLayer(const ForwardBatch& batch, KvCache& cache, int l) {
+    const ModelConfig& c = config_;
+    const DeviceLayerWeights& w = weights_.layers[l];
+    const int64_t T = view_.n_tokens;
+    const int64_t qkv_width = c.q_dim() + 2 * c.kv_dim();
+    float* x = x_.get<float>();
+    float* y = y_.get<float>();
+    __half* h = h_.get<__half>();
+    float* qkv = qkv_.get<float>();
+    const KvLayerView kv = LayerView(cache, l);
+
+    LaunchRmsNorm(x, w.attn_norm.get<float>(), T, c.n_embd, c.rms_eps, h, stream_);
+    RETURN_IF_ERROR(Gemm(w.wqkv, h, T, qkv));
+    LaunchRope(qkv, qkv_width, c.n_heads + c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base,
+               view_, stream_);
+    LaunchStoreKv(qkv, qkv_width, c.q_dim(), c.q_dim() + c.kv_dim(), view_, kv, stream_);
+    if (batch.on_layer_done) {
+      // The callback's transport reads the blocks from another stream.
+      PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+      batch.on_layer_done(l);
+    }
+    LaunchPagedAttention(qkv, qkv_width, {c.n_heads, c.n_kv_heads, c.head_dim}, view_, kv,
+                         scores_.get<float>(), attn_.get<__half>(), stream_);
+    RETURN_IF_ERROR(Gemm(w.wo, attn_.get<__half>(), T, y));
+    LaunchAddInPlace(x, y, T * c.n_embd, stream_);
+
+    LaunchRmsNorm(x, w.ffn_norm.get<float>(), T, c.n_embd, c.rms_eps, h, stream_);
+    RETURN_IF_ERROR(Gemm(w.w_gate_up, h, T, gate_up_.get<float>()));
+    LaunchSwiGlu(gate_up_.get<float>(), T, c.n_ff, h, stream_);
+    RETURN_IF_ERROR(Gemm(w.w_down, h, T, y));
+    LaunchAddInPlace(x, y, T * c.n_embd, stream_);
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    return absl::OkStatus();
+  }
+
+  absl::Status ComputeLogits(std::vector<float>* logits) {
+    const int64_t rows = static_cast<int64_t>(meta_.logit_rows.size());
+    if (rows == 0) return absl::OkStatus();
+    const ModelConfig& c = config_;
+    LaunchGatherRows(x_.get<float>(), logit_rows_, rows, c.n_embd, y_.get<float>(), stream_);
+    LaunchRmsNorm(y_.get<float>(), weights_.output_norm.get<float>(), rows, c.n_embd, c.rms_eps,
+                  h_.get<__half>(), stream_);
+    RETURN_IF_ERROR(Gemm(weights_.output_matrix(), h_.get<__half>(), rows, logits_.get<float>()));
+    logits->resize(static_cast<size_t>(rows) * c.n_vocab);
+    // Pageable destination: the copy is synchronous with the host.
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), logits_.get(),
+                                                 logits->size() * sizeof(float),
+                                                 cudaMemcpyDeviceToHost, stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status RunStep(const ForwardBatch& batch, KvCache& cache, std::vector<float>* logits) {
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    meta_.Build(batch);
+    const int64_t T = static_cast<int64_t>(meta_.ids.size());
+    RETURN_IF_ERROR(Reserve(T, static_cast<int64_t>(meta_.logit_rows.size())));
+    RETURN_IF_ERROR(UploadMeta());
+    LaunchEmbed(weights_.token_embd.get(), view_.token_ids, T, config_.n_embd, x_.get<float>(),
+                stream_);
+    for (int l = 0; l < config_.n_layers; ++l) RETURN_IF_ERROR(RunLayer(batch, cache, l));
+    RETURN_IF_ERROR(ComputeLogits(logits));
+    // Also keeps the pinned metadata alive until the step's kernels ran.
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+
+  const ModelConfig config_;
+  const int device_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceWeights weights_;
+  absl::Status sticky_;
+
+  StepMeta meta_;
+  PinnedBuffer meta_host_;
+  DeviceBuffer meta_dev_;
+  StepTokensView view_{};
+  const int32_t* logit_rows_ = nullptr;
+  DeviceBuffer x_, y_, h_, qkv_, gate_up_, attn_, scores_, logits_;
+};
+
+absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
+    const ModelConfig& config, const ModelWeights& weights, const CudaRunnerOptions& options) {
+  if (config.n_heads % config.n_kv_heads != 0 || config.rope_dim % 2 != 0) {
+    return absl::FailedPreconditionError("cuda runner: unsupported head layout");
+  }
+  auto impl = std::make_unique<Impl>(config, options.device);
+  RETURN_IF_ERROR(impl->Init(weights));
+  return std::unique_ptr<CudaModelRunner>(new CudaModelRunner(std::move(impl)));
+}
+
+CudaModelRunner::CudaModelRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaModelRunner::~CudaModelRunner() = default;
+
+const ModelConfig& CudaModelRunner::config() const { return impl_->config(); }
+
+absl::Status CudaModelRunner::Forward(const ForwardBatch& batch, KvCache& cache,
+                                      std::vector<float>* logits) {
+  return impl_->Forward(batch, cache, logits);
+}
+
+absl::Status CudaModelRunner::Healthy() const { return impl_->sticky(); }
+
+size_t CudaModelRunner::weight_bytes() const { return impl_->weight_bytes(); }
+
+}  // namespace pdserve::cuda

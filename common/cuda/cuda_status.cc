@@ -1,0 +1,47 @@
+#include "common/cuda/cuda_status.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace pdserve::cuda {
+
+bool IsStickyCudaError(cudaError_t err) {
+  switch (err) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorNoDevice:
+    case cudaErrorUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Status CudaStatus(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return absl::OkStatus();
+  const std::string msg =
+      absl::StrCat("cuda: ", what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
+  if (err == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(msg);
+  if (err == cudaErrorNoDevice || err == cudaErrorInvalidDevice ||
+      err == cudaErrorDevicesUnavailable || err == cudaErrorInsufficientDriver) {
+    return absl::UnavailableError(msg);
+  }
+  if (IsStickyCudaError(err)) return absl::InternalError(msg);
+  return absl::FailedPreconditionError(msg);
+}
+
+absl::Status CublasStatus(cublasStatus_t err, const char* what) {
+  if (err == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  const std::string msg = absl::StrCat("cublas: ", what, ": ", cublasGetStatusName(err), " (",
+                                       cublasGetStatusString(err), ")");
+  if (err == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(msg);
+  return absl::InternalError(msg);
+}
+
+}  // namespace pdserve::cuda

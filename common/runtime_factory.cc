@@ -1,0 +1,70 @@
+#include "common/runtime_factory.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/cpu_model_runner.h"
+#include "common/status_macros.h"
+#if PDSERVE_HAVE_CUDA
+#include "common/cuda/cuda_device.h"
+#include "common/cuda/cuda_kv_memory.h"
+#include "common/cuda/cuda_model_runner.h"
+#endif
+
+namespace pdserve {
+
+#if PDSERVE_HAVE_CUDA
+
+bool CudaBuilt() { return true; }
+
+absl::Status CheckDeviceUsable(const DeviceSpec& device) {
+  return device.is_cuda() ? cuda::CheckDevice(device.ordinal) : absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig& config,
+                                                               const ModelWeights* weights,
+                                                               const RunnerOptions& options) {
+  if (!options.device.is_cuda()) {
+    return std::make_unique<CpuModelRunner>(config, weights, options.threads);
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModelRunner> runner,
+                   cuda::CudaModelRunner::Create(config, *weights, {options.device.ordinal}));
+  return std::unique_ptr<ModelRunner>(std::move(runner));
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
+                                                       const KvLayout& layout,
+                                                       int32_t num_blocks) {
+  if (!device.is_cuda()) return KvCache::Create(layout, num_blocks);
+  ASSIGN_OR_RETURN(std::unique_ptr<KvDeviceMemory> memory,
+                   cuda::AllocateKvDeviceMemory(device.ordinal,
+                                                KvCache::PoolBytes(layout, num_blocks)));
+  return KvCache::Create(layout, num_blocks, std::move(memory));
+}
+
+#else  // !PDSERVE_HAVE_CUDA
+
+bool CudaBuilt() { return false; }
+
+absl::Status CheckDeviceUsable(const DeviceSpec& device) {
+  if (!device.is_cuda()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "device ", device.ToString(), ": this build has no CUDA support (rebuild with nvcc on PATH "
+      "or -DPDSERVE_CUDA=ON)"));
+}
+
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig& config,
+                                                               const ModelWeights* weights,
+                                                               const RunnerOptions& options) {
+  RETURN_IF_ERROR(CheckDeviceUsable(options.device));
+  return std::make_unique<CpuModelRunner>(config, weights, options.threads);
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
+                                                       const KvLayout& layout,
+                                                       int32_t num_blocks) {
+  RETURN_IF_ERROR(CheckDeviceUsable(device));
+  return KvCache::Create(layout, num_blocks);
+}
+
+#endif  // PDSERVE_HAVE_CUDA
+
+}  // namespace pdserve

@@ -1,0 +1,42 @@
+// The one place that chooses implementations by device (DESIGN.md §5): the
+// model runner and the KV cache pool of a worker. Callers include no device
+// headers; a build without CUDA answers cuda devices with FAILED_PRECONDITION.
+#ifndef PDSERVE_COMMON_RUNTIME_FACTORY_H_
+#define PDSERVE_COMMON_RUNTIME_FACTORY_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/device_spec.h"
+#include "common/kv_cache.h"
+#include "common/model_runner.h"
+#include "common/model_weights.h"
+
+namespace pdserve {
+
+struct RunnerOptions {
+  DeviceSpec device;
+  int threads = 2;  // CPU runner: matmul/attention threads
+};
+
+// True when this binary was built with CUDA support.
+bool CudaBuilt();
+
+// OK when `device` can be used here: always for cpu; for cuda, when CUDA is
+// built in and the device is visible (UNAVAILABLE / FAILED_PRECONDITION).
+absl::Status CheckDeviceUsable(const DeviceSpec& device);
+
+// The weights must outlive the runner.
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig& config,
+                                                               const ModelWeights* weights,
+                                                               const RunnerOptions& options);
+
+// A KV pool in the device's memory (host memory for cpu).
+absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
+                                                       const KvLayout& layout,
+                                                       int32_t num_blocks);
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_RUNTIME_FACTORY_H_

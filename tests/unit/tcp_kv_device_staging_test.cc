@@ -1,0 +1,159 @@
+// The TCP transport between caches whose pools are "device" memory: the
+// sender stages blocks through host copies and the receiver copies staged
+// payloads into the blocks. The device here is a test fake backed by host
+// memory (so the test can read it) that counts copies and can fail them;
+// the real one is common/cuda/cuda_kv_memory.cc.
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/tcp_kv_receiver.h"
+#include "common/tcp_kv_sender.h"
+#include "gtest/gtest.h"
+#include "tests/unit/kv_test_util.h"
+
+namespace pdserve {
+namespace {
+
+using ::pdserve::testing::DoneProbe;
+using ::pdserve::testing::SameBlock;
+using ::pdserve::testing::SmallKvLayout;
+
+struct FakeDeviceCounters {
+  std::atomic<int> to_host{0};
+  std::atomic<int> from_host{0};
+  std::atomic<bool> fail_from_host{false};
+};
+
+class FakeDeviceMemory : public KvDeviceMemory {
+ public:
+  FakeDeviceMemory(size_t bytes, FakeDeviceCounters* counters)
+      : bytes_(bytes), counters_(counters) {}
+  uint8_t* data() const override { return const_cast<uint8_t*>(bytes_.data()); }
+  size_t size() const override { return bytes_.size(); }
+  absl::Status CopyToHost(const uint8_t* src, void* dst, size_t n) const override {
+    EXPECT_TRUE(Inside(src, n));
+    ++counters_->to_host;
+    std::memcpy(dst, src, n);
+    return absl::OkStatus();
+  }
+  absl::Status CopyFromHost(const void* src, uint8_t* dst, size_t n) const override {
+    EXPECT_TRUE(Inside(dst, n));
+    if (counters_->fail_from_host) return absl::InternalError("fake device lost");
+    ++counters_->from_host;
+    std::memcpy(dst, src, n);
+    return absl::OkStatus();
+  }
+
+ private:
+  bool Inside(const uint8_t* p, size_t n) const {
+    return p >= bytes_.data() && p + n <= bytes_.data() + bytes_.size();
+  }
+  std::vector<uint8_t> bytes_;
+  FakeDeviceCounters* counters_;
+};
+
+std::unique_ptr<KvCache> MakeDeviceCache(int32_t blocks, uint32_t seed,
+                                         FakeDeviceCounters* counters) {
+  const KvLayout layout = SmallKvLayout();
+  auto memory =
+      std::make_unique<FakeDeviceMemory>(KvCache::PoolBytes(layout, blocks), counters);
+  auto cache = KvCache::Create(layout, blocks, std::move(memory));
+  CHECK(cache.ok()) << cache.status();
+  std::mt19937 rng(seed);
+  uint8_t* p = (*cache)->pool();
+  for (size_t i = 0; i < KvCache::PoolBytes(layout, blocks); ++i) {
+    p[i] = static_cast<uint8_t>(rng());
+  }
+  return std::move(cache).value();
+}
+
+class TcpKvDeviceStagingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TcpKvReceiverOptions options;
+    options.listen_address = "127.0.0.1:0";
+    auto receiver = TcpKvReceiver::Create(dst_.get(), options);
+    ASSERT_TRUE(receiver.ok()) << receiver.status();
+    receiver_ = std::move(receiver).value();
+    auto sender = TcpKvSender::Create();
+    ASSERT_TRUE(sender.ok()) << sender.status();
+    sender_ = std::move(sender).value();
+  }
+
+  KvTransferTarget Target(uint64_t id) {
+    return KvTransferTarget{absl::StrCat("127.0.0.1:", receiver_->port()), id, 1,
+                            absl::Now() + absl::Seconds(10)};
+  }
+
+  absl::Status Transfer(uint64_t id, const std::vector<int32_t>& src,
+                        const std::vector<int32_t>& dst, DoneProbe& probe) {
+    const int layers = src_->layout().n_layers;
+    absl::Status st =
+        receiver_->Expect(id, 1, dst, layers, absl::Now() + absl::Seconds(10), probe.Callback());
+    if (!st.ok()) return st;
+    std::vector<int32_t> logical(src.size());
+    for (size_t i = 0; i < src.size(); ++i) logical[i] = static_cast<int32_t>(i);
+    for (int l = 0; l < layers && st.ok(); ++l) {
+      st = sender_->SendLayer(Target(id), l, logical, *src_, src);
+    }
+    if (st.ok()) st = sender_->Commit(Target(id), KvCommit{layers, 0, 7});
+    if (!st.ok()) sender_->Abort(Target(id), "test");
+    return st;
+  }
+
+  FakeDeviceCounters src_counters_, dst_counters_;
+  std::unique_ptr<KvCache> src_ = MakeDeviceCache(8, 11, &src_counters_);
+  std::unique_ptr<KvCache> dst_ = MakeDeviceCache(8, 22, &dst_counters_);
+  std::unique_ptr<TcpKvReceiver> receiver_;
+  std::unique_ptr<TcpKvSender> sender_;
+};
+
+TEST_F(TcpKvDeviceStagingTest, BlocksArriveThroughHostStaging) {
+  const std::vector<int32_t> src = {5, 1, 6};
+  const std::vector<int32_t> dst = {2, 7, 0};
+  DoneProbe probe;
+  ASSERT_TRUE(Transfer(1, src, dst, probe).ok());
+  ASSERT_TRUE(probe.Wait().ok());
+  const int layers = src_->layout().n_layers;
+  for (int l = 0; l < layers; ++l) {
+    for (size_t i = 0; i < src.size(); ++i) {
+      EXPECT_TRUE(SameBlock(*src_, src[i], *dst_, dst[i], l)) << "layer " << l << " block " << i;
+    }
+  }
+  // Every layer-block went device -> host on P and host -> device on D.
+  EXPECT_EQ(src_counters_.to_host.load(), layers * static_cast<int>(src.size()));
+  EXPECT_EQ(dst_counters_.from_host.load(), layers * static_cast<int>(src.size()));
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+}
+
+TEST_F(TcpKvDeviceStagingTest, FailedDeviceCopyEndsTransferAndReceiverKeepsServing) {
+  dst_counters_.fail_from_host = true;
+  DoneProbe failed;
+  EXPECT_FALSE(Transfer(1, {0, 1}, {3, 4}, failed).ok());
+  const absl::StatusOr<KvCommit> result = failed.Wait();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDataLoss) << result.status();
+  EXPECT_EQ(failed.calls(), 1);
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+
+  dst_counters_.fail_from_host = false;
+  DoneProbe ok;
+  ASSERT_TRUE(Transfer(2, {2}, {5}, ok).ok());
+  ASSERT_TRUE(ok.Wait().ok());
+  EXPECT_TRUE(SameBlock(*src_, 2, *dst_, 5, 0));
+}
+
+TEST(KvCacheDeviceMemoryTest, TooSmallMemoryIsRefused) {
+  FakeDeviceCounters counters;
+  const KvLayout layout = SmallKvLayout();
+  auto memory =
+      std::make_unique<FakeDeviceMemory>(KvCache::PoolBytes(layout, 4) - 1, &counters);
+  EXPECT_EQ(KvCache::Create(layout, 4, std::move(memory)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pdserve
