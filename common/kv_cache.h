@@ -24,6 +24,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/block_allocator.h"
 #include "common/model_config.h"
 
@@ -61,10 +62,13 @@ class KvDeviceMemory {
   virtual ~KvDeviceMemory() = default;
   virtual uint8_t* data() const = 0;
   virtual size_t size() const = 0;
-  // Synchronous copies between this memory and host memory, for transports
-  // that stage device blocks through host buffers (TCP).
-  virtual absl::Status CopyToHost(const uint8_t* src, void* dst, size_t n) const = 0;
-  virtual absl::Status CopyFromHost(const void* src, uint8_t* dst, size_t n) const = 0;
+  // Synchronous copies of equal-sized blocks of this memory to and from one
+  // contiguous host buffer (block i at i * block_bytes), for transports that
+  // stage device blocks through host memory (TCP). Thread-safe.
+  virtual absl::Status GatherToHost(absl::Span<const uint8_t* const> blocks, size_t block_bytes,
+                                    void* dst) const = 0;
+  virtual absl::Status ScatterFromHost(const void* src, absl::Span<uint8_t* const> blocks,
+                                       size_t block_bytes) const = 0;
 };
 
 class KvCache {

@@ -339,12 +339,8 @@ absl::Status TcpKvReceiverImpl::Unstage(Pending* p, const ConnPtr& conn) {
   auto it = p->staging.find(conn);
   if (it == p->staging.end()) return absl::OkStatus();
   const Pending::Staging& st = it->second;
-  const size_t block_bytes = static_cast<size_t>(bytes_per_layer_block_);
-  absl::Status status;
-  for (size_t i = 0; i < st.blocks.size() && status.ok(); ++i) {
-    status = cache_->device_memory()->CopyFromHost(st.bytes.data() + i * block_bytes,
-                                                   st.blocks[i], block_bytes);
-  }
+  const absl::Status status = cache_->device_memory()->ScatterFromHost(
+      st.bytes.data(), st.blocks, static_cast<size_t>(bytes_per_layer_block_));
   p->staging.erase(it);
   return status;
 }

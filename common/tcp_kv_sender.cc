@@ -20,21 +20,20 @@ namespace {
 using ConnPtr = std::shared_ptr<KvSendConnection>;
 using TransferPtr = std::shared_ptr<KvSendTransfer>;
 
-// Sockets need host memory: a device cache's blocks are copied into a
+// Sockets need host memory: a device cache's blocks are gathered into a
 // buffer the frame owns, and the payload is pointed at it.
 absl::Status StageFromDevice(const KvCache& cache, KvOutFrame& frame) {
-  size_t total = 0;
-  for (const auto& b : frame.payload) total += b.size();
-  auto staged = std::make_shared<std::vector<uint8_t>>(total);
-  size_t off = 0;
-  for (auto& b : frame.payload) {
-    const absl::Status st = cache.device_memory()->CopyToHost(
-        static_cast<const uint8_t*>(b.data()), staged->data() + off, b.size());
-    if (!st.ok()) {
-      return absl::Status(st.code(), absl::StrCat("kv send: device copy: ", st.message()));
-    }
-    b = boost::asio::const_buffer(staged->data() + off, b.size());
-    off += b.size();
+  if (frame.payload.empty()) return absl::OkStatus();
+  const size_t block_bytes = frame.payload.front().size();
+  std::vector<const uint8_t*> blocks;
+  blocks.reserve(frame.payload.size());
+  for (const auto& b : frame.payload) blocks.push_back(static_cast<const uint8_t*>(b.data()));
+  auto staged = std::make_shared<std::vector<uint8_t>>(blocks.size() * block_bytes);
+  const absl::Status st =
+      cache.device_memory()->GatherToHost(blocks, block_bytes, staged->data());
+  if (!st.ok()) return absl::Status(st.code(), absl::StrCat("kv send: device copy: ", st.message()));
+  for (size_t i = 0; i < frame.payload.size(); ++i) {
+    frame.payload[i] = boost::asio::const_buffer(staged->data() + i * block_bytes, block_bytes);
   }
   frame.staged = std::move(staged);
   return absl::OkStatus();

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cuda/cuda_device.h"
 #include "common/cuda/cuda_status.h"
+#include "common/cuda/device_stager.h"
 
 namespace pdserve::cuda {
 namespace {
@@ -20,21 +21,20 @@ class CudaKvMemory : public KvDeviceMemory {
   uint8_t* data() const override { return data_; }
   size_t size() const override { return size_; }
 
-  absl::Status CopyToHost(const uint8_t* src, void* dst, size_t n) const override {
-    PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
-    return absl::OkStatus();
+  absl::Status GatherToHost(absl::Span<const uint8_t* const> blocks, size_t block_bytes,
+                            void* dst) const override {
+    return stager_.GatherToHost(blocks, block_bytes, dst);
   }
-  absl::Status CopyFromHost(const void* src, uint8_t* dst, size_t n) const override {
-    PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
-    return absl::OkStatus();
+  absl::Status ScatterFromHost(const void* src, absl::Span<uint8_t* const> blocks,
+                               size_t block_bytes) const override {
+    return stager_.ScatterFromHost(src, blocks, block_bytes);
   }
 
  private:
   const int device_;
   uint8_t* const data_;
   const size_t size_;
+  mutable DeviceStager stager_{device_};
 };
 
 }  // namespace

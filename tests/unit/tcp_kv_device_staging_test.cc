@@ -34,17 +34,23 @@ class FakeDeviceMemory : public KvDeviceMemory {
       : bytes_(bytes), counters_(counters) {}
   uint8_t* data() const override { return const_cast<uint8_t*>(bytes_.data()); }
   size_t size() const override { return bytes_.size(); }
-  absl::Status CopyToHost(const uint8_t* src, void* dst, size_t n) const override {
-    EXPECT_TRUE(Inside(src, n));
-    ++counters_->to_host;
-    std::memcpy(dst, src, n);
+  absl::Status GatherToHost(absl::Span<const uint8_t* const> blocks, size_t block_bytes,
+                            void* dst) const override {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      EXPECT_TRUE(Inside(blocks[i], block_bytes));
+      std::memcpy(static_cast<uint8_t*>(dst) + i * block_bytes, blocks[i], block_bytes);
+    }
+    counters_->to_host += static_cast<int>(blocks.size());
     return absl::OkStatus();
   }
-  absl::Status CopyFromHost(const void* src, uint8_t* dst, size_t n) const override {
-    EXPECT_TRUE(Inside(dst, n));
+  absl::Status ScatterFromHost(const void* src, absl::Span<uint8_t* const> blocks,
+                               size_t block_bytes) const override {
     if (counters_->fail_from_host) return absl::InternalError("fake device lost");
-    ++counters_->from_host;
-    std::memcpy(dst, src, n);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      EXPECT_TRUE(Inside(blocks[i], block_bytes));
+      std::memcpy(blocks[i], static_cast<const uint8_t*>(src) + i * block_bytes, block_bytes);
+    }
+    counters_->from_host += static_cast<int>(blocks.size());
     return absl::OkStatus();
   }
 

@@ -1,0 +1,26 @@
+// Gathers scattered KV blocks into one packed buffer and scatters a packed
+// buffer back into blocks, on the device: the staging step of every device
+// KV transport (TCP through host memory today; NCCL and CUDA IPC move the
+// packed buffer as is). Internal to common/cuda/.
+#ifndef PDSERVE_COMMON_CUDA_BLOCK_COPY_KERNELS_H_
+#define PDSERVE_COMMON_CUDA_BLOCK_COPY_KERNELS_H_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace pdserve::cuda {
+
+// dst[i * block_bytes ...] = *blocks[i], for i < n. `blocks` is a device
+// array of device pointers.
+void LaunchGatherBlocks(const uint8_t* const* blocks, size_t block_bytes, size_t n, uint8_t* dst,
+                        cudaStream_t stream);
+
+// *blocks[i] = src[i * block_bytes ...], for i < n.
+void LaunchScatterBlocks(const uint8_t* src, size_t block_bytes, size_t n, uint8_t* const* blocks,
+                         cudaStream_t stream);
+
+}  // namespace pdserve::cuda
+
+#endif  // PDSERVE_COMMON_CUDA_BLOCK_COPY_KERNELS_H_
