@@ -89,6 +89,8 @@ class Engine {
 
   // True while some sequence can make progress in Step().
   bool HasWork() const;
+  // The runner's verdict on itself (ModelRunner::Healthy).
+  absl::Status runner_health() const { return runner_->Healthy(); }
   int32_t num_sequences() const { return static_cast<int32_t>(sequences_.size()); }
   int64_t queued_prompt_tokens() const;
   const KvCache& cache() const { return *cache_; }

@@ -16,6 +16,24 @@ EngineLoop::EngineLoop(std::unique_ptr<Engine> engine) : engine_(std::move(engin
 
 EngineLoop::~EngineLoop() { Stop(); }
 
+void EngineLoop::OnRunnerLost(std::function<void(const absl::Status&)> fn) {
+  absl::MutexLock lock(&mu_);
+  on_runner_lost_ = std::move(fn);
+}
+
+void EngineLoop::CheckRunner() {
+  const absl::Status health = engine_->runner_health();
+  if (health.ok() || runner_lost_) return;
+  runner_lost_ = true;
+  LOG(ERROR) << "model runner lost: " << health;
+  std::function<void(const absl::Status&)> fn;
+  {
+    absl::MutexLock lock(&mu_);
+    fn = on_runner_lost_;
+  }
+  if (fn) fn(health);
+}
+
 bool EngineLoop::Post(std::function<void(Engine&)> fn) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return false;
@@ -86,7 +104,10 @@ void EngineLoop::Run() {
     for (auto& fn : batch) fn(*engine_);
     if (engine_->HasWork()) {
       absl::Status s = engine_->Step();
-      if (!s.ok()) LOG(ERROR) << "engine step failed: " << s;
+      if (!s.ok()) {
+        LOG(ERROR) << "engine step failed: " << s;
+        CheckRunner();
+      }
     }
     Publish();
   }

@@ -61,10 +61,16 @@ class EngineLoop {
   bool WaitIdle(absl::Time deadline) const;
   // Finishes queued closures, then stops the thread. Idempotent.
   void Stop();
+  // `fn` runs once, on the engine thread, the first time a step fails and
+  // the runner reports itself unusable (a lost device): the worker turns
+  // NOT_SERVING and stops admitting instead of failing every request.
+  void OnRunnerLost(std::function<void(const absl::Status&)> fn);
 
  private:
   void Run();
   void Publish();
+  // After a failed step: reports a runner that went bad, once.
+  void CheckRunner();
 
   std::unique_ptr<Engine> engine_;
   mutable absl::Mutex mu_;
@@ -74,6 +80,8 @@ class EngineLoop {
   // Engine thread only: the prefix cache version the keys were taken at.
   uint64_t keys_version_ = ~uint64_t{0};
   std::shared_ptr<const std::vector<uint64_t>> keys_;
+  std::function<void(const absl::Status&)> on_runner_lost_ ABSL_GUARDED_BY(mu_);
+  bool runner_lost_ = false;  // engine thread only
   std::thread thread_;
 };
 

@@ -87,6 +87,12 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   so.services = {w->service_.get()};
   ASSIGN_OR_RETURN(so.credentials, MakeServerCredentials(c.tls));
   ASSIGN_OR_RETURN(w->server_, GrpcServer::Start(so));
+  // A lost device ends admission for good: health turns NOT_SERVING and
+  // load reports say draining, so the router places work elsewhere.
+  w->loop_->OnRunnerLost([ctx = &w->ctx_, server = w->server_.get()](const absl::Status&) {
+    ctx->draining.store(true);
+    server->SetServing(false);
+  });
   LOG(INFO) << "decode worker " << w->ctx_.worker_id << " serving on port " << w->port()
             << ", kv endpoint " << w->ctx_.kv_endpoint << ", " << c.kv_blocks << " blocks of "
             << c.block_size << " tokens (" << c.kv_dtype << "), prefix cache "

@@ -75,6 +75,12 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   so.services = {w->service_.get()};
   ASSIGN_OR_RETURN(so.credentials, MakeServerCredentials(c.tls));
   ASSIGN_OR_RETURN(w->server_, GrpcServer::Start(so));
+  // A lost device ends admission for good: health turns NOT_SERVING and
+  // load reports say draining, so the router places work elsewhere.
+  w->loop_->OnRunnerLost([ctx = &w->ctx_, server = w->server_.get()](const absl::Status&) {
+    ctx->draining.store(true);
+    server->SetServing(false);
+  });
   LOG(INFO) << "prefill worker " << w->ctx_.worker_id << " serving on port " << w->port()
             << ", prefix cache " << (c.prefix_cache ? "on" : "off");
   return w;
