@@ -70,8 +70,10 @@ std::vector<int32_t> SyntheticPrompt(int n, int vocab, uint32_t salt) {
 absl::StatusOr<std::pair<double, double>> TimeRun(const Model& model, ModelRunner& runner,
                                                   KvCache& cache, int batch, int prompt_len,
                                                   int gen) {
+  // No prefix cache: every repeat must compute its prompt, not find it cached.
   Engine engine(&model.tokenizer(), &runner, &cache,
-                {.max_batch_tokens = std::max(512, prompt_len), .max_running = batch});
+                {.max_batch_tokens = std::max(512, prompt_len), .max_running = batch,
+                 .prefix_cache = false});
   int first_tokens = 0;
   Clock::time_point start = Clock::now(), prefilled;
   for (int b = 0; b < batch; ++b) {

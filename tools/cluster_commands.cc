@@ -35,6 +35,7 @@ v1::GenerateRequest ChatRequest(const std::string& prompt, bool chat, int max_to
     req.set_text(prompt);
   }
   req.set_max_tokens(max_tokens);
+  req.set_ignore_eos(absl::GetFlag(FLAGS_ignore_eos));
   *req.mutable_sampling() = ToProto(SamplingParamsFromFlags());
   return req;
 }

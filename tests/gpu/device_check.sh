@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Everything worth running on a lent GPU, in one call (docs/PERFORMANCE.md
+# "GPU"). Prepare here with scripts/make-device-bundle.sh, then run through
+# the device tool with carry=["device_bundle"]:
+#   bash tests/gpu/device_check.sh
+# Writes logs and summary.txt to $OUT (default /tmp/pdserve-device-check) and
+# prints the summary. Each step has its own time limit; the whole script is
+# meant to finish in well under 8 minutes on one H200.
+#   1. GPU tests: CUDA runner vs CPU runner on a SmolLM2-shaped random model
+#      (logits, 32 greedy steps, ragged batch), device KV staging and TCP
+#      between device caches, NCCL self round trip and deadline abort.
+#   2. Decode tokens/s at batch 1/8/64 with model-bandwidth utilisation
+#      against 4.8 TB/s, and prefill tokens/s (pdserve bench-engine).
+#   3. KV transfer GB/s for 1/16/64 MB: NCCL and staged TCP against a plain
+#      device-to-device copy of the same bytes, in the same run.
+#   4. A full disaggregated Generate on one GPU (router + prefill + decode,
+#      all --device="$DEVICE"), compared with colocated and single-process runs.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT="${OUT:-/tmp/pdserve-device-check}"
+BUNDLE="${BUNDLE:-device_bundle}"
+# DEVICE=cpu runs the same steps on the CPU: a dry run of the script itself.
+DEVICE="${DEVICE:-cuda:0}"
+mkdir -p "$OUT"
+summary="$OUT/summary.txt"
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+
+# cuBLAS and NCCL come from the image's Python packages (nvidia/*/lib).
+nvlibs=$(python3 - <<'PY' 2>/dev/null
+import glob, os, site
+dirs = set()
+for base in site.getsitepackages() + [site.getusersitepackages()]:
+    for name in ("libcublas.so.13", "libcublasLt.so.13", "libnccl.so.2"):
+        for f in glob.glob(os.path.join(base, "nvidia", "**", name), recursive=True):
+            dirs.add(os.path.dirname(f))
+print(":".join(sorted(dirs)))
+PY
+)
+export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${nvlibs:+:$nvlibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+bin="$PWD/$BUNDLE/bin"
+say "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+say "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+say "libs: ${nvlibs:-cuBLAS/NCCL not found under site-packages}"
+
+# step NAME LIMIT_S CMD...: runs CMD with a time limit, logs to $OUT/NAME.log.
+step() {
+  local name="$1" limit="$2"
+  shift 2
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  say "step $name: rc=$rc in $((SECONDS - t0)) s"
+  return $rc
+}
+
+# 1. GPU tests.
+for t in cuda_model_runner_test device_kv_transfer_test nccl_transfer_test; do
+  step "$t" 240 "$bin/$t"
+  grep -hE "^\[  (PASSED|FAILED|SKIPPED) |GPU_CHECK" "$OUT/$t.log" | sed "s/^/  $t: /" | tee -a "$summary"
+done
+
+# 2. Engine throughput on the GPU, on a random model with SmolLM2's shapes.
+model=/tmp/smollm2-random.gguf
+step random_model 120 "$bin/pdserve" random-model --out="$model"
+step bench_engine_cuda 240 "$bin/pdserve" bench-engine --model="$model" --device="$DEVICE" \
+  --bench_threads=1 --bench_pp=512 --bench_tg=128 --bench_batches=1,8,64 \
+  --bench_batch_tokens=64 --bench_repeats=2 --kv_blocks=4096
+sed -n '/^test /,/^peak/p' "$OUT/bench_engine_cuda.log" | sed 's/^/  /' | tee -a "$summary"
+
+# 3. KV transfer bandwidth.
+step transfer_bench 180 "$bin/pdserve_gpu_transfer_bench" --rounds=5
+grep -h "GPU_BENCH\|^device" "$OUT/transfer_bench.log" | sed 's/^/  /' | tee -a "$summary"
+
+# 4. Disaggregated, colocated and single-process generation on one GPU.
+prompt="Write one sentence about the sea."
+gen_flags=(--gen_max_tokens=24 --ignore_eos)
+cluster() {  # cluster NAME PORT EXTRA_UP_FLAGS...: up, one generate, stop
+  local name="$1" port="$2"
+  shift 2
+  "$bin/pdserve" up --model="$model" --device="$DEVICE" --threads=1 --router_port="$port" \
+    --log_dir="$OUT/up-$name" "$@" >"$OUT/up-$name.log" 2>&1 &
+  local pid=$!
+  local ok=1
+  for _ in $(seq 120); do
+    grep -q "serving; press Ctrl-C" "$OUT/up-$name.log" && ok=0 && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 1
+  done
+  if [ $ok -eq 0 ]; then
+    timeout 60 "$bin/pdserve" generate --router="127.0.0.1:$port" "${gen_flags[@]}" "$prompt" \
+      >"$OUT/gen-$name.txt" 2>"$OUT/gen-$name.err"
+    say "step generate_$name: rc=$?"
+  else
+    say "step generate_$name: cluster did not come up (see up-$name.log)"
+  fi
+  kill -TERM $pid 2>/dev/null
+  wait $pid 2>/dev/null
+}
+cluster disagg 50151 --prefill=1 --decode=1
+cluster colocated 50152 --decode=1 --colocated
+step run_single 120 "$bin/pdserve" run --model="$model" --device="$DEVICE" --chat \
+  --prompt="$prompt" --max_tokens=24 --ignore_eos
+# Same text, trailing newlines aside (the CLI's run adds one).
+same() { [ -s "$1" ] && [ -s "$2" ] && [ "$(cat "$1")" == "$(cat "$2")" ] && echo yes || echo no; }
+head -c 4096 "$OUT/run_single.log" | grep -v "^[IWE][0-9]" >"$OUT/gen-single.txt"
+say "GPU_CHECK paths disagg_vs_colocated=$(same "$OUT/gen-disagg.txt" "$OUT/gen-colocated.txt")" \
+  "disagg_vs_single=$(same "$OUT/gen-disagg.txt" "$OUT/gen-single.txt")"
+
+echo "---- summary ($summary)"
+cat "$summary"
