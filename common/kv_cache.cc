@@ -27,6 +27,20 @@ std::string KvLayout::DebugString() const {
                       " block_size=", block_size, " dtype=", dtype, "}");
 }
 
+absl::StatusOr<std::string> KvDeviceMemory::ExportHandle() const {
+  return absl::FailedPreconditionError("kv cache: this device memory cannot be shared");
+}
+
+absl::StatusOr<std::unique_ptr<KvPeerPool>> KvDeviceMemory::OpenPeer(const std::string&,
+                                                                    size_t) const {
+  return absl::FailedPreconditionError("kv cache: this device memory cannot map a peer's pool");
+}
+
+absl::Status KvDeviceMemory::CopyBlocks(absl::Span<const uint8_t* const>,
+                                        absl::Span<uint8_t* const>, size_t) const {
+  return absl::FailedPreconditionError("kv cache: this device memory cannot copy from peers");
+}
+
 namespace {
 
 absl::Status ValidatePool(const KvLayout& layout, int32_t num_blocks) {

@@ -55,6 +55,15 @@ struct KvLayout {
   std::string DebugString() const;
 };
 
+// Another process's KV pool mapped into this one (CUDA IPC); unmapped when
+// destroyed.
+class KvPeerPool {
+ public:
+  virtual ~KvPeerPool() = default;
+  virtual const uint8_t* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
 // Device memory a KvCache pool lives in; freed when destroyed. Implemented
 // next to each device runtime (common/cuda/), so this header needs none.
 class KvDeviceMemory {
@@ -69,6 +78,17 @@ class KvDeviceMemory {
                                     void* dst) const = 0;
   virtual absl::Status ScatterFromHost(const void* src, absl::Span<uint8_t* const> blocks,
                                        size_t block_bytes) const = 0;
+
+  // CUDA IPC. Bytes that let another process of this node map the whole
+  // allocation; FAILED_PRECONDITION where the memory cannot be shared.
+  virtual absl::StatusOr<std::string> ExportHandle() const;
+  // Maps an allocation of `bytes` that another process exported.
+  virtual absl::StatusOr<std::unique_ptr<KvPeerPool>> OpenPeer(const std::string& handle,
+                                                               size_t bytes) const;
+  // Synchronous device-to-device copies of equal-sized blocks, src[i] to
+  // dst[i]; sources may lie in a peer pool. Thread-safe.
+  virtual absl::Status CopyBlocks(absl::Span<const uint8_t* const> src,
+                                  absl::Span<uint8_t* const> dst, size_t block_bytes) const;
 };
 
 class KvCache {

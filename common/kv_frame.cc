@@ -37,6 +37,11 @@ absl::Status CheckKvFrameShape(const v1::KvFrameHeader& header, int64_t bytes_pe
   switch (header.kind()) {
     case v1::KvFrameHeader::LAYER_BLOCKS:
       break;
+    case v1::KvFrameHeader::ATTACH:
+      if (header.ipc_handle().empty()) {
+        return absl::InvalidArgumentError("kv frame: ATTACH without an ipc_handle");
+      }
+      [[fallthrough]];
     case v1::KvFrameHeader::COMMIT:
     case v1::KvFrameHeader::ABORT:
       if (payload != 0 || header.block_indices_size() != 0) {
@@ -53,12 +58,26 @@ absl::Status CheckKvFrameShape(const v1::KvFrameHeader& header, int64_t bytes_pe
     return absl::InvalidArgumentError(
         absl::StrCat("kv frame: ", blocks, " blocks, expected 1..", max_blocks));
   }
+  if (header.payload_path() == v1::KvFrameHeader::PAYLOAD_CUDA_IPC &&
+      header.src_blocks_size() != blocks) {
+    return absl::InvalidArgumentError(absl::StrCat("kv frame: ", header.src_blocks_size(),
+                                                   " source blocks for ", blocks, " blocks"));
+  }
+  if (header.payload_path() != v1::KvFrameHeader::PAYLOAD_INLINE &&
+      header.payload_path() != v1::KvFrameHeader::PAYLOAD_CUDA_IPC) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv frame: unknown payload path ", static_cast<int>(header.payload_path())));
+  }
   if (payload != static_cast<uint64_t>(blocks * bytes_per_layer_block)) {
     return absl::InvalidArgumentError(absl::StrCat("kv frame: payload of ", payload, " bytes for ",
                                                    blocks, " blocks of ", bytes_per_layer_block,
                                                    " bytes"));
   }
   return absl::OkStatus();
+}
+
+uint64_t KvWirePayloadBytes(const v1::KvFrameHeader& header) {
+  return header.payload_path() == v1::KvFrameHeader::PAYLOAD_INLINE ? header.payload_bytes() : 0;
 }
 
 v1::KvAck MakeKvAck(uint64_t transfer_id, uint64_t epoch, const absl::Status& status) {

@@ -25,12 +25,17 @@ uint32_t DecodeKvLength(const uint8_t prefix[kKvLengthPrefixBytes]);
 // INVALID_ARGUMENT unless 0 < length <= kMaxKvMessageBytes.
 absl::Status CheckKvMessageLength(uint32_t length);
 
-// Checks that need no reservation: a known kind, payload only on
-// LAYER_BLOCKS, and payload_bytes == len(block_indices) *
-// bytes_per_layer_block with at most `max_blocks` blocks. After this the
+// Checks that need no reservation: a known kind and payload path, payload
+// only on LAYER_BLOCKS, payload_bytes == len(block_indices) *
+// bytes_per_layer_block with at most `max_blocks` blocks (and as many
+// src_blocks on CUDA IPC frames), a handle on ATTACH. After this the
 // payload size is bounded, so even an unwanted frame can be skipped safely.
 absl::Status CheckKvFrameShape(const v1::KvFrameHeader& header, int64_t bytes_per_layer_block,
                                int64_t max_blocks);
+
+// Payload bytes that follow the header on the connection: payload_bytes
+// for PAYLOAD_INLINE frames, 0 for CUDA IPC frames (pulled by the receiver).
+uint64_t KvWirePayloadBytes(const v1::KvFrameHeader& header);
 
 v1::KvAck MakeKvAck(uint64_t transfer_id, uint64_t epoch, const absl::Status& status);
 

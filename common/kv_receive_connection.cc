@@ -158,7 +158,7 @@ void KvReceiveConnection::ApplyPlan(KvFramePlan plan) {
       if (!writing_ack_) Linger();
       return;
     case KvFramePlan::Action::kSkip:
-      SkipPayload(header_.payload_bytes());
+      SkipPayload(KvWirePayloadBytes(header_));
       return;
     case KvFramePlan::Action::kWrite:
       payload_dst_ = std::move(plan.dst);

@@ -113,6 +113,13 @@ void KvSendConnection::OnConnected(uint64_t generation, const error_code& ec) {
 void KvSendConnection::Ready() {
   state_ = State::kConnected;
   last_progress_ = Clock::now();
+  if (!options_.attach_head.empty()) {
+    // Every connection of a cuda_ipc path starts by attaching our pool.
+    slots_used_.fetch_add(1);
+    KvOutFrame attach;
+    attach.head = options_.attach_head;
+    queue_.push_front(std::move(attach));
+  }
   ReadAck();
   WriteNext();
 }
@@ -253,9 +260,14 @@ void KvSendConnection::HandleAck(const v1::KvAck& ack) {
   if (ack.closing()) {
     // Whatever follows the rejected frame on this connection is lost; stop
     // writing into it now, so that later transfers go to a new connection.
-    Fail(absl::UnavailableError(
-        absl::StrCat("kv connection to ", endpoint_,
-                     ": receiver rejected a frame and closed it: ", status.message())));
+    // A refused ATTACH (transfer 0) keeps its code: it says why the path
+    // cannot work (e.g. FAILED_PRECONDITION), which retrying will not fix.
+    const absl::StatusCode code = ack.transfer_id() == 0 && !status.ok()
+                                      ? status.code()
+                                      : absl::StatusCode::kUnavailable;
+    Fail(absl::Status(code, absl::StrCat("kv connection to ", endpoint_,
+                                         ": receiver rejected a frame and closed it: ",
+                                         status.message())));
   }
 }
 
@@ -263,7 +275,7 @@ void KvSendConnection::Release(KvOutFrame& frame, const absl::Status& why) {
   slots_used_.fetch_sub(1);
   if (frame.transfer == nullptr) return;
   if (!why.ok()) frame.transfer->Fail(why);
-  if (!frame.payload.empty()) frame.transfer->FrameReleased();
+  if (frame.accounted_bytes > 0) frame.transfer->FrameReleased();
 }
 
 void KvSendConnection::Fail(const absl::Status& why) {

@@ -44,6 +44,9 @@ struct KvSendConnectionOptions {
   int socket_buffer_bytes = 0;  // SO_SNDBUF; 0 = kernel autotuning
   // Shared-secret handshake before any frame (kv_auth.h); null = none.
   std::shared_ptr<const KvAuthKey> auth;
+  // cuda_ipc connections: the encoded ATTACH frame written first on every
+  // (re)connection, after the handshake. Empty = none (tcp).
+  std::string attach_head;
 };
 
 struct KvOutFrame {
@@ -53,6 +56,10 @@ struct KvOutFrame {
   std::vector<boost::asio::const_buffer> payload;  // source blocks, not owned
   // Device caches: the host copy `payload` points into, owned by the frame.
   std::shared_ptr<const std::vector<uint8_t>> staged;
+  // Layer frames: the KV bytes the frame moves, on the wire or (cuda_ipc)
+  // pulled by the receiver. Counted into the commit's total; while > 0 the
+  // frame references source memory.
+  uint64_t accounted_bytes = 0;
   bool is_commit = false;
 };
 

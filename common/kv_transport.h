@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/kv_cache.h"
+#include "common/kv_path.h"
 
 namespace pdserve {
 
@@ -41,6 +42,8 @@ struct KvTransferTarget {
   uint64_t epoch = 0;
   // Bounds every wait of this transfer (connect, queue, ack).
   absl::Time deadline = absl::InfiniteFuture();
+  // How the layers' bytes travel (common/kv_path.h).
+  KvPath path = KvPath::kTcp;
 };
 
 // What the commit frame asserts and what D hands to its engine on success.

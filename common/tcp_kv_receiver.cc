@@ -9,6 +9,7 @@
 #include "common/host_port.h"
 #include "common/io_thread.h"
 #include "common/kv_frame.h"
+#include "common/kv_ipc_peers.h"
 #include "common/kv_receive_connection.h"
 #include "common/kv_reservation.h"
 #include "common/status_macros.h"
@@ -66,7 +67,10 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   void OnPayloadWritten(const ConnPtr& conn, const v1::KvFrameHeader& header) override;
   void OnPayloadLost(const ConnPtr& conn, const v1::KvFrameHeader& header,
                      const absl::Status& why) override;
-  void OnClosed(const ConnPtr& conn) override { connections_.erase(conn); }
+  void OnClosed(const ConnPtr& conn) override {
+    ipc_peers_.Forget(conn.get());
+    connections_.erase(conn);
+  }
 
  private:
   void Accept();
@@ -80,6 +84,9 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   // Device caches: copies conn's staged payload into its device blocks.
   absl::Status Unstage(Pending* p, const ConnPtr& conn);
   KvFramePlan PlanCommit(const v1::KvFrameHeader& header);
+  KvFramePlan PlanAttach(const ConnPtr& conn, const v1::KvFrameHeader& header);
+  // PAYLOAD_CUDA_IPC: pulls the blocks now, then counts them as written.
+  KvFramePlan PullLayer(const ConnPtr& conn, const v1::KvFrameHeader& header, Pending* p);
   KvFramePlan PlanAbort(const v1::KvFrameHeader& header);
   // A frame that does not validate: fail its reservation (if it is the
   // current one), answer with the error and close the connection.
@@ -88,6 +95,7 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   KvCache* const cache_;
   const TcpKvReceiverOptions options_;
   const int64_t bytes_per_layer_block_ = cache_->layout().bytes_per_layer_block();
+  KvIpcPeers ipc_peers_{cache_};
   std::atomic<size_t> num_pending_{0};
   uint16_t port_ = 0;
 
@@ -264,6 +272,8 @@ KvFramePlan TcpKvReceiverImpl::OnHeader(const ConnPtr& conn, const v1::KvFrameHe
       return PlanLayer(conn, header);
     case v1::KvFrameHeader::COMMIT:
       return PlanCommit(header);
+    case v1::KvFrameHeader::ATTACH:
+      return PlanAttach(conn, header);
     default:
       return PlanAbort(header);
   }
@@ -311,6 +321,9 @@ KvFramePlan TcpKvReceiverImpl::PlanLayer(const ConnPtr& conn, const v1::KvFrameH
   if (absl::Status st = p->reservation->ClaimLayerBlocks(header); !st.ok()) {
     return Reject(header, st);
   }
+  if (header.payload_path() == v1::KvFrameHeader::PAYLOAD_CUDA_IPC) {
+    return PullLayer(conn, header, p);
+  }
   KvFramePlan plan;
   plan.action = KvFramePlan::Action::kWrite;
   plan.dst.reserve(header.block_indices_size());
@@ -333,6 +346,33 @@ KvFramePlan TcpKvReceiverImpl::PlanLayer(const ConnPtr& conn, const v1::KvFrameH
   }
   p->writers.insert(conn);
   return plan;
+}
+
+KvFramePlan TcpKvReceiverImpl::PullLayer(const ConnPtr& conn, const v1::KvFrameHeader& header,
+                                         Pending* p) {
+  std::vector<uint8_t*> dst;
+  dst.reserve(header.block_indices_size());
+  for (uint32_t logical : header.block_indices()) {
+    dst.push_back(cache_->LayerBlock(header.layer(), p->reservation->dst_block(logical)));
+  }
+  if (absl::Status st = ipc_peers_.Pull(conn.get(), header, dst); !st.ok()) {
+    LOG(WARNING) << "kv transfer " << header.transfer_id() << ": " << st;
+    return Reject(header, st);
+  }
+  p->reservation->AddWrittenBytes(header.payload_bytes());
+  return KvFramePlan{};  // kSkip of no wire bytes
+}
+
+KvFramePlan TcpKvReceiverImpl::PlanAttach(const ConnPtr& conn, const v1::KvFrameHeader& header) {
+  if (absl::Status st = ipc_peers_.Attach(conn.get(), header); !st.ok()) {
+    LOG(WARNING) << "kv receiver: refused an attach from " << conn->peer() << ": " << st;
+    KvFramePlan plan;
+    plan.action = KvFramePlan::Action::kClose;
+    plan.ack = MakeKvAck(0, 0, st);
+    plan.ack->set_closing(true);
+    return plan;
+  }
+  return KvFramePlan{};
 }
 
 absl::Status TcpKvReceiverImpl::Unstage(Pending* p, const ConnPtr& conn) {

@@ -39,6 +39,34 @@ absl::Status StageFromDevice(const KvCache& cache, KvOutFrame& frame) {
   return absl::OkStatus();
 }
 
+// The frame of a tcp layer: the blocks' bytes follow the header.
+absl::StatusOr<KvOutFrame> InlineLayerFrame(const v1::KvFrameHeader& header, KvCache& src_cache,
+                                            absl::Span<const int32_t> src_block_ids) {
+  const size_t block_bytes = static_cast<size_t>(src_cache.layout().bytes_per_layer_block());
+  KvOutFrame frame;
+  for (int32_t b : src_block_ids) {
+    frame.payload.emplace_back(src_cache.LayerBlock(header.layer(), b), block_bytes);
+  }
+  if (src_cache.on_device()) RETURN_IF_ERROR(StageFromDevice(src_cache, frame));
+  frame.head = EncodeKvMessage(header);
+  return frame;
+}
+
+// The ATTACH frame that shares `pool` with receivers; empty without a pool.
+absl::StatusOr<std::string> AttachHead(const KvCache* pool) {
+  if (pool == nullptr) return std::string();
+  if (!pool->on_device()) {
+    return absl::FailedPreconditionError("kv sender: a cuda_ipc pool must be in device memory");
+  }
+  v1::KvFrameHeader header;
+  header.set_kind(v1::KvFrameHeader::ATTACH);
+  ASSIGN_OR_RETURN(std::string handle, pool->device_memory()->ExportHandle());
+  header.set_ipc_handle(std::move(handle));
+  header.set_pool_bytes(KvCache::PoolBytes(pool->layout(), pool->num_blocks()));
+  header.set_pool_blocks(static_cast<uint32_t>(pool->num_blocks()));
+  return EncodeKvMessage(header);
+}
+
 absl::Status ValidateLayer(int layer, absl::Span<const int32_t> logical_blocks,
                            const KvCache& cache, absl::Span<const int32_t> src_block_ids) {
   if (layer < 0 || layer >= cache.layout().n_layers) {
@@ -73,10 +101,12 @@ v1::KvFrameHeader HeaderFor(const KvTransferTarget& target, v1::KvFrameHeader::K
 
 class TcpKvSenderImpl final : public TcpKvSender {
  public:
-  explicit TcpKvSenderImpl(const TcpKvSenderOptions& options)
+  TcpKvSenderImpl(const TcpKvSenderOptions& options, std::string attach_head)
       : io_("kv-send-io"),
+        ipc_pool_(options.ipc_pool),
         options_{options.connect_timeout, options.idle_timeout, options.max_queued_frames,
-                 options.socket_buffer_bytes, options.auth} {}
+                 options.socket_buffer_bytes, options.auth},
+        attach_head_(std::move(attach_head)) {}
   ~TcpKvSenderImpl() override;
 
   absl::Status SendLayer(const KvTransferTarget& target, int layer,
@@ -87,8 +117,12 @@ class TcpKvSenderImpl final : public TcpKvSender {
 
  private:
   using TransferKey = std::pair<std::string, uint64_t>;  // endpoint, transfer_id
+  using ConnKey = std::pair<std::string, KvPath>;
 
-  absl::StatusOr<ConnPtr> Connection(const std::string& endpoint);
+  absl::StatusOr<ConnPtr> Connection(const KvTransferTarget& target);
+  // The frame of a cuda_ipc layer: source block ids, no payload.
+  absl::StatusOr<KvOutFrame> IpcLayerFrame(v1::KvFrameHeader header, const KvCache& src_cache,
+                                           absl::Span<const int32_t> src_block_ids);
   // The transfer's state; created when `create`, else null if there is none.
   absl::StatusOr<TransferPtr> FindTransfer(const KvTransferTarget& target, bool create);
   // Takes a queue slot and hands the frame to the I/O thread.
@@ -102,9 +136,11 @@ class TcpKvSenderImpl final : public TcpKvSender {
   void Forget(const KvTransferTarget& target);
 
   IoThread io_;  // first, so that it is destroyed after the connections
+  const KvCache* const ipc_pool_;
   const KvSendConnectionOptions options_;
+  const std::string attach_head_;  // encoded ATTACH of ipc_pool_, or empty
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, ConnPtr> connections_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ConnKey, ConnPtr> connections_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<TransferKey, TransferPtr> transfers_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -112,7 +148,7 @@ TcpKvSenderImpl::~TcpKvSenderImpl() {
   std::vector<ConnPtr> conns;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [endpoint, conn] : connections_) conns.push_back(conn);
+    for (const auto& [key, conn] : connections_) conns.push_back(conn);
   }
   io_.RunSync([&] {
     for (const ConnPtr& c : conns) c->Fail(absl::CancelledError("kv sender shutting down"));
@@ -120,17 +156,39 @@ TcpKvSenderImpl::~TcpKvSenderImpl() {
   io_.Stop();
 }
 
-absl::StatusOr<ConnPtr> TcpKvSenderImpl::Connection(const std::string& endpoint) {
-  absl::MutexLock lock(&mu_);
-  auto it = connections_.find(endpoint);
-  if (it != connections_.end()) return it->second;
-  ASSIGN_OR_RETURN(HostPort address, ParseHostPort(endpoint));
-  if (address.host.empty() || address.port == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("kv send: bad endpoint \"", endpoint, "\""));
+absl::StatusOr<ConnPtr> TcpKvSenderImpl::Connection(const KvTransferTarget& target) {
+  if (target.path == KvPath::kCudaIpc && attach_head_.empty()) {
+    return absl::FailedPreconditionError(
+        "kv send: cuda_ipc transfer, but this sender has no device KV pool to share");
   }
-  auto conn = std::make_shared<KvSendConnection>(io_.context(), address, options_);
-  connections_.emplace(endpoint, conn);
+  absl::MutexLock lock(&mu_);
+  const ConnKey key{target.endpoint, target.path};
+  auto it = connections_.find(key);
+  if (it != connections_.end()) return it->second;
+  ASSIGN_OR_RETURN(HostPort address, ParseHostPort(target.endpoint));
+  if (address.host.empty() || address.port == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv send: bad endpoint \"", target.endpoint, "\""));
+  }
+  KvSendConnectionOptions options = options_;
+  if (target.path == KvPath::kCudaIpc) options.attach_head = attach_head_;
+  auto conn = std::make_shared<KvSendConnection>(io_.context(), address, options);
+  connections_.emplace(key, conn);
+  LOG(INFO) << "kv connection to " << target.endpoint << " (" << KvPathName(target.path) << ")";
   return conn;
+}
+
+absl::StatusOr<KvOutFrame> TcpKvSenderImpl::IpcLayerFrame(v1::KvFrameHeader header,
+                                                          const KvCache& src_cache,
+                                                          absl::Span<const int32_t> src_block_ids) {
+  if (&src_cache != ipc_pool_) {
+    return absl::InvalidArgumentError("kv send: cuda_ipc layers must come from the shared pool");
+  }
+  header.set_payload_path(v1::KvFrameHeader::PAYLOAD_CUDA_IPC);
+  for (int32_t b : src_block_ids) header.add_src_blocks(static_cast<uint32_t>(b));
+  KvOutFrame frame;
+  frame.head = EncodeKvMessage(header);
+  return frame;
 }
 
 absl::StatusOr<TransferPtr> TcpKvSenderImpl::FindTransfer(const KvTransferTarget& target,
@@ -159,8 +217,8 @@ absl::Status TcpKvSenderImpl::Post(const ConnPtr& conn, KvOutFrame frame) {
                                                      " is full (", options_.max_queued_frames,
                                                      " frames)"));
   }
-  if (frame.transfer != nullptr && !frame.payload.empty()) {
-    frame.transfer->FrameQueued(frame.payload.size() * frame.payload.front().size());
+  if (frame.transfer != nullptr && frame.accounted_bytes > 0) {
+    frame.transfer->FrameQueued(frame.accounted_bytes);
   }
   boost::asio::post(io_.context(), [conn, frame = std::move(frame)]() mutable {
     conn->Enqueue(std::move(frame));
@@ -173,7 +231,7 @@ absl::Status TcpKvSenderImpl::SendLayer(const KvTransferTarget& target, int laye
                                         KvCache& src_cache,
                                         absl::Span<const int32_t> src_block_ids) {
   RETURN_IF_ERROR(ValidateLayer(layer, logical_blocks, src_cache, src_block_ids));
-  ASSIGN_OR_RETURN(ConnPtr conn, Connection(target.endpoint));
+  ASSIGN_OR_RETURN(ConnPtr conn, Connection(target));
   ASSIGN_OR_RETURN(TransferPtr transfer, FindTransfer(target, /*create=*/true));
   RETURN_IF_ERROR(transfer->status());
   if (absl::Now() >= target.deadline) {
@@ -185,20 +243,18 @@ absl::Status TcpKvSenderImpl::SendLayer(const KvTransferTarget& target, int laye
   const size_t block_bytes = static_cast<size_t>(src_cache.layout().bytes_per_layer_block());
   v1::KvFrameHeader header = HeaderFor(target, v1::KvFrameHeader::LAYER_BLOCKS);
   header.set_layer(layer);
-  KvOutFrame frame;
-  frame.transfer = transfer;
-  for (size_t i = 0; i < logical_blocks.size(); ++i) {
-    header.add_block_indices(static_cast<uint32_t>(logical_blocks[i]));
-    frame.payload.emplace_back(src_cache.LayerBlock(layer, src_block_ids[i]), block_bytes);
-  }
-  if (src_cache.on_device()) {
-    if (absl::Status st = StageFromDevice(src_cache, frame); !st.ok()) {
-      transfer->Fail(st);
-      return st;
-    }
-  }
+  for (int32_t b : logical_blocks) header.add_block_indices(static_cast<uint32_t>(b));
   header.set_payload_bytes(logical_blocks.size() * block_bytes);
-  frame.head = EncodeKvMessage(header);
+  absl::StatusOr<KvOutFrame> built = target.path == KvPath::kCudaIpc
+                                         ? IpcLayerFrame(header, src_cache, src_block_ids)
+                                         : InlineLayerFrame(header, src_cache, src_block_ids);
+  if (!built.ok()) {
+    transfer->Fail(built.status());
+    return built.status();
+  }
+  KvOutFrame frame = std::move(*built);
+  frame.transfer = transfer;
+  frame.accounted_bytes = header.payload_bytes();
   if (absl::Status st = Post(conn, std::move(frame)); !st.ok()) {
     transfer->Fail(st);
     return st;
@@ -207,7 +263,7 @@ absl::Status TcpKvSenderImpl::SendLayer(const KvTransferTarget& target, int laye
 }
 
 absl::Status TcpKvSenderImpl::Commit(const KvTransferTarget& target, const KvCommit& commit) {
-  ASSIGN_OR_RETURN(ConnPtr conn, Connection(target.endpoint));
+  ASSIGN_OR_RETURN(ConnPtr conn, Connection(target));
   ASSIGN_OR_RETURN(TransferPtr transfer, FindTransfer(target, /*create=*/true));
   absl::Status status = transfer->status();
   if (status.ok()) {
@@ -231,7 +287,7 @@ absl::Status TcpKvSenderImpl::Commit(const KvTransferTarget& target, const KvCom
 }
 
 void TcpKvSenderImpl::Abort(const KvTransferTarget& target, std::string reason) {
-  absl::StatusOr<ConnPtr> conn = Connection(target.endpoint);
+  absl::StatusOr<ConnPtr> conn = Connection(target);
   if (!conn.ok()) {
     LOG(WARNING) << "kv abort of transfer " << target.transfer_id << ": " << conn.status();
     return;
@@ -279,7 +335,8 @@ absl::StatusOr<std::unique_ptr<TcpKvSender>> TcpKvSender::Create(
       options.idle_timeout <= absl::ZeroDuration() || options.max_queued_frames < 1) {
     return absl::InvalidArgumentError("kv sender: timeouts and max_queued_frames must be positive");
   }
-  return std::make_unique<TcpKvSenderImpl>(options);
+  ASSIGN_OR_RETURN(std::string attach_head, AttachHead(options.ipc_pool));
+  return std::make_unique<TcpKvSenderImpl>(options, std::move(attach_head));
 }
 
 }  // namespace pdserve

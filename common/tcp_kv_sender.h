@@ -1,7 +1,8 @@
 // TcpKvSender: the prefill worker's end of the TCP KV data plane
 // (docs/PROTOCOL.md, "KV data plane (TCP)"). It keeps one persistent
-// connection per receiver endpoint, shared by all transfers to it and
-// reopened after a failure, and runs all socket I/O on its own thread:
+// connection per receiver endpoint and path (tcp, cuda_ipc), shared by all
+// transfers to it and reopened after a failure, and runs all socket I/O on
+// its own thread:
 // SendLayer only validates, encodes a header and queues; the bytes are
 // written later straight from the caller's KvCache blocks.
 //
@@ -33,6 +34,11 @@ struct TcpKvSenderOptions {
   // Prove the shared KV secret to each receiver, and check that it holds
   // it, before sending (kv_auth.h). Null = no authentication.
   std::shared_ptr<const KvAuthKey> auth;
+  // The device KV pool that transfers with path kCudaIpc read from: it is
+  // exported once (CUDA IPC) and attached on each such connection; their
+  // layer frames then carry block ids instead of bytes, and the receiver
+  // pulls. Null = no cuda_ipc transfers (kCudaIpc targets are refused).
+  const KvCache* ipc_pool = nullptr;
 };
 
 class TcpKvSender : public KvSender {

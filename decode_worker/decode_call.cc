@@ -200,6 +200,8 @@ void ExpectKv(DecodeContext* ctx, const std::shared_ptr<State>& st, Engine& engi
   *r->mutable_kv_layout() = ToProto(ctx->layout);
   r->set_num_blocks(static_cast<uint32_t>(blocks.size()));
   r->set_cached_prefix_tokens(static_cast<uint32_t>(cached_tokens));
+  for (const std::string& t : ctx->kv_transports) r->add_kv_transports(t);
+  r->set_kv_host_id(ctx->kv_host_id);
   st->outbox.Push(std::move(out));
 }
 

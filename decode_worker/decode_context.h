@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "common/engine_loop.h"
@@ -28,6 +29,9 @@ struct DecodeContext {
   KvLayout layout;
   std::string worker_id;
   std::string kv_endpoint;
+  // Reserved.kv_transports / kv_host_id: the KV paths this worker accepts.
+  std::vector<std::string> kv_transports;
+  std::string kv_host_id;
   absl::Duration default_kv_wait = absl::Seconds(10);
   absl::Duration max_kv_wait = absl::Seconds(60);
   std::atomic<bool> draining{false};

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
 #include "common/rpc/worker_drain.h"
+#include "common/kv_path.h"
 #include "common/runtime_factory.h"
 #include "common/status_macros.h"
 #include "decode_worker/decode_metrics.h"
@@ -74,6 +75,8 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   w->ctx_.layout = layout;
   w->ctx_.worker_id = c.worker_id.empty() ? absl::StrCat("decode-", getpid()) : c.worker_id;
   w->ctx_.kv_endpoint = AdvertisedKvEndpoint(c, w->receiver_->port());
+  w->ctx_.kv_transports = AcceptedKvTransports(w->cache_->on_device());
+  w->ctx_.kv_host_id = LocalKvHostId();
   w->ctx_.default_kv_wait = c.kv_wait;
   w->service_ = std::make_unique<DecodeService>(&w->ctx_);
   if (c.metrics_port > 0) {

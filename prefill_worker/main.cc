@@ -16,6 +16,9 @@ ABSL_FLAG(std::string, device, "cpu",
           "Where the model runs and the KV cache lives: cpu, cuda or cuda:N");
 ABSL_FLAG(int32_t, kv_blocks, 1024, "KV cache blocks");
 ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV block");
+ABSL_FLAG(std::string, kv_transport, "auto",
+          "KV path to decode workers: auto (cuda_ipc when both KV caches are on GPUs of this "
+          "node, else tcp), tcp, or cuda_ipc");
 ABSL_FLAG(std::string, kv_dtype, "f16",
           "KV cache element type: f16 or int8 (per-token, per-head scales); must match the other tier");
 ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (prefill chunk)");
@@ -40,6 +43,7 @@ int main(int argc, char** argv) {
   c.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
   c.block_size = absl::GetFlag(FLAGS_block_size);
   c.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+  c.kv_transport = absl::GetFlag(FLAGS_kv_transport);
   c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.max_batch = absl::GetFlag(FLAGS_max_batch);
   c.drain_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_drain_timeout_ms));

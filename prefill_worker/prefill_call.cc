@@ -129,6 +129,15 @@ PrefillCall::PrefillCall(PrefillContext* ctx, grpc::CallbackServerContext* rpc,
   o.hold_kv_on_finish = true;
   KvTransferTarget target{req.target().kv_endpoint(), req.target().transfer_id(),
                           req.target().epoch(), RpcDeadline(rpc)};
+  const KvPeerOffer offer{{req.target().kv_transports().begin(), req.target().kv_transports().end()},
+                          req.target().kv_host_id()};
+  absl::StatusOr<KvPath> path = ChooseKvPath(ctx->kv_transport, ctx->kv_local, offer);
+  if (!path.ok()) {
+    LOG(WARNING) << "prefill " << req.request_id() << ": " << path.status();
+    state_->Finish(path.status(), nullptr);
+    return;
+  }
+  target.path = *path;
   const int32_t skip_blocks =
       static_cast<int32_t>(req.target().skip_prefix_tokens()) / ctx->layout.block_size;
   std::shared_ptr<State> st = state_;

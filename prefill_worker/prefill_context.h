@@ -8,6 +8,7 @@
 
 #include "common/engine_loop.h"
 #include "common/kv_cache.h"
+#include "common/kv_path.h"
 #include "common/kv_transport.h"
 #include "common/model.h"
 #include "prefill_worker/kv_exporter.h"
@@ -21,6 +22,9 @@ struct PrefillContext {
   KvLayout layout;
   std::string worker_id;
   std::atomic<bool> draining{false};
+  // --kv_transport, and what this worker brings to the choice of path.
+  KvTransportFlag kv_transport = KvTransportFlag::kAuto;
+  KvLocalSide kv_local;
 };
 
 }  // namespace pdserve

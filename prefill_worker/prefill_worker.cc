@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rpc/worker_drain.h"
+#include "common/kv_path.h"
 #include "common/runtime_factory.h"
 #include "common/status_macros.h"
 #include "prefill_worker/prefill_metrics.h"
@@ -14,8 +15,14 @@ namespace pdserve {
 absl::Status PrefillWorkerConfig::Validate() const {
   if (model_path.empty()) return absl::InvalidArgumentError("--model is required");
   if (threads < 1 || threads > 256) return absl::InvalidArgumentError("--threads out of range");
-  if (absl::Status st = DeviceSpec::Parse(device).status(); !st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--device: ", st.message()));
+  absl::StatusOr<DeviceSpec> spec = DeviceSpec::Parse(device);
+  if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--device: ", spec.status().message()));
+  absl::StatusOr<KvTransportFlag> transport = ParseKvTransportFlag(kv_transport);
+  if (!transport.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv_transport: ", transport.status().message()));
+  }
+  if (*transport == KvTransportFlag::kCudaIpc && !spec->is_cuda()) {
+    return absl::InvalidArgumentError("--kv_transport=cuda_ipc needs --device=cuda");
   }
   if (kv_blocks < 1) return absl::InvalidArgumentError("--kv_blocks must be positive");
   if (block_size < 1 || block_size > 1024) {
@@ -46,6 +53,12 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
                                                  {.device = device, .threads = c.threads}));
   TcpKvSenderOptions kv_options;
   ASSIGN_OR_RETURN(kv_options.auth, LoadKvAuthKey(c.kv_secret_file));
+  ASSIGN_OR_RETURN(w->ctx_.kv_transport, ParseKvTransportFlag(c.kv_transport));
+  w->ctx_.kv_local = {w->cache_->on_device(), LocalKvHostId()};
+  // Share the device pool over CUDA IPC unless the path is forced to tcp.
+  if (w->cache_->on_device() && w->ctx_.kv_transport != KvTransportFlag::kTcp) {
+    kv_options.ipc_pool = w->cache_.get();
+  }
   ASSIGN_OR_RETURN(w->sender_, TcpKvSender::Create(kv_options));
   w->exporter_ = std::make_unique<KvExporter>(w->sender_.get(), w->cache_.get(), c.commit_threads);
   KvExporter* exporter = w->exporter_.get();

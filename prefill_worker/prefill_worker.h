@@ -32,6 +32,8 @@ struct PrefillWorkerConfig {
   int threads = 2;
   // Where the model runs and the KV pool lives: "cpu", "cuda" or "cuda:N".
   std::string device = "cpu";
+  // KV path to decode workers (common/kv_path.h): auto, tcp or cuda_ipc.
+  std::string kv_transport = "auto";
   int kv_blocks = 1024;
   int block_size = 16;
   // KV cache element type, "f16" or "int8"; must match the other tier.

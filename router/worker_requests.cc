@@ -32,6 +32,8 @@ v1::PrefillRequest MakePrefillRequest(const std::string& request_id,
   target->set_epoch(reserved.epoch());
   *target->mutable_kv_layout() = reserved.kv_layout();
   target->set_skip_prefix_tokens(reserved.cached_prefix_tokens());
+  *target->mutable_kv_transports() = reserved.kv_transports();
+  target->set_kv_host_id(reserved.kv_host_id());
   return r;
 }
 

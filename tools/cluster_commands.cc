@@ -15,6 +15,8 @@
 ABSL_FLAG(int32_t, prefill, 1, "up: prefill workers");
 ABSL_FLAG(int32_t, decode, 1, "up: decode workers");
 ABSL_FLAG(bool, colocated, false, "up: no prefill tier; decode workers prefill locally");
+ABSL_FLAG(std::string, kv_transport, "auto",
+          "up: the prefill workers' KV path (auto, tcp, cuda_ipc; see pdserve-prefill --help)");
 ABSL_FLAG(int32_t, router_port, 50051, "up: router port on 127.0.0.1 (0 = any free port)");
 ABSL_FLAG(std::string, log_dir, "/tmp/pdserve-up", "up: where each process logs");
 ABSL_FLAG(std::string, demo_prompt, "", "up: stream an answer to this chat prompt once ready");
@@ -74,6 +76,7 @@ absl::Status UpCommand() {
   o.threads_per_worker = absl::GetFlag(FLAGS_threads);
   o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
   o.extra_worker_flags.push_back("--device=" + absl::GetFlag(FLAGS_device));
+  o.extra_prefill_flags.push_back("--kv_transport=" + absl::GetFlag(FLAGS_kv_transport));
   ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(o));
   GenerateClient client(cluster->router_address());
   RETURN_IF_ERROR(client.WaitReady(absl::Seconds(60)));

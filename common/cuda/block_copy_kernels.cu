@@ -26,7 +26,17 @@ __global__ void ScatterKernel(const uint8_t* src, size_t block_bytes, uint8_t* c
   CopyBlock(src + blockIdx.x * block_bytes, blocks[blockIdx.x], block_bytes);
 }
 
+__global__ void CopyKernel(const uint8_t* const* src, uint8_t* const* dst, size_t block_bytes) {
+  CopyBlock(src[blockIdx.x], dst[blockIdx.x], block_bytes);
+}
+
 }  // namespace
+
+void LaunchCopyBlocks(const uint8_t* const* src, uint8_t* const* dst, size_t block_bytes, size_t n,
+                      cudaStream_t stream) {
+  if (n == 0) return;
+  CopyKernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(src, dst, block_bytes);
+}
 
 void LaunchGatherBlocks(const uint8_t* const* blocks, size_t block_bytes, size_t n, uint8_t* dst,
                         cudaStream_t stream) {

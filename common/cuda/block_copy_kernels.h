@@ -21,6 +21,10 @@ void LaunchGatherBlocks(const uint8_t* const* blocks, size_t block_bytes, size_t
 void LaunchScatterBlocks(const uint8_t* src, size_t block_bytes, size_t n, uint8_t* const* blocks,
                          cudaStream_t stream);
 
+// *dst[i] = *src[i], for i < n (sources may be a peer's mapped pool).
+void LaunchCopyBlocks(const uint8_t* const* src, uint8_t* const* dst, size_t block_bytes, size_t n,
+                      cudaStream_t stream);
+
 }  // namespace pdserve::cuda
 
 #endif  // PDSERVE_COMMON_CUDA_BLOCK_COPY_KERNELS_H_

@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "common/cuda/cuda_device.h"
 #include "common/cuda/cuda_status.h"
@@ -9,6 +11,24 @@
 
 namespace pdserve::cuda {
 namespace {
+
+// Another process's pool, mapped with cudaIpcOpenMemHandle.
+class CudaPeerPool : public KvPeerPool {
+ public:
+  CudaPeerPool(int device, uint8_t* data, size_t size)
+      : device_(device), data_(data), size_(size) {}
+  ~CudaPeerPool() override {
+    cudaSetDevice(device_);
+    cudaIpcCloseMemHandle(data_);
+  }
+  const uint8_t* data() const override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  const int device_;
+  uint8_t* const data_;
+  const size_t size_;
+};
 
 class CudaKvMemory : public KvDeviceMemory {
  public:
@@ -28,6 +48,30 @@ class CudaKvMemory : public KvDeviceMemory {
   absl::Status ScatterFromHost(const void* src, absl::Span<uint8_t* const> blocks,
                                size_t block_bytes) const override {
     return stager_.ScatterFromHost(src, blocks, block_bytes);
+  }
+  absl::StatusOr<std::string> ExportHandle() const override {
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    cudaIpcMemHandle_t handle;
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaIpcGetMemHandle(&handle, data_));
+    return std::string(handle.reserved, sizeof(handle.reserved));
+  }
+  absl::StatusOr<std::unique_ptr<KvPeerPool>> OpenPeer(const std::string& bytes,
+                                                       size_t size) const override {
+    cudaIpcMemHandle_t handle;
+    if (bytes.size() != sizeof(handle.reserved)) {
+      return absl::InvalidArgumentError(absl::StrCat("cuda ipc: a handle of ", bytes.size(),
+                                                     " bytes, want ", sizeof(handle.reserved)));
+    }
+    std::memcpy(handle.reserved, bytes.data(), sizeof(handle.reserved));
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    void* p = nullptr;
+    PDSERVE_CUDA_RETURN_IF_ERROR(
+        cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess));
+    return std::unique_ptr<KvPeerPool>(new CudaPeerPool(device_, static_cast<uint8_t*>(p), size));
+  }
+  absl::Status CopyBlocks(absl::Span<const uint8_t* const> src, absl::Span<uint8_t* const> dst,
+                          size_t block_bytes) const override {
+    return stager_.CopyBlocks(src, dst, block_bytes);
   }
 
  private:

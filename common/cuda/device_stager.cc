@@ -78,4 +78,26 @@ absl::Status DeviceStager::ScatterFromHost(const void* src, absl::Span<uint8_t* 
   return absl::OkStatus();
 }
 
+absl::Status DeviceStager::CopyBlocks(absl::Span<const uint8_t* const> src,
+                                      absl::Span<uint8_t* const> dst, size_t block_bytes) {
+  if (src.size() != dst.size()) return absl::InvalidArgumentError("copy: unequal block lists");
+  if (src.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(Init());
+  // One upload of both pointer arrays: sources, then destinations.
+  const size_t n = src.size(), bytes = 2 * n * sizeof(void*);
+  RETURN_IF_ERROR(pairs_host_.Reserve(bytes));
+  RETURN_IF_ERROR(pairs_dev_.Reserve(bytes));
+  std::memcpy(pairs_host_.get(), src.data(), n * sizeof(void*));
+  std::memcpy(pairs_host_.get<uint8_t>() + n * sizeof(void*), dst.data(), n * sizeof(void*));
+  PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pairs_dev_.get(), pairs_host_.get(), bytes,
+                                               cudaMemcpyHostToDevice, stream_));
+  uint8_t* const* dev = pairs_dev_.get<uint8_t* const>();
+  LaunchCopyBlocks(reinterpret_cast<const uint8_t* const*>(dev), dev + n, block_bytes, n, stream_);
+  PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  // The blocks are complete when this returns: the engine may read them.
+  PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
 }  // namespace pdserve::cuda

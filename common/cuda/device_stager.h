@@ -1,7 +1,7 @@
 // DeviceStager: moves scattered device KV blocks to and from one packed
 // host buffer through a fixed-size device staging buffer: a gather (or
 // scatter) kernel plus one bulk copy per staging run, instead of a copy per
-// block. Memory per stager is fixed: kStagingBytes of device memory plus
+// block; and copies blocks device to device (CUDA IPC pulls). Memory per stager is fixed: kStagingBytes of device memory plus
 // the pointer arrays of one run. Internal to common/cuda/.
 //
 // Thread-safe (one mutex; a call holds it until its copies are done).
@@ -34,6 +34,9 @@ class DeviceStager {
                             void* dst);
   absl::Status ScatterFromHost(const void* src, absl::Span<uint8_t* const> blocks,
                                size_t block_bytes);
+  // Device-to-device block copies (sources may be in a peer's pool).
+  absl::Status CopyBlocks(absl::Span<const uint8_t* const> src, absl::Span<uint8_t* const> dst,
+                          size_t block_bytes);
 
  private:
   absl::Status Init() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -47,6 +50,8 @@ class DeviceStager {
   DeviceBuffer staging_ ABSL_GUARDED_BY(mu_);
   PinnedBuffer ptrs_host_ ABSL_GUARDED_BY(mu_);
   DeviceBuffer ptrs_dev_ ABSL_GUARDED_BY(mu_);
+  PinnedBuffer pairs_host_ ABSL_GUARDED_BY(mu_);
+  DeviceBuffer pairs_dev_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pdserve::cuda

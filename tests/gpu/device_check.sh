@@ -14,7 +14,8 @@
 #   3. KV transfer GB/s for 1/16/64 MB: NCCL and staged TCP against a plain
 #      device-to-device copy of the same bytes, in the same run.
 #   4. A full disaggregated Generate on one GPU (router + prefill + decode,
-#      all --device="$DEVICE"), compared with colocated and single-process runs.
+#      all --device="$DEVICE"), KV over CUDA IPC (auto) and over staged TCP,
+#      compared with colocated and single-process runs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/pdserve-device-check}"
@@ -97,7 +98,9 @@ cluster() {  # cluster NAME PORT EXTRA_UP_FLAGS...: up, one generate, stop
   kill -TERM $pid 2>/dev/null
   wait $pid 2>/dev/null
 }
+# auto picks cuda_ipc for two GPU workers of one node; tcp forces the staged path.
 cluster disagg 50151 --prefill=1 --decode=1
+cluster disagg_tcp 50153 --prefill=1 --decode=1 --kv_transport=tcp
 cluster colocated 50152 --decode=1 --colocated
 step run_single 120 "$bin/pdserve" run --model="$model" --device="$DEVICE" --chat \
   --prompt="$prompt" --max_tokens=24 --ignore_eos
@@ -105,7 +108,10 @@ step run_single 120 "$bin/pdserve" run --model="$model" --device="$DEVICE" --cha
 same() { [ -s "$1" ] && [ -s "$2" ] && [ "$(cat "$1")" == "$(cat "$2")" ] && echo yes || echo no; }
 head -c 4096 "$OUT/run_single.log" | grep -v "^[IWE][0-9]" >"$OUT/gen-single.txt"
 say "GPU_CHECK paths disagg_vs_colocated=$(same "$OUT/gen-disagg.txt" "$OUT/gen-colocated.txt")" \
-  "disagg_vs_single=$(same "$OUT/gen-disagg.txt" "$OUT/gen-single.txt")"
+  "disagg_vs_single=$(same "$OUT/gen-disagg.txt" "$OUT/gen-single.txt")" \
+  "ipc_vs_tcp=$(same "$OUT/gen-disagg.txt" "$OUT/gen-disagg_tcp.txt")"
+# Which KV paths the prefill workers opened (one log line per connection).
+say "GPU_CHECK kv_paths: $(grep -ho 'kv connection to [^ ]* ([a-z_]*)' "$OUT"/up-*/prefill-*.log 2>/dev/null | sed 's/.*(//; s/)//' | sort | uniq -c | tr '\n' ' ')"
 
 echo "---- summary ($summary)"
 cat "$summary"

@@ -1,8 +1,6 @@
 // The TCP transport between caches whose pools are "device" memory: the
 // sender stages blocks through host copies and the receiver copies staged
-// payloads into the blocks. The device here is a test fake backed by host
-// memory (so the test can read it) that counts copies and can fail them;
-// the real one is common/cuda/cuda_kv_memory.cc.
+// payloads into the blocks. The device is tests/unit/fake_device_memory.h.
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -13,68 +11,22 @@
 #include "common/tcp_kv_receiver.h"
 #include "common/tcp_kv_sender.h"
 #include "gtest/gtest.h"
+#include "tests/unit/fake_device_memory.h"
 #include "tests/unit/kv_test_util.h"
 
 namespace pdserve {
 namespace {
 
 using ::pdserve::testing::DoneProbe;
+using ::pdserve::testing::FakeDeviceCounters;
+using ::pdserve::testing::FakeDeviceMemory;
+using ::pdserve::testing::MakeFakeDeviceCache;
 using ::pdserve::testing::SameBlock;
 using ::pdserve::testing::SmallKvLayout;
 
-struct FakeDeviceCounters {
-  std::atomic<int> to_host{0};
-  std::atomic<int> from_host{0};
-  std::atomic<bool> fail_from_host{false};
-};
-
-class FakeDeviceMemory : public KvDeviceMemory {
- public:
-  FakeDeviceMemory(size_t bytes, FakeDeviceCounters* counters)
-      : bytes_(bytes), counters_(counters) {}
-  uint8_t* data() const override { return const_cast<uint8_t*>(bytes_.data()); }
-  size_t size() const override { return bytes_.size(); }
-  absl::Status GatherToHost(absl::Span<const uint8_t* const> blocks, size_t block_bytes,
-                            void* dst) const override {
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      EXPECT_TRUE(Inside(blocks[i], block_bytes));
-      std::memcpy(static_cast<uint8_t*>(dst) + i * block_bytes, blocks[i], block_bytes);
-    }
-    counters_->to_host += static_cast<int>(blocks.size());
-    return absl::OkStatus();
-  }
-  absl::Status ScatterFromHost(const void* src, absl::Span<uint8_t* const> blocks,
-                               size_t block_bytes) const override {
-    if (counters_->fail_from_host) return absl::InternalError("fake device lost");
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      EXPECT_TRUE(Inside(blocks[i], block_bytes));
-      std::memcpy(blocks[i], static_cast<const uint8_t*>(src) + i * block_bytes, block_bytes);
-    }
-    counters_->from_host += static_cast<int>(blocks.size());
-    return absl::OkStatus();
-  }
-
- private:
-  bool Inside(const uint8_t* p, size_t n) const {
-    return p >= bytes_.data() && p + n <= bytes_.data() + bytes_.size();
-  }
-  std::vector<uint8_t> bytes_;
-  FakeDeviceCounters* counters_;
-};
-
 std::unique_ptr<KvCache> MakeDeviceCache(int32_t blocks, uint32_t seed,
                                          FakeDeviceCounters* counters) {
-  const KvLayout layout = SmallKvLayout();
-  auto memory =
-      std::make_unique<FakeDeviceMemory>(KvCache::PoolBytes(layout, blocks), counters);
-  auto cache = KvCache::Create(layout, blocks, std::move(memory));
-  CHECK(cache.ok()) << cache.status();
-  std::mt19937 rng(seed);
-  uint8_t* p = (*cache)->pool();
-  for (size_t i = 0; i < KvCache::PoolBytes(layout, blocks); ++i) {
-    p[i] = static_cast<uint8_t>(rng());
-  }
-  return std::move(cache).value();
+  return MakeFakeDeviceCache(SmallKvLayout(), blocks, seed, counters);
 }
 
 class TcpKvDeviceStagingTest : public ::testing::Test {

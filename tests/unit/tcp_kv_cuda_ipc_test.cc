@@ -1,0 +1,198 @@
+// The cuda_ipc KV path on CPU: the sender attaches its (fake) device pool
+// on each connection and sends layer headers with its own block ids; the
+// receiver pulls the blocks device to device into its reservation. Also:
+// the refusals that make an impossible pairing a clear error, and bad
+// frames. The device is tests/unit/fake_device_memory.h; the same protocol
+// runs between two processes on one GPU in tests/gpu/device_check.sh.
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/kv_frame.h"
+#include "common/tcp_kv_receiver.h"
+#include "common/tcp_kv_sender.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/fake_device_memory.h"
+#include "tests/unit/kv_test_util.h"
+
+namespace pdserve {
+namespace {
+
+using ::pdserve::testing::DoneProbe;
+using ::pdserve::testing::FakeDeviceCounters;
+using ::pdserve::testing::LayerHeader;
+using ::pdserve::testing::MakeCache;
+using ::pdserve::testing::MakeFakeDeviceCache;
+using ::pdserve::testing::RawKvClient;
+using ::pdserve::testing::SameBlock;
+using ::pdserve::testing::SmallKvLayout;
+using ::testing::HasSubstr;
+
+class TcpKvCudaIpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartReceiver(dst_.get()); }
+
+  void StartReceiver(KvCache* cache) {
+    TcpKvReceiverOptions options;
+    options.listen_address = "127.0.0.1:0";
+    auto receiver = TcpKvReceiver::Create(cache, options);
+    ASSERT_TRUE(receiver.ok()) << receiver.status();
+    receiver_ = std::move(receiver).value();
+  }
+
+  std::unique_ptr<TcpKvSender> Sender(const KvCache* pool) {
+    TcpKvSenderOptions options;
+    options.ipc_pool = pool;
+    auto sender = TcpKvSender::Create(options);
+    EXPECT_TRUE(sender.ok()) << sender.status();
+    return sender.ok() ? std::move(*sender) : nullptr;
+  }
+
+  KvTransferTarget Target(uint64_t id, KvPath path = KvPath::kCudaIpc) {
+    KvTransferTarget t{absl::StrCat("127.0.0.1:", receiver_->port()), id, 1,
+                       absl::Now() + absl::Seconds(10)};
+    t.path = path;
+    return t;
+  }
+
+  // Expects, sends every layer of src as logical 0..n-1, commits.
+  absl::Status Transfer(KvSender& sender, uint64_t id, const std::vector<int32_t>& src,
+                        const std::vector<int32_t>& dst, DoneProbe& probe,
+                        KvPath path = KvPath::kCudaIpc) {
+    const int layers = src_->layout().n_layers;
+    absl::Status st =
+        receiver_->Expect(id, 1, dst, layers, absl::Now() + absl::Seconds(10), probe.Callback());
+    if (!st.ok()) return st;
+    std::vector<int32_t> logical(src.size());
+    for (size_t i = 0; i < src.size(); ++i) logical[i] = static_cast<int32_t>(i);
+    for (int l = 0; l < layers && st.ok(); ++l) {
+      st = sender.SendLayer(Target(id, path), l, logical, *src_, src);
+    }
+    if (st.ok()) st = sender.Commit(Target(id, path), KvCommit{layers, 0, 3});
+    if (!st.ok()) sender.Abort(Target(id, path), "test");
+    return st;
+  }
+
+  void ExpectCopied(const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {
+    for (int l = 0; l < src_->layout().n_layers; ++l) {
+      for (size_t i = 0; i < src.size(); ++i) {
+        EXPECT_TRUE(SameBlock(*src_, src[i], *dst_, dst[i], l)) << "layer " << l << " block " << i;
+      }
+    }
+  }
+
+  FakeDeviceCounters src_counters_, dst_counters_;
+  std::unique_ptr<KvCache> src_ = MakeFakeDeviceCache(SmallKvLayout(), 12, 1, &src_counters_);
+  std::unique_ptr<KvCache> dst_ = MakeFakeDeviceCache(SmallKvLayout(), 10, 2, &dst_counters_);
+  std::unique_ptr<TcpKvReceiver> receiver_;
+};
+
+TEST_F(TcpKvCudaIpcTest, ReceiverPullsBlocksFromTheAttachedPool) {
+  auto sender = Sender(src_.get());
+  ASSERT_NE(sender, nullptr);
+  const std::vector<int32_t> src = {11, 0, 7};
+  const std::vector<int32_t> dst = {4, 9, 1};
+  DoneProbe probe;
+  ASSERT_TRUE(Transfer(*sender, 1, src, dst, probe).ok());
+  absl::StatusOr<KvCommit> commit = probe.Wait();
+  ASSERT_TRUE(commit.ok()) << commit.status();
+  EXPECT_EQ(commit->first_token, 3);
+  EXPECT_EQ(commit->total_bytes,
+            src.size() * src_->layout().n_layers * src_->layout().bytes_per_layer_block());
+  ExpectCopied(src, dst);
+  // Device to device only: nothing was staged through host memory.
+  EXPECT_EQ(dst_counters_.device_copies.load(), 3 * src_->layout().n_layers);
+  EXPECT_EQ(src_counters_.to_host.load(), 0);
+  EXPECT_EQ(dst_counters_.from_host.load(), 0);
+
+  // The connection stays attached for the next transfer.
+  DoneProbe second;
+  ASSERT_TRUE(Transfer(*sender, 2, {5, 6}, {0, 2}, second).ok());
+  ASSERT_TRUE(second.Wait().ok());
+  ExpectCopied({5, 6}, {0, 2});
+}
+
+TEST_F(TcpKvCudaIpcTest, TcpAndIpcTransfersShareASender) {
+  auto sender = Sender(src_.get());
+  ASSERT_NE(sender, nullptr);
+  DoneProbe a, b;
+  ASSERT_TRUE(Transfer(*sender, 1, {1, 2}, {3, 4}, a, KvPath::kTcp).ok());
+  ASSERT_TRUE(Transfer(*sender, 2, {8}, {7}, b, KvPath::kCudaIpc).ok());
+  ASSERT_TRUE(a.Wait().ok());
+  ASSERT_TRUE(b.Wait().ok());
+  ExpectCopied({1, 2}, {3, 4});
+  ExpectCopied({8}, {7});
+  EXPECT_EQ(src_counters_.to_host.load(), 2 * src_->layout().n_layers);  // the tcp one
+}
+
+TEST_F(TcpKvCudaIpcTest, HostCacheReceiverRefusesTheAttachWithAReason) {
+  std::unique_ptr<KvCache> host = MakeCache(10, 0);
+  StartReceiver(host.get());
+  auto sender = Sender(src_.get());
+  ASSERT_NE(sender, nullptr);
+  DoneProbe probe;
+  const absl::Status st = Transfer(*sender, 1, {0}, {0}, probe);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(st.message(), HasSubstr("host memory"));
+  // No frame of the transfer got through; the router's cancel ends it.
+  receiver_->Cancel(1);
+  EXPECT_EQ(probe.Wait().status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+}
+
+TEST_F(TcpKvCudaIpcTest, UnmappablePoolIsAClearError) {
+  dst_counters_.refuse_peers = true;
+  auto sender = Sender(src_.get());
+  ASSERT_NE(sender, nullptr);
+  DoneProbe probe;
+  const absl::Status st = Transfer(*sender, 1, {0}, {0}, probe);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(st.message(), HasSubstr("one node"));
+  receiver_->Cancel(1);
+  EXPECT_EQ(probe.Wait().status().code(), absl::StatusCode::kCancelled);
+}
+
+TEST_F(TcpKvCudaIpcTest, SenderWithoutADevicePoolRefusesIpcTargets) {
+  auto sender = TcpKvSender::Create();
+  ASSERT_TRUE(sender.ok());
+  const absl::Status st = (*sender)->SendLayer(Target(1), 0, {0}, *src_, {0});
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  std::unique_ptr<KvCache> host = MakeCache(4, 0);
+  TcpKvSenderOptions options;
+  options.ipc_pool = host.get();
+  EXPECT_EQ(TcpKvSender::Create(options).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Hand-made frames: an IPC layer before any attach, and a source block
+// outside the attached pool, each end the transfer and close the connection.
+TEST_F(TcpKvCudaIpcTest, BadIpcFramesAreRejected) {
+  const int64_t bb = src_->layout().bytes_per_layer_block();
+  for (int c = 0; c < 2; ++c) {
+    DoneProbe probe;
+    ASSERT_TRUE(receiver_->Expect(10 + c, 1, {0, 1}, src_->layout().n_layers,
+                                  absl::Now() + absl::Seconds(10), probe.Callback())
+                    .ok());
+    RawKvClient client(receiver_->port());
+    if (c == 1) {
+      v1::KvFrameHeader attach;
+      attach.set_kind(v1::KvFrameHeader::ATTACH);
+      attach.set_ipc_handle(*src_->device_memory()->ExportHandle());
+      attach.set_pool_bytes(KvCache::PoolBytes(src_->layout(), src_->num_blocks()));
+      attach.set_pool_blocks(src_->num_blocks());
+      ASSERT_TRUE(client.SendHeader(attach));
+    }
+    v1::KvFrameHeader h = LayerHeader(10 + c, 1, 0, {0}, bb);
+    h.set_payload_path(v1::KvFrameHeader::PAYLOAD_CUDA_IPC);
+    h.add_src_blocks(c == 0 ? 0 : 99);
+    ASSERT_TRUE(client.SendHeader(h));
+    const absl::StatusOr<KvCommit> result = probe.Wait();
+    EXPECT_EQ(result.status().code(), c == 0 ? absl::StatusCode::kFailedPrecondition
+                                             : absl::StatusCode::kInvalidArgument)
+        << result.status();
+  }
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+}
+
+}  // namespace
+}  // namespace pdserve
