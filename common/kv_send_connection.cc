@@ -262,9 +262,9 @@ void KvSendConnection::HandleAck(const v1::KvAck& ack) {
     // writing into it now, so that later transfers go to a new connection.
     // A refused ATTACH (transfer 0) keeps its code: it says why the path
     // cannot work (e.g. FAILED_PRECONDITION), which retrying will not fix.
-    const absl::StatusCode code = ack.transfer_id() == 0 && !status.ok()
-                                      ? status.code()
-                                      : absl::StatusCode::kUnavailable;
+    const bool attach_refused = ack.transfer_id() == 0 && !status.ok();
+    const absl::StatusCode code = attach_refused ? status.code() : absl::StatusCode::kUnavailable;
+    if (attach_refused && options_.on_attach_refused) options_.on_attach_refused(status);
     Fail(absl::Status(code, absl::StrCat("kv connection to ", endpoint_,
                                          ": receiver rejected a frame and closed it: ",
                                          status.message())));

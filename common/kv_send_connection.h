@@ -19,6 +19,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,8 @@ struct KvSendConnectionOptions {
   // cuda_ipc connections: the encoded ATTACH frame written first on every
   // (re)connection, after the handshake. Empty = none (tcp).
   std::string attach_head;
+  // Called (on the I/O thread) when the receiver refuses the ATTACH.
+  std::function<void(const absl::Status&)> on_attach_refused;
 };
 
 struct KvOutFrame {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/host_port.h"
@@ -114,6 +115,10 @@ class TcpKvSenderImpl final : public TcpKvSender {
                          absl::Span<const int32_t> src_block_ids) override;
   absl::Status Commit(const KvTransferTarget& target, const KvCommit& commit) override;
   void Abort(const KvTransferTarget& target, std::string reason) override;
+  bool CudaIpcRefused(const std::string& endpoint) const override {
+    absl::MutexLock lock(&mu_);
+    return ipc_refused_.contains(endpoint);
+  }
 
  private:
   using TransferKey = std::pair<std::string, uint64_t>;  // endpoint, transfer_id
@@ -139,8 +144,9 @@ class TcpKvSenderImpl final : public TcpKvSender {
   const KvCache* const ipc_pool_;
   const KvSendConnectionOptions options_;
   const std::string attach_head_;  // encoded ATTACH of ipc_pool_, or empty
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::flat_hash_map<ConnKey, ConnPtr> connections_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> ipc_refused_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<TransferKey, TransferPtr> transfers_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -171,7 +177,14 @@ absl::StatusOr<ConnPtr> TcpKvSenderImpl::Connection(const KvTransferTarget& targ
         absl::StrCat("kv send: bad endpoint \"", target.endpoint, "\""));
   }
   KvSendConnectionOptions options = options_;
-  if (target.path == KvPath::kCudaIpc) options.attach_head = attach_head_;
+  if (target.path == KvPath::kCudaIpc) {
+    options.attach_head = attach_head_;
+    options.on_attach_refused = [this, endpoint = target.endpoint](const absl::Status& why) {
+      LOG(WARNING) << "kv: " << endpoint << " refused cuda_ipc, auto uses tcp for it: " << why;
+      absl::MutexLock lock(&mu_);
+      ipc_refused_.insert(endpoint);
+    };
+  }
   auto conn = std::make_shared<KvSendConnection>(io_.context(), address, options);
   connections_.emplace(key, conn);
   LOG(INFO) << "kv connection to " << target.endpoint << " (" << KvPathName(target.path) << ")";

@@ -48,6 +48,9 @@ class TcpKvSender : public KvSender {
       const TcpKvSenderOptions& options = {});
   // Fails every transfer still in flight and closes all connections.
   ~TcpKvSender() override = default;
+  // True once `endpoint` refused our CUDA IPC attach (e.g. its GPU cannot
+  // map ours): --kv_transport=auto then sends it tcp from then on.
+  virtual bool CudaIpcRefused(const std::string& endpoint) const = 0;
 };
 
 }  // namespace pdserve

@@ -129,8 +129,13 @@ PrefillCall::PrefillCall(PrefillContext* ctx, grpc::CallbackServerContext* rpc,
   o.hold_kv_on_finish = true;
   KvTransferTarget target{req.target().kv_endpoint(), req.target().transfer_id(),
                           req.target().epoch(), RpcDeadline(rpc)};
-  const KvPeerOffer offer{{req.target().kv_transports().begin(), req.target().kv_transports().end()},
-                          req.target().kv_host_id()};
+  KvPeerOffer offer{{req.target().kv_transports().begin(), req.target().kv_transports().end()},
+                    req.target().kv_host_id()};
+  // A decode worker that refused our pool before: auto falls back to tcp.
+  if (ctx->kv_transport == KvTransportFlag::kAuto && ctx->sender != nullptr &&
+      ctx->sender->CudaIpcRefused(target.endpoint)) {
+    offer.transports = {kKvTransportTcp};
+  }
   absl::StatusOr<KvPath> path = ChooseKvPath(ctx->kv_transport, ctx->kv_local, offer);
   if (!path.ok()) {
     LOG(WARNING) << "prefill " << req.request_id() << ": " << path.status();

@@ -10,6 +10,7 @@
 #include "common/kv_cache.h"
 #include "common/kv_path.h"
 #include "common/kv_transport.h"
+#include "common/tcp_kv_sender.h"
 #include "common/model.h"
 #include "prefill_worker/kv_exporter.h"
 
@@ -25,6 +26,7 @@ struct PrefillContext {
   // --kv_transport, and what this worker brings to the choice of path.
   KvTransportFlag kv_transport = KvTransportFlag::kAuto;
   KvLocalSide kv_local;
+  const TcpKvSender* sender = nullptr;  // for endpoints that refused cuda_ipc
 };
 
 }  // namespace pdserve

@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
     kv_options.ipc_pool = w->cache_.get();
   }
   ASSIGN_OR_RETURN(w->sender_, TcpKvSender::Create(kv_options));
+  w->ctx_.sender = w->sender_.get();
   w->exporter_ = std::make_unique<KvExporter>(w->sender_.get(), w->cache_.get(), c.commit_threads);
   KvExporter* exporter = w->exporter_.get();
   Engine::Options eo{.max_batch_tokens = c.max_batch_tokens, .max_running = c.max_batch};

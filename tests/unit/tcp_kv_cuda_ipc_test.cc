@@ -149,6 +149,9 @@ TEST_F(TcpKvCudaIpcTest, UnmappablePoolIsAClearError) {
   const absl::Status st = Transfer(*sender, 1, {0}, {0}, probe);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
   EXPECT_THAT(st.message(), HasSubstr("one node"));
+  // Remembered, so that auto sends this endpoint tcp from now on.
+  EXPECT_TRUE(sender->CudaIpcRefused(Target(1).endpoint));
+  EXPECT_FALSE(sender->CudaIpcRefused("127.0.0.1:1"));
   receiver_->Cancel(1);
   EXPECT_EQ(probe.Wait().status().code(), absl::StatusCode::kCancelled);
 }
