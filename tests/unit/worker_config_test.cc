@@ -1,0 +1,45 @@
+// Worker configs refuse bad --device and --kv_transport values, and a
+// cuda_ipc path without a GPU, before anything starts.
+#include "decode_worker/decode_worker.h"
+#include "gtest/gtest.h"
+#include "prefill_worker/prefill_worker.h"
+
+namespace pdserve {
+namespace {
+
+PrefillWorkerConfig Prefill(const std::string& device, const std::string& transport) {
+  PrefillWorkerConfig c;
+  c.model_path = "model.gguf";
+  c.device = device;
+  c.kv_transport = transport;
+  return c;
+}
+
+TEST(WorkerConfigTest, PrefillDeviceAndTransport) {
+  struct Case {
+    const char* device;
+    const char* transport;
+    bool ok;
+  };
+  for (const Case& c : {Case{"cpu", "auto", true}, Case{"cpu", "tcp", true},
+                        Case{"cuda:0", "cuda_ipc", true}, Case{"cuda", "auto", true},
+                        Case{"cpu", "cuda_ipc", false}, Case{"gpu", "auto", false},
+                        Case{"cpu", "nccl", false}, Case{"cpu", "", false}}) {
+    const absl::Status st = Prefill(c.device, c.transport).Validate();
+    EXPECT_EQ(st.ok(), c.ok) << c.device << " / " << c.transport << ": " << st;
+    if (!c.ok) EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(WorkerConfigTest, DecodeDevice) {
+  DecodeWorkerConfig c;
+  c.model_path = "model.gguf";
+  EXPECT_TRUE(c.Validate().ok());
+  c.device = "cuda:1";
+  EXPECT_TRUE(c.Validate().ok());
+  c.device = "cuda:";
+  EXPECT_EQ(c.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pdserve
