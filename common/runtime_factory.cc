@@ -26,7 +26,8 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig
     return std::make_unique<CpuModelRunner>(config, weights, options.threads);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModelRunner> runner,
-                   cuda::CudaModelRunner::Create(config, *weights, {options.device.ordinal}));
+                   cuda::CudaModelRunner::Create(
+                       config, *weights, {options.device.ordinal, options.cuda_graphs}));
   return std::unique_ptr<ModelRunner>(std::move(runner));
 }
 

@@ -17,7 +17,8 @@ namespace pdserve {
 
 struct RunnerOptions {
   DeviceSpec device;
-  int threads = 2;  // CPU runner: matmul/attention threads
+  int threads = 2;           // CPU runner: matmul/attention threads
+  bool cuda_graphs = false;  // CUDA runner: replay decode steps from CUDA graphs
 };
 
 // True when this binary was built with CUDA support.

@@ -58,7 +58,9 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(c.device));
   ASSIGN_OR_RETURN(w->cache_, CreateKvCache(device, layout, c.kv_blocks));
   ASSIGN_OR_RETURN(w->runner_, CreateModelRunner(w->model_->config(), &w->model_->weights(),
-                                                 {.device = device, .threads = c.threads}));
+                                                 {.device = device,
+                                                  .threads = c.threads,
+                                                  .cuda_graphs = c.cuda_graphs}));
   TcpKvReceiverOptions ro;
   ro.listen_address = c.kv_listen;
   ASSIGN_OR_RETURN(ro.auth, LoadKvAuthKey(c.kv_secret_file));

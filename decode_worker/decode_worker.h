@@ -36,6 +36,8 @@ struct DecodeWorkerConfig {
   int threads = 2;
   // Where the model runs and the KV pool lives: "cpu", "cuda" or "cuda:N".
   std::string device = "cpu";
+  // CUDA devices: replay decode steps from captured CUDA graphs.
+  bool cuda_graphs = false;
   int kv_blocks = 1024;
   int block_size = 16;
   // KV cache element type, "f16" or "int8"; must match the other tier.

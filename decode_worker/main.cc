@@ -16,6 +16,8 @@ ABSL_FLAG(std::string, kv_listen, "0.0.0.0:0", "KV receiver listen address (port
 ABSL_FLAG(std::string, kv_advertise, "", "KV endpoint told to prefill workers (host:port)");
 ABSL_FLAG(std::string, worker_id, "", "Worker id in logs and WorkerInfo (default decode-<pid>)");
 ABSL_FLAG(int32_t, threads, 2, "Engine threads");
+ABSL_FLAG(bool, cuda_graphs, false,
+          "With --device=cuda: replay decode-only steps (up to 64 sequences) from CUDA graphs");
 ABSL_FLAG(std::string, device, "cpu",
           "Where the model runs and the KV cache lives: cpu, cuda or cuda:N");
 ABSL_FLAG(int32_t, kv_blocks, 1024, "KV cache blocks");
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   c.worker_id = absl::GetFlag(FLAGS_worker_id);
   c.threads = absl::GetFlag(FLAGS_threads);
   c.device = absl::GetFlag(FLAGS_device);
+  c.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   c.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
   c.block_size = absl::GetFlag(FLAGS_block_size);
   c.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);

@@ -50,7 +50,9 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(c.device));
   ASSIGN_OR_RETURN(w->cache_, CreateKvCache(device, layout, c.kv_blocks));
   ASSIGN_OR_RETURN(w->runner_, CreateModelRunner(w->model_->config(), &w->model_->weights(),
-                                                 {.device = device, .threads = c.threads}));
+                                                 {.device = device,
+                                                  .threads = c.threads,
+                                                  .cuda_graphs = c.cuda_graphs}));
   TcpKvSenderOptions kv_options;
   ASSIGN_OR_RETURN(kv_options.auth, LoadKvAuthKey(c.kv_secret_file));
   ASSIGN_OR_RETURN(w->ctx_.kv_transport, ParseKvTransportFlag(c.kv_transport));

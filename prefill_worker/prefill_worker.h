@@ -32,6 +32,8 @@ struct PrefillWorkerConfig {
   int threads = 2;
   // Where the model runs and the KV pool lives: "cpu", "cuda" or "cuda:N".
   std::string device = "cpu";
+  // CUDA devices: replay decode steps from captured CUDA graphs.
+  bool cuda_graphs = false;
   // KV path to decode workers (common/kv_path.h): auto, tcp or cuda_ipc.
   std::string kv_transport = "auto";
   int kv_blocks = 1024;

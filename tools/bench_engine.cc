@@ -100,7 +100,9 @@ absl::StatusOr<std::vector<Result>> BenchThreads(const Model& model, KvCache& ca
                                                  const DeviceSpec& device, int threads) {
   ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner_ptr,
                    CreateModelRunner(model.config(), &model.weights(),
-                                     {.device = device, .threads = threads}));
+                                     {.device = device,
+                                      .threads = threads,
+                                      .cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs)}));
   ModelRunner& runner = *runner_ptr;
   std::vector<Result> out;
   const int reps = absl::GetFlag(FLAGS_bench_repeats);

@@ -5,6 +5,8 @@
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf",
           "Path to a llama-family GGUF file");
 ABSL_FLAG(int32_t, threads, 2, "Engine threads (matmul/attention)");
+ABSL_FLAG(bool, cuda_graphs, false,
+          "run, bench-engine, up: with a cuda device, replay decode steps from CUDA graphs");
 ABSL_FLAG(std::string, device, "cpu",
           "run, bench-engine, up: where the model runs and the KV cache lives (cpu, cuda, cuda:N)");
 ABSL_FLAG(int32_t, kv_blocks, 1024, "KV cache blocks of 16 tokens");

@@ -40,7 +40,9 @@ absl::Status RunCommand() {
   ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(absl::GetFlag(FLAGS_device)));
   ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner,
                    CreateModelRunner(model->config(), &model->weights(),
-                                     {.device = device, .threads = absl::GetFlag(FLAGS_threads)}));
+                                     {.device = device,
+                                      .threads = absl::GetFlag(FLAGS_threads),
+                                      .cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs)}));
   ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache,
                    CreateKvCache(device, KvLayout::ForModel(model->config(), 16),
                                  absl::GetFlag(FLAGS_kv_blocks)));

@@ -10,44 +10,23 @@
 #include "absl/strings/str_cat.h"
 #include "common/cuda/cuda_device.h"
 #include "common/cuda/cuda_status.h"
+#include "common/cuda/decode_graphs.h"
 #include "common/cuda/device_buffer.h"
 #include "common/cuda/device_weights.h"
 #include "common/cuda/llama_kernels.h"
+#include "common/cuda/step_buffers.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace pdserve::cuda {
 
-// Host-side layout of one step's metadata: one pinned buffer, one upload.
-struct StepMeta {
-  std::vector<int32_t> ids, positions, table_offsets, tables, logit_rows;
-  std::vector<int64_t> score_offsets;
-  int64_t total_scores = 0;  // sum of (pos + 1) over the step's tokens
-
-  void Build(const ForwardBatch& batch) {
-    ids.clear(), positions.clear(), table_offsets.clear(), tables.clear(), logit_rows.clear();
-    score_offsets.clear();
-    total_scores = 0;
-    for (const SequenceChunk& ch : batch.chunks) {
-      const int32_t table_offset = static_cast<int32_t>(tables.size());
-      tables.insert(tables.end(), ch.block_table.begin(), ch.block_table.end());
-      for (size_t i = 0; i < ch.tokens.size(); ++i) {
-        const int32_t pos = ch.start_pos + static_cast<int32_t>(i);
-        ids.push_back(ch.tokens[i]);
-        positions.push_back(pos);
-        table_offsets.push_back(table_offset);
-        score_offsets.push_back(total_scores);
-        total_scores += pos + 1;
-      }
-      if (ch.want_logits) logit_rows.push_back(static_cast<int32_t>(ids.size()) - 1);
-    }
-  }
-};
-
 class CudaModelRunner::Impl {
  public:
-  Impl(const ModelConfig& config, int device) : config_(config), device_(device) {}
+  Impl(const ModelConfig& config, const CudaRunnerOptions& options)
+      : config_(config), device_(options.device), use_graphs_(options.cuda_graphs) {}
   ~Impl() {
+    cudaSetDevice(device_);
+    graphs_.reset();
     if (cublas_ != nullptr) cublasDestroy(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -58,6 +37,11 @@ class CudaModelRunner::Impl {
     PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     PDSERVE_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
     PDSERVE_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream_));
+    // A workspace of our own: cuBLAS then allocates nothing while a decode
+    // graph is being captured.
+    RETURN_IF_ERROR(cublas_workspace_.Reserve(kCublasWorkspaceBytes));
+    PDSERVE_CUBLAS_RETURN_IF_ERROR(
+        cublasSetWorkspace(cublas_, cublas_workspace_.get(), kCublasWorkspaceBytes));
     ASSIGN_OR_RETURN(weights_, DeviceWeights::Upload(config_, weights));
     LOG(INFO) << "cuda runner on device " << device_ << ": "
               << DeviceDescription(device_).value_or("?") << ", weights "
@@ -95,23 +79,6 @@ class CudaModelRunner::Impl {
     if (cache.layout().is_int8()) {
       return absl::FailedPreconditionError("cuda runner: kv_dtype int8 is CPU-only; use f16");
     }
-    return absl::OkStatus();
-  }
-
-  absl::Status Reserve(int64_t T, int64_t rows) {
-    const ModelConfig& c = config_;
-    const int64_t qkv = c.q_dim() + 2 * c.kv_dim();
-    const int64_t h_width = std::max<int64_t>({c.n_embd, c.q_dim(), c.n_ff});
-    const int64_t n = std::max(T, rows);
-    RETURN_IF_ERROR(x_.Reserve(T * c.n_embd * sizeof(float)));
-    RETURN_IF_ERROR(y_.Reserve(n * c.n_embd * sizeof(float)));
-    RETURN_IF_ERROR(h_.Reserve(n * h_width * sizeof(__half)));
-    RETURN_IF_ERROR(qkv_.Reserve(T * qkv * sizeof(float)));
-    RETURN_IF_ERROR(gate_up_.Reserve(T * 2 * c.n_ff * sizeof(float)));
-    RETURN_IF_ERROR(attn_.Reserve(T * c.q_dim() * sizeof(__half)));
-    RETURN_IF_ERROR(scores_.Reserve(std::max<int64_t>(1, meta_.total_scores) * c.n_heads *
-                                    sizeof(float)));
-    RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(1, rows) * c.n_vocab * sizeof(float)));
     return absl::OkStatus();
   }
 
@@ -162,85 +129,109 @@ class CudaModelRunner::Impl {
                        l.block_size, static_cast<int32_t>(l.kv_dim())};
   }
 
-  absl::Status RunLayer(const ForwardBatch& batch, KvCache& cache, int l) {
+  // `batch` is null while a decode graph is captured (no layer hook).
+  absl::Status RunLayer(const ForwardBatch* batch, StepBuffers& b, const StepTokensView& view,
+                        KvCache& cache, int l) {
     const ModelConfig& c = config_;
     const DeviceLayerWeights& w = weights_.layers[l];
-    const int64_t T = view_.n_tokens;
+    const int64_t T = view.n_tokens;
     const int64_t qkv_width = c.q_dim() + 2 * c.kv_dim();
-    float* x = x_.get<float>();
-    float* y = y_.get<float>();
-    __half* h = h_.get<__half>();
-    float* qkv = qkv_.get<float>();
+    float* x = b.x.get<float>();
+    float* y = b.y.get<float>();
+    __half* h = b.h.get<__half>();
+    float* qkv = b.qkv.get<float>();
     const KvLayerView kv = LayerView(cache, l);
 
     LaunchRmsNorm(x, w.attn_norm.get<float>(), T, c.n_embd, c.rms_eps, h, stream_);
     RETURN_IF_ERROR(Gemm(w.wqkv, h, T, qkv));
     LaunchRope(qkv, qkv_width, c.n_heads + c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base,
-               view_, stream_);
-    LaunchStoreKv(qkv, qkv_width, c.q_dim(), c.q_dim() + c.kv_dim(), view_, kv, stream_);
-    if (batch.on_layer_done) {
+               view, stream_);
+    LaunchStoreKv(qkv, qkv_width, c.q_dim(), c.q_dim() + c.kv_dim(), view, kv, stream_);
+    if (batch != nullptr && batch->on_layer_done) {
       // The callback's transport reads the blocks from another stream.
       PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-      batch.on_layer_done(l);
+      batch->on_layer_done(l);
     }
-    LaunchPagedAttention(qkv, qkv_width, {c.n_heads, c.n_kv_heads, c.head_dim}, view_, kv,
-                         scores_.get<float>(), attn_.get<__half>(), stream_);
-    RETURN_IF_ERROR(Gemm(w.wo, attn_.get<__half>(), T, y));
+    LaunchPagedAttention(qkv, qkv_width, {c.n_heads, c.n_kv_heads, c.head_dim}, view, kv,
+                         b.scores.get<float>(), b.attn.get<__half>(), stream_);
+    RETURN_IF_ERROR(Gemm(w.wo, b.attn.get<__half>(), T, y));
     LaunchAddInPlace(x, y, T * c.n_embd, stream_);
 
     LaunchRmsNorm(x, w.ffn_norm.get<float>(), T, c.n_embd, c.rms_eps, h, stream_);
-    RETURN_IF_ERROR(Gemm(w.w_gate_up, h, T, gate_up_.get<float>()));
-    LaunchSwiGlu(gate_up_.get<float>(), T, c.n_ff, h, stream_);
+    RETURN_IF_ERROR(Gemm(w.w_gate_up, h, T, b.gate_up.get<float>()));
+    LaunchSwiGlu(b.gate_up.get<float>(), T, c.n_ff, h, stream_);
     RETURN_IF_ERROR(Gemm(w.w_down, h, T, y));
     LaunchAddInPlace(x, y, T * c.n_embd, stream_);
     PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   }
 
-  absl::Status ComputeLogits(std::vector<float>* logits) {
-    const int64_t rows = static_cast<int64_t>(meta_.logit_rows.size());
-    if (rows == 0) return absl::OkStatus();
+  // The whole step, enqueued on the stream: embeddings, layers, and the
+  // logits of `rows` rows (indices into the step's tokens) into b.logits.
+  absl::Status EnqueueStep(const ForwardBatch* batch, StepBuffers& b, const StepTokensView& view,
+                           const int32_t* logit_rows, int64_t rows, KvCache& cache) {
     const ModelConfig& c = config_;
-    LaunchGatherRows(x_.get<float>(), logit_rows_, rows, c.n_embd, y_.get<float>(), stream_);
-    LaunchRmsNorm(y_.get<float>(), weights_.output_norm.get<float>(), rows, c.n_embd, c.rms_eps,
-                  h_.get<__half>(), stream_);
-    RETURN_IF_ERROR(Gemm(weights_.output_matrix(), h_.get<__half>(), rows, logits_.get<float>()));
-    logits->resize(static_cast<size_t>(rows) * c.n_vocab);
-    // Pageable destination: the copy is synchronous with the host.
-    PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), logits_.get(),
-                                                 logits->size() * sizeof(float),
-                                                 cudaMemcpyDeviceToHost, stream_));
+    LaunchEmbed(weights_.token_embd.get(), view.token_ids, view.n_tokens, c.n_embd,
+                b.x.get<float>(), stream_);
+    for (int l = 0; l < c.n_layers; ++l) RETURN_IF_ERROR(RunLayer(batch, b, view, cache, l));
+    if (rows == 0) return absl::OkStatus();
+    LaunchGatherRows(b.x.get<float>(), logit_rows, rows, c.n_embd, b.y.get<float>(), stream_);
+    LaunchRmsNorm(b.y.get<float>(), weights_.output_norm.get<float>(), rows, c.n_embd, c.rms_eps,
+                  b.h.get<__half>(), stream_);
+    RETURN_IF_ERROR(Gemm(weights_.output_matrix(), b.h.get<__half>(), rows, b.logits.get<float>()));
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
   }
 
   absl::Status RunStep(const ForwardBatch& batch, KvCache& cache, std::vector<float>* logits) {
     PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    if (use_graphs_) {
+      if (graphs_ == nullptr) {
+        graphs_ = std::make_unique<DecodeGraphs>(config_, cache.layout().block_size, stream_);
+      }
+      if (graphs_->Eligible(batch)) {
+        return graphs_->Run(batch, cache.pool(),
+                            [this, &cache](StepBuffers& b, const StepTokensView& view,
+                                           const int32_t* rows, int64_t n) {
+                              return EnqueueStep(nullptr, b, view, rows, n, cache);
+                            },
+                            logits);
+      }
+    }
     meta_.Build(batch);
     const int64_t T = static_cast<int64_t>(meta_.ids.size());
-    RETURN_IF_ERROR(Reserve(T, static_cast<int64_t>(meta_.logit_rows.size())));
+    const int64_t rows = static_cast<int64_t>(meta_.logit_rows.size());
+    RETURN_IF_ERROR(buffers_.Reserve(config_, T, rows, meta_.total_scores * config_.n_heads));
     RETURN_IF_ERROR(UploadMeta());
-    LaunchEmbed(weights_.token_embd.get(), view_.token_ids, T, config_.n_embd, x_.get<float>(),
-                stream_);
-    for (int l = 0; l < config_.n_layers; ++l) RETURN_IF_ERROR(RunLayer(batch, cache, l));
-    RETURN_IF_ERROR(ComputeLogits(logits));
+    RETURN_IF_ERROR(EnqueueStep(&batch, buffers_, view_, logit_rows_, rows, cache));
+    logits->resize(static_cast<size_t>(rows) * config_.n_vocab);
+    // Pageable destination: the copy is synchronous with the host.
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), buffers_.logits.get(),
+                                                 logits->size() * sizeof(float),
+                                                 cudaMemcpyDeviceToHost, stream_));
     // Also keeps the pinned metadata alive until the step's kernels ran.
     PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return absl::OkStatus();
   }
 
+  static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
   const ModelConfig config_;
   const int device_;
+  const bool use_graphs_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  DeviceBuffer cublas_workspace_;
   DeviceWeights weights_;
   absl::Status sticky_;
+  std::unique_ptr<DecodeGraphs> graphs_;  // with use_graphs_, made on first use
 
   StepMeta meta_;
   PinnedBuffer meta_host_;
   DeviceBuffer meta_dev_;
   StepTokensView view_{};
   const int32_t* logit_rows_ = nullptr;
-  DeviceBuffer x_, y_, h_, qkv_, gate_up_, attn_, scores_, logits_;
+  StepBuffers buffers_;
 };
 
 absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
@@ -248,7 +239,7 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
   if (config.n_heads % config.n_kv_heads != 0 || config.rope_dim % 2 != 0) {
     return absl::FailedPreconditionError("cuda runner: unsupported head layout");
   }
-  auto impl = std::make_unique<Impl>(config, options.device);
+  auto impl = std::make_unique<Impl>(config, options);
   RETURN_IF_ERROR(impl->Init(weights));
   return std::unique_ptr<CudaModelRunner>(new CudaModelRunner(std::move(impl)));
 }

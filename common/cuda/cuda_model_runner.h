@@ -27,6 +27,9 @@ namespace pdserve::cuda {
 
 struct CudaRunnerOptions {
   int device = 0;
+  // Replay decode-only steps (up to 64 sequences) from captured CUDA graphs
+  // (common/cuda/decode_graphs.h). Off by default until measured on a GPU.
+  bool cuda_graphs = false;
 };
 
 class CudaModelRunner : public ModelRunner {

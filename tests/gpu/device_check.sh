@@ -10,7 +10,8 @@
 #      (logits, 32 greedy steps, ragged batch), device KV staging and TCP
 #      between device caches, NCCL self round trip and deadline abort.
 #   2. Decode tokens/s at batch 1/8/64 with model-bandwidth utilisation
-#      against 4.8 TB/s, and prefill tokens/s (pdserve bench-engine).
+#      against 4.8 TB/s, and prefill tokens/s (pdserve bench-engine), eager
+#      and with decode steps replayed from CUDA graphs.
 #   3. KV transfer GB/s for 1/16/64 MB: NCCL and staged TCP against a plain
 #      device-to-device copy of the same bytes, in the same run.
 #   4. A full disaggregated Generate on one GPU (router + prefill + decode,
@@ -68,6 +69,11 @@ step bench_engine_cuda 240 "$bin/pdserve" bench-engine --model="$model" --device
   --bench_threads=1 --bench_pp=512 --bench_tg=128 --bench_batches=1,8,64 \
   --bench_batch_tokens=64 --bench_repeats=2 --kv_blocks=4096
 sed -n '/^test /,/^peak/p' "$OUT/bench_engine_cuda.log" | sed 's/^/  /' | tee -a "$summary"
+# The same decode runs replayed from CUDA graphs (--cuda_graphs).
+step bench_engine_cuda_graphs 240 "$bin/pdserve" bench-engine --model="$model" --device="$DEVICE" \
+  --cuda_graphs --bench_threads=1 --bench_pp=512 --bench_tg=128 --bench_batches=1,8,64 \
+  --bench_batch_tokens=64 --bench_repeats=2 --kv_blocks=4096
+sed -n '/^test /,/^peak/p' "$OUT/bench_engine_cuda_graphs.log" | sed 's/^/  graphs /' | tee -a "$summary"
 
 # 3. KV transfer bandwidth.
 step transfer_bench 180 "$bin/pdserve_gpu_transfer_bench" --rounds=5
