@@ -44,7 +44,8 @@ absl::Status CheckKvFrameShape(const v1::KvFrameHeader& header, int64_t bytes_pe
       [[fallthrough]];
     case v1::KvFrameHeader::COMMIT:
     case v1::KvFrameHeader::ABORT:
-      if (payload != 0 || header.block_indices_size() != 0) {
+      if (payload != 0 || header.block_indices_size() != 0 || header.src_blocks_size() != 0 ||
+          header.payload_path() != v1::KvFrameHeader::PAYLOAD_INLINE) {
         return absl::InvalidArgumentError(absl::StrCat(
             "kv frame: ", v1::KvFrameHeader::Kind_Name(header.kind()), " carries a payload"));
       }

@@ -38,9 +38,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!header.ParseFromArray(data + pos, static_cast<int>(length))) break;
     pos += length;
     if (!pdserve::CheckKvFrameShape(header, kBlockBytes, kMaxBlocks).ok()) break;
-    // A checked shape bounds the payload; skip it as the receiver would.
-    const uint64_t payload = header.payload_bytes();
-    if (payload > kBlockBytes * kMaxBlocks) __builtin_trap();  // the check let too much through
+    // A checked shape bounds the payload; skip it as the receiver would
+    // (CUDA IPC frames carry none on the wire).
+    if (header.payload_bytes() > kBlockBytes * kMaxBlocks) __builtin_trap();  // let too much through
+    if (header.payload_path() == pdserve::v1::KvFrameHeader::PAYLOAD_CUDA_IPC &&
+        header.src_blocks_size() != header.block_indices_size()) {
+      __builtin_trap();  // the shape check must pair every block with its source
+    }
+    const uint64_t payload = pdserve::KvWirePayloadBytes(header);
     if (payload > size - pos) break;
     for (uint32_t b : header.block_indices()) g_sink = g_sink + b;
     pos += static_cast<size_t>(payload);

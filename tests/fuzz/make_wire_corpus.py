@@ -51,8 +51,16 @@ def frames():
     abort = vint(1, 7) + vint(2, 2) + vint(3, 3) + ldel(10, b"client cancelled")
     ack_ok = vint(1, 7) + vint(2, 1) + vint(3, 1)
     ack_err = vint(1, 7) + vint(2, 1) + vint(5, 9) + ldel(4, b"stale epoch") + vint(6, 1)
+    # CUDA IPC: the attach, then a layer whose bytes the receiver pulls
+    # (payload_path 1, src_blocks), so no payload follows on the wire.
+    attach = vint(3, 4) + ldel(13, b"\x11" * 64) + vint(14, 1024 * 30 * BLOCK) + vint(15, 1024)
+    ipc_layer = layer + vint(11, 1) + ldel(12, b"".join(varint(i) for i in (9, 10)))
     return {
         "layer_then_commit": framed(layer) + b"\x00" * (2 * BLOCK) + framed(commit),
+        "ipc_attach_layer_commit": framed(attach) + framed(ipc_layer) + framed(commit),
+        "ipc_src_mismatch": framed(layer + vint(11, 1) + ldel(12, varint(9))),
+        "ipc_attach_without_handle": framed(vint(3, 4) + vint(15, 8)),
+        "unknown_payload_path": framed(layer + vint(11, 7)),
         "abort": framed(abort),
         "short_payload": framed(layer) + b"\x01" * 100,
         "payload_mismatch": framed(layer[:-3] + vint(6, BLOCK)),

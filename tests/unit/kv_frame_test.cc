@@ -44,6 +44,38 @@ TEST(KvFrameTest, ShapeChecks) {
   EXPECT_FALSE(CheckKvFrameShape(unspecified, 128, 4).ok());
 }
 
+// CUDA IPC frames: every block has a source, control frames carry no
+// layer fields, an ATTACH needs a handle, and no payload is on the wire.
+TEST(KvFrameTest, CudaIpcShapeChecks) {
+  v1::KvFrameHeader ipc = LayerHeader(1, 1, 0, {0, 1}, 128);
+  ipc.set_payload_path(v1::KvFrameHeader::PAYLOAD_CUDA_IPC);
+  ipc.add_src_blocks(5);
+  EXPECT_FALSE(CheckKvFrameShape(ipc, 128, 4).ok());  // one source for two blocks
+  ipc.add_src_blocks(6);
+  EXPECT_TRUE(CheckKvFrameShape(ipc, 128, 4).ok());
+  EXPECT_EQ(KvWirePayloadBytes(ipc), 0u);
+  EXPECT_EQ(KvWirePayloadBytes(LayerHeader(1, 1, 0, {0, 1}, 128)), 256u);
+
+  v1::KvFrameHeader commit;
+  commit.set_kind(v1::KvFrameHeader::COMMIT);
+  EXPECT_TRUE(CheckKvFrameShape(commit, 128, 4).ok());
+  commit.add_src_blocks(3);
+  EXPECT_FALSE(CheckKvFrameShape(commit, 128, 4).ok());
+  commit.clear_src_blocks();
+  commit.set_payload_path(v1::KvFrameHeader::PAYLOAD_CUDA_IPC);
+  EXPECT_FALSE(CheckKvFrameShape(commit, 128, 4).ok());
+
+  v1::KvFrameHeader attach;
+  attach.set_kind(v1::KvFrameHeader::ATTACH);
+  EXPECT_FALSE(CheckKvFrameShape(attach, 128, 4).ok());
+  attach.set_ipc_handle("handle");
+  EXPECT_TRUE(CheckKvFrameShape(attach, 128, 4).ok());
+
+  v1::KvFrameHeader bad_path = LayerHeader(1, 1, 0, {0}, 128);
+  bad_path.set_payload_path(static_cast<v1::KvFrameHeader::PayloadPath>(7));
+  EXPECT_FALSE(CheckKvFrameShape(bad_path, 128, 4).ok());
+}
+
 TEST(KvFrameTest, AckCarriesCanonicalCode) {
   EXPECT_TRUE(KvAckToStatus(MakeKvAck(1, 2, absl::OkStatus())).ok());
   const absl::Status st = KvAckToStatus(MakeKvAck(1, 2, absl::DataLossError("short")));
