@@ -41,6 +41,15 @@ absl::Status KvDeviceMemory::CopyBlocks(absl::Span<const uint8_t* const>,
   return absl::FailedPreconditionError("kv cache: this device memory cannot copy from peers");
 }
 
+absl::StatusOr<std::string> KvDeviceMemory::NewPeerChannelId() const {
+  return absl::FailedPreconditionError("kv cache: this device memory has no peer channels (NCCL)");
+}
+
+absl::StatusOr<std::unique_ptr<KvPeerChannel>> KvDeviceMemory::JoinPeerChannel(
+    const std::string&, int, absl::Time) const {
+  return absl::FailedPreconditionError("kv cache: this device memory has no peer channels (NCCL)");
+}
+
 namespace {
 
 absl::Status ValidatePool(const KvLayout& layout, int32_t num_blocks) {

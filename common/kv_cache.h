@@ -24,6 +24,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/block_allocator.h"
 #include "common/model_config.h"
@@ -64,6 +65,24 @@ class KvPeerPool {
   virtual size_t size() const = 0;
 };
 
+// An ordered device-to-device byte channel between this process and one
+// peer (NCCL): the receiver's i-th RecvBlocks gets the sender's i-th
+// SendBlocks. Calls only enqueue; Wait finishes them. Thread-compatible.
+class KvPeerChannel {
+ public:
+  virtual ~KvPeerChannel() = default;
+  // Sends the blocks' bytes (device addresses in the local pool), in order.
+  virtual absl::Status SendBlocks(absl::Span<const uint8_t* const> blocks,
+                                  size_t block_bytes) = 0;
+  // Receives as many blocks into `blocks`; a null entry is received and
+  // dropped (a dead epoch's frame still keeps both ends in step).
+  virtual absl::Status RecvBlocks(absl::Span<uint8_t* const> blocks, size_t block_bytes) = 0;
+  // Until everything enqueued finished. At the deadline, or on a peer
+  // failure, the channel aborts and is dead from then on.
+  virtual absl::Status Wait(absl::Time deadline) = 0;
+  virtual void Abort(const std::string& why) = 0;
+};
+
 // Device memory a KvCache pool lives in; freed when destroyed. Implemented
 // next to each device runtime (common/cuda/), so this header needs none.
 class KvDeviceMemory {
@@ -89,6 +108,16 @@ class KvDeviceMemory {
   // dst[i]; sources may lie in a peer pool. Thread-safe.
   virtual absl::Status CopyBlocks(absl::Span<const uint8_t* const> src,
                                   absl::Span<uint8_t* const> dst, size_t block_bytes) const;
+
+  // NCCL. Whether this memory can open peer channels at all.
+  virtual bool SupportsPeerChannels() const { return false; }
+  // A fresh channel id: rank 0 makes it and sends it to rank 1.
+  virtual absl::StatusOr<std::string> NewPeerChannelId() const;
+  // Joins channel `id` as rank 0 or 1; blocks until the other rank joined,
+  // or DEADLINE_EXCEEDED at the deadline.
+  virtual absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinPeerChannel(const std::string& id,
+                                                                         int rank,
+                                                                         absl::Time deadline) const;
 };
 
 class KvCache {

@@ -42,6 +42,11 @@ absl::Status CheckKvFrameShape(const v1::KvFrameHeader& header, int64_t bytes_pe
         return absl::InvalidArgumentError("kv frame: ATTACH without an ipc_handle");
       }
       [[fallthrough]];
+    case v1::KvFrameHeader::NCCL_HELLO:
+      if (header.kind() == v1::KvFrameHeader::NCCL_HELLO && header.nccl_id().empty()) {
+        return absl::InvalidArgumentError("kv frame: NCCL_HELLO without an nccl_id");
+      }
+      [[fallthrough]];
     case v1::KvFrameHeader::COMMIT:
     case v1::KvFrameHeader::ABORT:
       if (payload != 0 || header.block_indices_size() != 0 || header.src_blocks_size() != 0 ||
@@ -65,7 +70,8 @@ absl::Status CheckKvFrameShape(const v1::KvFrameHeader& header, int64_t bytes_pe
                                                    " source blocks for ", blocks, " blocks"));
   }
   if (header.payload_path() != v1::KvFrameHeader::PAYLOAD_INLINE &&
-      header.payload_path() != v1::KvFrameHeader::PAYLOAD_CUDA_IPC) {
+      header.payload_path() != v1::KvFrameHeader::PAYLOAD_CUDA_IPC &&
+      header.payload_path() != v1::KvFrameHeader::PAYLOAD_NCCL) {
     return absl::InvalidArgumentError(
         absl::StrCat("kv frame: unknown payload path ", static_cast<int>(header.payload_path())));
   }

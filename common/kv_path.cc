@@ -15,17 +15,27 @@ absl::StatusOr<KvTransportFlag> ParseKvTransportFlag(absl::string_view text) {
   if (text == "auto") return KvTransportFlag::kAuto;
   if (text == kKvTransportTcp) return KvTransportFlag::kTcp;
   if (text == kKvTransportCudaIpc) return KvTransportFlag::kCudaIpc;
+  if (text == kKvTransportNccl) return KvTransportFlag::kNccl;
   return absl::InvalidArgumentError(
-      absl::StrCat("kv transport \"", text, "\" is not one of auto, tcp, cuda_ipc"));
+      absl::StrCat("kv transport \"", text, "\" is not one of auto, tcp, cuda_ipc, nccl"));
 }
 
 const char* KvPathName(KvPath path) {
-  return path == KvPath::kCudaIpc ? kKvTransportCudaIpc : kKvTransportTcp;
+  switch (path) {
+    case KvPath::kCudaIpc:
+      return kKvTransportCudaIpc;
+    case KvPath::kNccl:
+      return kKvTransportNccl;
+    default:
+      return kKvTransportTcp;
+  }
 }
 
-std::vector<std::string> AcceptedKvTransports(bool device_pool) {
-  if (device_pool) return {kKvTransportTcp, kKvTransportCudaIpc};
-  return {kKvTransportTcp};
+std::vector<std::string> AcceptedKvTransports(bool device_pool, bool nccl) {
+  std::vector<std::string> out = {kKvTransportTcp};
+  if (device_pool) out.push_back(kKvTransportCudaIpc);
+  if (device_pool && nccl) out.push_back(kKvTransportNccl);
+  return out;
 }
 
 std::string LocalKvHostId() {
@@ -64,6 +74,21 @@ absl::Status CudaIpcPossible(const KvLocalSide& local, const KvPeerOffer& peer) 
   return absl::OkStatus();
 }
 
+absl::Status NcclPossible(const KvLocalSide& local, const KvPeerOffer& peer) {
+  if (!local.device_pool || !local.nccl) {
+    return absl::FailedPreconditionError(
+        "kv transport nccl: this worker's KV cache cannot use NCCL (needs --device=cuda and a "
+        "build with NCCL)");
+  }
+  if (std::find(peer.transports.begin(), peer.transports.end(), kKvTransportNccl) ==
+      peer.transports.end()) {
+    return absl::FailedPreconditionError(
+        "kv transport nccl: the decode worker does not accept nccl (its KV cache is not on a GPU, "
+        "or it was built without NCCL)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<KvPath> ChooseKvPath(KvTransportFlag requested, const KvLocalSide& local,
@@ -74,6 +99,9 @@ absl::StatusOr<KvPath> ChooseKvPath(KvTransportFlag requested, const KvLocalSide
     case KvTransportFlag::kCudaIpc:
       if (absl::Status st = CudaIpcPossible(local, peer); !st.ok()) return st;
       return KvPath::kCudaIpc;
+    case KvTransportFlag::kNccl:
+      if (absl::Status st = NcclPossible(local, peer); !st.ok()) return st;
+      return KvPath::kNccl;
     case KvTransportFlag::kAuto:
       return CudaIpcPossible(local, peer).ok() ? KvPath::kCudaIpc : KvPath::kTcp;
   }

@@ -40,6 +40,10 @@ bool KvSendConnection::TryReserveSlot() {
 }
 
 void KvSendConnection::Enqueue(KvOutFrame frame) {
+  if (dead_.load()) {
+    Release(frame, death_);
+    return;
+  }
   if (frame.transfer != nullptr) {
     if (absl::Status st = frame.transfer->status(); !st.ok()) {
       Release(frame, st);
@@ -168,7 +172,9 @@ void KvSendConnection::WriteNext() {
     KvOutFrame f = std::move(queue_.front());
     queue_.pop_front();
     absl::Status st = f.transfer ? f.transfer->status() : absl::OkStatus();
-    if (st.ok()) {
+    // On an nccl connection a layer's bytes are already on the channel: its
+    // header must go too, even for a failed transfer (the receiver drops it).
+    if (st.ok() || (options_.single_use && f.accounted_bytes > 0)) {
       inflight_ = std::move(f);
     } else {
       Release(f, st);  // its transfer failed while the frame waited
@@ -255,7 +261,8 @@ void KvSendConnection::HandleAck(const v1::KvAck& ack) {
     std::shared_ptr<KvSendTransfer> transfer = std::move(it->second);
     active_.erase(it);
     transfer->Fail(status);
-    DropTransfer(transfer);
+    // nccl: its queued headers still go (see WriteNext), so the ends stay in step.
+    if (!options_.single_use) DropTransfer(transfer);
   }
   if (ack.closing()) {
     // Whatever follows the rejected frame on this connection is lost; stop
@@ -287,6 +294,12 @@ void KvSendConnection::Fail(const absl::Status& why) {
   }
   ++generation_;
   state_ = State::kDisconnected;
+  if (options_.single_use && !dead_.load()) {
+    death_ = absl::Status(why.ok() ? absl::StatusCode::kUnavailable : why.code(),
+                          absl::StrCat("kv connection to ", endpoint_,
+                                                   " (single use) is closed: ", why.message()));
+    dead_.store(true);
+  }
   error_code ignored;
   socket_.close(ignored);
   resolver_.cancel();

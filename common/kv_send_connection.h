@@ -50,6 +50,9 @@ struct KvSendConnectionOptions {
   std::string attach_head;
   // Called (on the I/O thread) when the receiver refuses the ATTACH.
   std::function<void(const absl::Status&)> on_attach_refused;
+  // Never reconnect: after the first failure every frame fails at once
+  // (nccl connections, whose channel dies with them).
+  bool single_use = false;
 };
 
 struct KvOutFrame {
@@ -84,6 +87,9 @@ class KvSendConnection : public std::enable_shared_from_this<KvSendConnection> {
   // back without desynchronising the stream, so that resets the connection.
   // On return no frame of the transfer references source memory.
   void DropTransfer(const std::shared_ptr<KvSendTransfer>& transfer);
+  // A single_use connection that failed, and why; any thread.
+  bool dead() const { return dead_.load(); }
+  absl::Status death() const { return dead_.load() ? death_ : absl::OkStatus(); }
   // Fails everything and closes; the object may be reused afterwards.
   void Fail(const absl::Status& why);
 
@@ -118,6 +124,8 @@ class KvSendConnection : public std::enable_shared_from_this<KvSendConnection> {
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::steady_timer watchdog_;
   std::atomic<int> slots_used_{0};
+  std::atomic<bool> dead_{false};
+  absl::Status death_;  // written once, before dead_ is set
 
   enum class State { kDisconnected, kConnecting, kConnected };
   State state_ = State::kDisconnected;

@@ -8,6 +8,9 @@
 #include "common/cuda/cuda_kv_memory.h"
 #include "common/cuda/cuda_model_runner.h"
 #endif
+#if PDSERVE_HAVE_NCCL
+#include "common/nccl/nccl_peer_channel.h"
+#endif
 
 namespace pdserve {
 
@@ -35,9 +38,15 @@ absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
                                                        const KvLayout& layout,
                                                        int32_t num_blocks) {
   if (!device.is_cuda()) return KvCache::Create(layout, num_blocks);
+  cuda::PeerChannelMaker channels;
+#if PDSERVE_HAVE_NCCL
+  channels.new_id = nccl::NewNcclChannelId;
+  channels.join = nccl::JoinNcclChannel;
+#endif
   ASSIGN_OR_RETURN(std::unique_ptr<KvDeviceMemory> memory,
                    cuda::AllocateKvDeviceMemory(device.ordinal,
-                                                KvCache::PoolBytes(layout, num_blocks)));
+                                                KvCache::PoolBytes(layout, num_blocks),
+                                                std::move(channels)));
   return KvCache::Create(layout, num_blocks, std::move(memory));
 }
 

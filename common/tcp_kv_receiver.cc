@@ -10,6 +10,7 @@
 #include "common/io_thread.h"
 #include "common/kv_frame.h"
 #include "common/kv_ipc_peers.h"
+#include "common/kv_nccl_peers.h"
 #include "common/kv_receive_connection.h"
 #include "common/kv_reservation.h"
 #include "common/status_macros.h"
@@ -69,6 +70,7 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
                      const absl::Status& why) override;
   void OnClosed(const ConnPtr& conn) override {
     ipc_peers_.Forget(conn.get());
+    nccl_peers_.Forget(conn.get());
     connections_.erase(conn);
   }
 
@@ -84,8 +86,10 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   // Device caches: copies conn's staged payload into its device blocks.
   absl::Status Unstage(Pending* p, const ConnPtr& conn);
   KvFramePlan PlanCommit(const v1::KvFrameHeader& header);
+  // ATTACH (CUDA IPC) or NCCL_HELLO: sets up the connection's device path.
   KvFramePlan PlanAttach(const ConnPtr& conn, const v1::KvFrameHeader& header);
-  // PAYLOAD_CUDA_IPC: pulls the blocks now, then counts them as written.
+  // PAYLOAD_CUDA_IPC / PAYLOAD_NCCL: brings the blocks in now (copy from
+  // the attached pool, or receive from the channel), then counts them.
   KvFramePlan PullLayer(const ConnPtr& conn, const v1::KvFrameHeader& header, Pending* p);
   KvFramePlan PlanAbort(const v1::KvFrameHeader& header);
   // A frame that does not validate: fail its reservation (if it is the
@@ -96,6 +100,7 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   const TcpKvReceiverOptions options_;
   const int64_t bytes_per_layer_block_ = cache_->layout().bytes_per_layer_block();
   KvIpcPeers ipc_peers_{cache_};
+  KvNcclPeers nccl_peers_{cache_, options_.idle_timeout, options_.idle_timeout};
   std::atomic<size_t> num_pending_{0};
   uint16_t port_ = 0;
 
@@ -273,6 +278,7 @@ KvFramePlan TcpKvReceiverImpl::OnHeader(const ConnPtr& conn, const v1::KvFrameHe
     case v1::KvFrameHeader::COMMIT:
       return PlanCommit(header);
     case v1::KvFrameHeader::ATTACH:
+    case v1::KvFrameHeader::NCCL_HELLO:
       return PlanAttach(conn, header);
     default:
       return PlanAbort(header);
@@ -317,11 +323,20 @@ KvFramePlan SkipNonCurrent(const v1::KvFrameHeader& header, Match match) {
 KvFramePlan TcpKvReceiverImpl::PlanLayer(const ConnPtr& conn, const v1::KvFrameHeader& header) {
   Pending* p = nullptr;
   const Match match = Lookup(header, &p);
-  if (match != Match::kCurrent) return SkipNonCurrent(header, match);
+  const bool nccl = header.payload_path() == v1::KvFrameHeader::PAYLOAD_NCCL;
+  if (match != Match::kCurrent) {
+    // Its bytes are on the channel all the same: take them off, unused.
+    std::vector<uint8_t*> drop(nccl ? header.block_indices_size() : 0, nullptr);
+    if (absl::Status st = nccl ? nccl_peers_.Receive(conn.get(), header, drop) : absl::OkStatus();
+        !st.ok()) {
+      return Reject(header, st);
+    }
+    return SkipNonCurrent(header, match);
+  }
   if (absl::Status st = p->reservation->ClaimLayerBlocks(header); !st.ok()) {
     return Reject(header, st);
   }
-  if (header.payload_path() == v1::KvFrameHeader::PAYLOAD_CUDA_IPC) {
+  if (header.payload_path() != v1::KvFrameHeader::PAYLOAD_INLINE) {
     return PullLayer(conn, header, p);
   }
   KvFramePlan plan;
@@ -355,7 +370,10 @@ KvFramePlan TcpKvReceiverImpl::PullLayer(const ConnPtr& conn, const v1::KvFrameH
   for (uint32_t logical : header.block_indices()) {
     dst.push_back(cache_->LayerBlock(header.layer(), p->reservation->dst_block(logical)));
   }
-  if (absl::Status st = ipc_peers_.Pull(conn.get(), header, dst); !st.ok()) {
+  const absl::Status st = header.payload_path() == v1::KvFrameHeader::PAYLOAD_NCCL
+                              ? nccl_peers_.Receive(conn.get(), header, dst)
+                              : ipc_peers_.Pull(conn.get(), header, dst);
+  if (!st.ok()) {
     LOG(WARNING) << "kv transfer " << header.transfer_id() << ": " << st;
     return Reject(header, st);
   }
@@ -364,8 +382,11 @@ KvFramePlan TcpKvReceiverImpl::PullLayer(const ConnPtr& conn, const v1::KvFrameH
 }
 
 KvFramePlan TcpKvReceiverImpl::PlanAttach(const ConnPtr& conn, const v1::KvFrameHeader& header) {
-  if (absl::Status st = ipc_peers_.Attach(conn.get(), header); !st.ok()) {
-    LOG(WARNING) << "kv receiver: refused an attach from " << conn->peer() << ": " << st;
+  const absl::Status st = header.kind() == v1::KvFrameHeader::NCCL_HELLO
+                              ? nccl_peers_.Hello(conn.get(), header)
+                              : ipc_peers_.Attach(conn.get(), header);
+  if (!st.ok()) {
+    LOG(WARNING) << "kv receiver: refused the device path of " << conn->peer() << ": " << st;
     KvFramePlan plan;
     plan.action = KvFramePlan::Action::kClose;
     plan.ack = MakeKvAck(0, 0, st);

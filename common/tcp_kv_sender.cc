@@ -1,5 +1,6 @@
 #include "common/tcp_kv_sender.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <utility>
 
@@ -104,7 +105,7 @@ class TcpKvSenderImpl final : public TcpKvSender {
  public:
   TcpKvSenderImpl(const TcpKvSenderOptions& options, std::string attach_head)
       : io_("kv-send-io"),
-        ipc_pool_(options.ipc_pool),
+        device_pool_(options.device_pool),
         options_{options.connect_timeout, options.idle_timeout, options.max_queued_frames,
                  options.socket_buffer_bytes, options.auth},
         attach_head_(std::move(attach_head)) {}
@@ -125,6 +126,16 @@ class TcpKvSenderImpl final : public TcpKvSender {
   using ConnKey = std::pair<std::string, KvPath>;
 
   absl::StatusOr<ConnPtr> Connection(const KvTransferTarget& target);
+  // Where a transfer's COMMIT or ABORT goes: its path's connection, except
+  // that nccl never opens a new one for that (it would join a channel just
+  // to send a commit or an abort): without an open one, the tcp path's.
+  absl::StatusOr<ConnPtr> ControlConnection(const KvTransferTarget& target);
+  // nccl: a new single-use connection whose channel both ends joined.
+  absl::StatusOr<ConnPtr> NewNcclConnection(const KvTransferTarget& target,
+                                            const HostPort& address);
+  // nccl: the channel's send of the blocks, then the header, in one order.
+  absl::Status SendNcclLayer(const ConnPtr& conn, int layer, KvCache& src_cache,
+                             absl::Span<const int32_t> src_block_ids, KvOutFrame frame);
   // The frame of a cuda_ipc layer: source block ids, no payload.
   absl::StatusOr<KvOutFrame> IpcLayerFrame(v1::KvFrameHeader header, const KvCache& src_cache,
                                            absl::Span<const int32_t> src_block_ids);
@@ -141,12 +152,16 @@ class TcpKvSenderImpl final : public TcpKvSender {
   void Forget(const KvTransferTarget& target);
 
   IoThread io_;  // first, so that it is destroyed after the connections
-  const KvCache* const ipc_pool_;
+  const KvCache* const device_pool_;
   const KvSendConnectionOptions options_;
-  const std::string attach_head_;  // encoded ATTACH of ipc_pool_, or empty
+  const std::string attach_head_;  // encoded ATTACH of device_pool_, or empty
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ConnKey, ConnPtr> connections_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> ipc_refused_ ABSL_GUARDED_BY(mu_);
+  // nccl connections' channels.
+  absl::flat_hash_map<ConnPtr, std::shared_ptr<KvPeerChannel>> channels_ ABSL_GUARDED_BY(mu_);
+  // Keeps each nccl connection's channel sends in the order of its headers.
+  absl::Mutex nccl_order_mu_;
   absl::flat_hash_map<TransferKey, TransferPtr> transfers_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -163,38 +178,119 @@ TcpKvSenderImpl::~TcpKvSenderImpl() {
 }
 
 absl::StatusOr<ConnPtr> TcpKvSenderImpl::Connection(const KvTransferTarget& target) {
-  if (target.path == KvPath::kCudaIpc && attach_head_.empty()) {
-    return absl::FailedPreconditionError(
-        "kv send: cuda_ipc transfer, but this sender has no device KV pool to share");
+  if (target.path != KvPath::kTcp && device_pool_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kv send: ", KvPathName(target.path), " transfer, but this sender has no device KV pool"));
   }
-  absl::MutexLock lock(&mu_);
-  const ConnKey key{target.endpoint, target.path};
-  auto it = connections_.find(key);
-  if (it != connections_.end()) return it->second;
   ASSIGN_OR_RETURN(HostPort address, ParseHostPort(target.endpoint));
   if (address.host.empty() || address.port == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("kv send: bad endpoint \"", target.endpoint, "\""));
   }
-  KvSendConnectionOptions options = options_;
-  if (target.path == KvPath::kCudaIpc) {
-    options.attach_head = attach_head_;
-    options.on_attach_refused = [this, endpoint = target.endpoint](const absl::Status& why) {
-      LOG(WARNING) << "kv: " << endpoint << " refused cuda_ipc, auto uses tcp for it: " << why;
-      absl::MutexLock lock(&mu_);
-      ipc_refused_.insert(endpoint);
-    };
+  {
+    absl::MutexLock lock(&mu_);
+    const ConnKey key{target.endpoint, target.path};
+    auto it = connections_.find(key);
+    if (it != connections_.end() && !it->second->dead()) return it->second;
+    if (it != connections_.end()) {
+      channels_.erase(it->second);
+      connections_.erase(it);
+    }
+    if (target.path != KvPath::kNccl) {
+      KvSendConnectionOptions options = options_;
+      if (target.path == KvPath::kCudaIpc) {
+        options.attach_head = attach_head_;
+        options.on_attach_refused = [this, endpoint = target.endpoint](const absl::Status& why) {
+          LOG(WARNING) << "kv: " << endpoint << " refused cuda_ipc, auto uses tcp for it: " << why;
+          absl::MutexLock lock(&mu_);
+          ipc_refused_.insert(endpoint);
+        };
+      }
+      auto conn = std::make_shared<KvSendConnection>(io_.context(), address, options);
+      connections_.emplace(key, conn);
+      LOG(INFO) << "kv connection to " << target.endpoint << " (" << KvPathName(target.path)
+                << ")";
+      return conn;
+    }
   }
+  // Joining waits for the receiver: not under mu_.
+  return NewNcclConnection(target, address);
+}
+
+absl::StatusOr<ConnPtr> TcpKvSenderImpl::ControlConnection(const KvTransferTarget& target) {
+  if (target.path == KvPath::kNccl) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = connections_.find(ConnKey{target.endpoint, target.path});
+      if (it != connections_.end() && !it->second->dead()) return it->second;
+    }
+    KvTransferTarget tcp = target;
+    tcp.path = KvPath::kTcp;
+    return Connection(tcp);
+  }
+  return Connection(target);
+}
+
+absl::StatusOr<ConnPtr> TcpKvSenderImpl::NewNcclConnection(const KvTransferTarget& target,
+                                                            const HostPort& address) {
+  const KvDeviceMemory& memory = *device_pool_->device_memory();
+  ASSIGN_OR_RETURN(std::string id, memory.NewPeerChannelId());
+  KvSendConnectionOptions options = options_;
+  options.single_use = true;
   auto conn = std::make_shared<KvSendConnection>(io_.context(), address, options);
-  connections_.emplace(key, conn);
-  LOG(INFO) << "kv connection to " << target.endpoint << " (" << KvPathName(target.path) << ")";
+  v1::KvFrameHeader hello;
+  hello.set_kind(v1::KvFrameHeader::NCCL_HELLO);
+  hello.set_nccl_id(id);
+  KvOutFrame frame;
+  frame.head = EncodeKvMessage(hello);
+  RETURN_IF_ERROR(Post(conn, std::move(frame)));  // connects and says hello first
+  // The receiver joins when it reads the hello; both wait for each other.
+  // Bounded by the connect timeout too: a receiver that refuses the hello
+  // never joins.
+  const absl::Time join_by = std::min(target.deadline, absl::Now() + options_.connect_timeout);
+  absl::StatusOr<std::unique_ptr<KvPeerChannel>> channel =
+      memory.JoinPeerChannel(id, /*rank=*/0, join_by);
+  if (!channel.ok()) {
+    // The receiver's refusal says more than our timeout.
+    const absl::Status why = conn->dead() ? conn->death() : channel.status();
+    io_.RunSync([&] { conn->Fail(why); });
+    return absl::Status(why.code(), absl::StrCat("kv send: NCCL channel to ", target.endpoint,
+                                                 ": ", why.message()));
+  }
+  LOG(INFO) << "kv connection to " << target.endpoint << " (nccl)";
+  absl::MutexLock lock(&mu_);
+  connections_[ConnKey{target.endpoint, target.path}] = conn;
+  channels_.emplace(conn, std::move(*channel));
   return conn;
+}
+
+absl::Status TcpKvSenderImpl::SendNcclLayer(const ConnPtr& conn, int layer,
+                                            KvCache& src_cache,
+                                            absl::Span<const int32_t> src_block_ids,
+                                            KvOutFrame frame) {
+  if (&src_cache != device_pool_) {
+    return absl::InvalidArgumentError("kv send: nccl layers must come from the device pool");
+  }
+  std::shared_ptr<KvPeerChannel> channel;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = channels_.find(conn);
+    if (it == channels_.end()) return absl::UnavailableError("kv send: the NCCL channel is gone");
+    channel = it->second;
+  }
+  std::vector<const uint8_t*> blocks;
+  blocks.reserve(src_block_ids.size());
+  for (int32_t b : src_block_ids) blocks.push_back(src_cache.LayerBlock(layer, b));
+  absl::MutexLock order(&nccl_order_mu_);
+  RETURN_IF_ERROR(channel->SendBlocks(blocks, static_cast<size_t>(
+                                                  src_cache.layout().bytes_per_layer_block())));
+  return Post(conn, std::move(frame));
 }
 
 absl::StatusOr<KvOutFrame> TcpKvSenderImpl::IpcLayerFrame(v1::KvFrameHeader header,
                                                           const KvCache& src_cache,
                                                           absl::Span<const int32_t> src_block_ids) {
-  if (&src_cache != ipc_pool_) {
+  if (&src_cache != device_pool_) {
     return absl::InvalidArgumentError("kv send: cuda_ipc layers must come from the shared pool");
   }
   header.set_payload_path(v1::KvFrameHeader::PAYLOAD_CUDA_IPC);
@@ -258,9 +354,16 @@ absl::Status TcpKvSenderImpl::SendLayer(const KvTransferTarget& target, int laye
   header.set_layer(layer);
   for (int32_t b : logical_blocks) header.add_block_indices(static_cast<uint32_t>(b));
   header.set_payload_bytes(logical_blocks.size() * block_bytes);
-  absl::StatusOr<KvOutFrame> built = target.path == KvPath::kCudaIpc
-                                         ? IpcLayerFrame(header, src_cache, src_block_ids)
-                                         : InlineLayerFrame(header, src_cache, src_block_ids);
+  absl::StatusOr<KvOutFrame> built;
+  if (target.path == KvPath::kCudaIpc) {
+    built = IpcLayerFrame(header, src_cache, src_block_ids);
+  } else if (target.path == KvPath::kNccl) {
+    header.set_payload_path(v1::KvFrameHeader::PAYLOAD_NCCL);
+    built = KvOutFrame{};
+    built->head = EncodeKvMessage(header);
+  } else {
+    built = InlineLayerFrame(header, src_cache, src_block_ids);
+  }
   if (!built.ok()) {
     transfer->Fail(built.status());
     return built.status();
@@ -268,7 +371,11 @@ absl::Status TcpKvSenderImpl::SendLayer(const KvTransferTarget& target, int laye
   KvOutFrame frame = std::move(*built);
   frame.transfer = transfer;
   frame.accounted_bytes = header.payload_bytes();
-  if (absl::Status st = Post(conn, std::move(frame)); !st.ok()) {
+  const absl::Status st =
+      target.path == KvPath::kNccl
+          ? SendNcclLayer(conn, layer, src_cache, src_block_ids, std::move(frame))
+          : Post(conn, std::move(frame));
+  if (!st.ok()) {
     transfer->Fail(st);
     return st;
   }
@@ -276,7 +383,7 @@ absl::Status TcpKvSenderImpl::SendLayer(const KvTransferTarget& target, int laye
 }
 
 absl::Status TcpKvSenderImpl::Commit(const KvTransferTarget& target, const KvCommit& commit) {
-  ASSIGN_OR_RETURN(ConnPtr conn, Connection(target));
+  ASSIGN_OR_RETURN(ConnPtr conn, ControlConnection(target));
   ASSIGN_OR_RETURN(TransferPtr transfer, FindTransfer(target, /*create=*/true));
   absl::Status status = transfer->status();
   if (status.ok()) {
@@ -300,7 +407,7 @@ absl::Status TcpKvSenderImpl::Commit(const KvTransferTarget& target, const KvCom
 }
 
 void TcpKvSenderImpl::Abort(const KvTransferTarget& target, std::string reason) {
-  absl::StatusOr<ConnPtr> conn = Connection(target);
+  absl::StatusOr<ConnPtr> conn = ControlConnection(target);
   if (!conn.ok()) {
     LOG(WARNING) << "kv abort of transfer " << target.transfer_id << ": " << conn.status();
     return;
@@ -319,6 +426,21 @@ void TcpKvSenderImpl::Abort(const KvTransferTarget& target, std::string reason) 
 void TcpKvSenderImpl::Abandon(const ConnPtr& conn, const KvTransferTarget& target,
                               const TransferPtr& transfer, const absl::Status& why) {
   transfer->Fail(why);
+  std::shared_ptr<KvPeerChannel> channel;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = channels_.find(conn); it != channels_.end()) channel = it->second;
+  }
+  if (channel != nullptr) {
+    // Dropping queued headers whose bytes are already on the channel would
+    // put the two ends out of step: end the connection and its channel (the
+    // next transfer opens new ones), and with them every GPU read of ours.
+    io_.RunSync([&] { conn->Fail(why); });
+    channel->Abort(std::string(why.message()));
+    transfer->AwaitReleased();
+    Forget(target);
+    return;
+  }
   io_.RunSync([&] { conn->DropTransfer(transfer); });
   transfer->AwaitReleased();
   PostAbortFrame(conn, target, why.message());
@@ -348,7 +470,7 @@ absl::StatusOr<std::unique_ptr<TcpKvSender>> TcpKvSender::Create(
       options.idle_timeout <= absl::ZeroDuration() || options.max_queued_frames < 1) {
     return absl::InvalidArgumentError("kv sender: timeouts and max_queued_frames must be positive");
   }
-  ASSIGN_OR_RETURN(std::string attach_head, AttachHead(options.ipc_pool));
+  ASSIGN_OR_RETURN(std::string attach_head, AttachHead(options.device_pool));
   return std::make_unique<TcpKvSenderImpl>(options, std::move(attach_head));
 }
 

@@ -34,11 +34,14 @@ struct TcpKvSenderOptions {
   // Prove the shared KV secret to each receiver, and check that it holds
   // it, before sending (kv_auth.h). Null = no authentication.
   std::shared_ptr<const KvAuthKey> auth;
-  // The device KV pool that transfers with path kCudaIpc read from: it is
-  // exported once (CUDA IPC) and attached on each such connection; their
-  // layer frames then carry block ids instead of bytes, and the receiver
-  // pulls. Null = no cuda_ipc transfers (kCudaIpc targets are refused).
-  const KvCache* ipc_pool = nullptr;
+  // The device KV pool that kCudaIpc and kNccl transfers read from. CUDA
+  // IPC: it is exported once and attached on each such connection; layer
+  // frames then carry block ids instead of bytes, and the receiver pulls.
+  // NCCL: each such connection opens its own channel (NCCL_HELLO, joined as
+  // rank 0 by the first SendLayer to that endpoint, which waits for the
+  // receiver to join) and layers' bytes go over it in frame order. Null = no
+  // device paths (such targets are refused).
+  const KvCache* device_pool = nullptr;
 };
 
 class TcpKvSender : public KvSender {

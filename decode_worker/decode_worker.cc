@@ -77,7 +77,9 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   w->ctx_.layout = layout;
   w->ctx_.worker_id = c.worker_id.empty() ? absl::StrCat("decode-", getpid()) : c.worker_id;
   w->ctx_.kv_endpoint = AdvertisedKvEndpoint(c, w->receiver_->port());
-  w->ctx_.kv_transports = AcceptedKvTransports(w->cache_->on_device());
+  w->ctx_.kv_transports = AcceptedKvTransports(
+      w->cache_->on_device(),
+      w->cache_->on_device() && w->cache_->device_memory()->SupportsPeerChannels());
   w->ctx_.kv_host_id = LocalKvHostId();
   w->ctx_.default_kv_wait = c.kv_wait;
   w->service_ = std::make_unique<DecodeService>(&w->ctx_);

@@ -20,7 +20,7 @@ ABSL_FLAG(int32_t, kv_blocks, 1024, "KV cache blocks");
 ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV block");
 ABSL_FLAG(std::string, kv_transport, "auto",
           "KV path to decode workers: auto (cuda_ipc when both KV caches are on GPUs of this "
-          "node, else tcp), tcp, or cuda_ipc");
+          "node, else tcp), tcp, cuda_ipc, or nccl (GPUs on other nodes; never chosen by auto)");
 ABSL_FLAG(std::string, kv_dtype, "f16",
           "KV cache element type: f16 or int8 (per-token, per-head scales); must match the other tier");
 ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (prefill chunk)");

@@ -21,8 +21,10 @@ absl::Status PrefillWorkerConfig::Validate() const {
   if (!transport.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--kv_transport: ", transport.status().message()));
   }
-  if (*transport == KvTransportFlag::kCudaIpc && !spec->is_cuda()) {
-    return absl::InvalidArgumentError("--kv_transport=cuda_ipc needs --device=cuda");
+  if ((*transport == KvTransportFlag::kCudaIpc || *transport == KvTransportFlag::kNccl) &&
+      !spec->is_cuda()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_transport=", kv_transport, " needs --device=cuda"));
   }
   if (kv_blocks < 1) return absl::InvalidArgumentError("--kv_blocks must be positive");
   if (block_size < 1 || block_size > 1024) {
@@ -56,10 +58,11 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   TcpKvSenderOptions kv_options;
   ASSIGN_OR_RETURN(kv_options.auth, LoadKvAuthKey(c.kv_secret_file));
   ASSIGN_OR_RETURN(w->ctx_.kv_transport, ParseKvTransportFlag(c.kv_transport));
-  w->ctx_.kv_local = {w->cache_->on_device(), LocalKvHostId()};
-  // Share the device pool over CUDA IPC unless the path is forced to tcp.
+  w->ctx_.kv_local = {w->cache_->on_device(), LocalKvHostId(),
+                      w->cache_->on_device() && w->cache_->device_memory()->SupportsPeerChannels()};
+  // Device paths (CUDA IPC, NCCL) read the pool, unless forced to tcp.
   if (w->cache_->on_device() && w->ctx_.kv_transport != KvTransportFlag::kTcp) {
-    kv_options.ipc_pool = w->cache_.get();
+    kv_options.device_pool = w->cache_.get();
   }
   ASSIGN_OR_RETURN(w->sender_, TcpKvSender::Create(kv_options));
   w->ctx_.sender = w->sender_.get();

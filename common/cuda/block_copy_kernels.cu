@@ -30,7 +30,27 @@ __global__ void CopyKernel(const uint8_t* const* src, uint8_t* const* dst, size_
   CopyBlock(src[blockIdx.x], dst[blockIdx.x], block_bytes);
 }
 
+__global__ void GatherListKernel(BlockList src, size_t block_bytes, uint8_t* dst) {
+  CopyBlock(src.ptr[blockIdx.x], dst + blockIdx.x * block_bytes, block_bytes);
+}
+
+__global__ void ScatterListKernel(const uint8_t* src, size_t block_bytes, BlockList dst) {
+  uint8_t* d = const_cast<uint8_t*>(dst.ptr[blockIdx.x]);
+  if (d != nullptr) CopyBlock(src + blockIdx.x * block_bytes, d, block_bytes);
+}
+
 }  // namespace
+
+void LaunchGatherList(const BlockList& src, size_t block_bytes, uint8_t* dst, cudaStream_t stream) {
+  if (src.n == 0) return;
+  GatherListKernel<<<static_cast<unsigned>(src.n), kThreads, 0, stream>>>(src, block_bytes, dst);
+}
+
+void LaunchScatterList(const uint8_t* src, size_t block_bytes, const BlockList& dst,
+                       cudaStream_t stream) {
+  if (dst.n == 0) return;
+  ScatterListKernel<<<static_cast<unsigned>(dst.n), kThreads, 0, stream>>>(src, block_bytes, dst);
+}
 
 void LaunchCopyBlocks(const uint8_t* const* src, uint8_t* const* dst, size_t block_bytes, size_t n,
                       cudaStream_t stream) {

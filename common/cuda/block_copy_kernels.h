@@ -25,6 +25,20 @@ void LaunchScatterBlocks(const uint8_t* src, size_t block_bytes, size_t n, uint8
 void LaunchCopyBlocks(const uint8_t* const* src, uint8_t* const* dst, size_t block_bytes, size_t n,
                       cudaStream_t stream);
 
+// Up to kMax block addresses passed by value as a kernel argument, so that
+// no host memory has to outlive an asynchronous launch.
+struct BlockList {
+  static constexpr int kMax = 128;
+  const uint8_t* ptr[kMax];
+  int n = 0;
+};
+
+// dst[i * block_bytes ...] = *src.ptr[i].
+void LaunchGatherList(const BlockList& src, size_t block_bytes, uint8_t* dst, cudaStream_t stream);
+// *dst.ptr[i] = src[i * block_bytes ...]; null entries are skipped.
+void LaunchScatterList(const uint8_t* src, size_t block_bytes, const BlockList& dst,
+                       cudaStream_t stream);
+
 }  // namespace pdserve::cuda
 
 #endif  // PDSERVE_COMMON_CUDA_BLOCK_COPY_KERNELS_H_

@@ -32,8 +32,8 @@ class CudaPeerPool : public KvPeerPool {
 
 class CudaKvMemory : public KvDeviceMemory {
  public:
-  CudaKvMemory(int device, uint8_t* data, size_t size)
-      : device_(device), data_(data), size_(size) {}
+  CudaKvMemory(int device, uint8_t* data, size_t size, PeerChannelMaker channels)
+      : device_(device), data_(data), size_(size), channels_(std::move(channels)) {}
   ~CudaKvMemory() override {
     cudaSetDevice(device_);
     cudaFree(data_);
@@ -73,17 +73,29 @@ class CudaKvMemory : public KvDeviceMemory {
                           size_t block_bytes) const override {
     return stager_.CopyBlocks(src, dst, block_bytes);
   }
+  bool SupportsPeerChannels() const override { return channels_.new_id && channels_.join; }
+  absl::StatusOr<std::string> NewPeerChannelId() const override {
+    if (!SupportsPeerChannels()) return KvDeviceMemory::NewPeerChannelId();
+    return channels_.new_id();
+  }
+  absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinPeerChannel(
+      const std::string& id, int rank, absl::Time deadline) const override {
+    if (!SupportsPeerChannels()) return KvDeviceMemory::JoinPeerChannel(id, rank, deadline);
+    return channels_.join(device_, id, rank, deadline);
+  }
 
  private:
   const int device_;
   uint8_t* const data_;
   const size_t size_;
+  const PeerChannelMaker channels_;
   mutable DeviceStager stager_{device_};
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<KvDeviceMemory>> AllocateKvDeviceMemory(int device, size_t bytes) {
+absl::StatusOr<std::unique_ptr<KvDeviceMemory>> AllocateKvDeviceMemory(int device, size_t bytes,
+                                                                        PeerChannelMaker channels) {
   if (absl::Status st = CheckDevice(device); !st.ok()) return st;
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   void* p = nullptr;
@@ -95,7 +107,8 @@ absl::StatusOr<std::unique_ptr<KvDeviceMemory>> AllocateKvDeviceMemory(int devic
     cudaFree(p);
     return st;
   }
-  return std::make_unique<CudaKvMemory>(device, static_cast<uint8_t*>(p), bytes);
+  return std::make_unique<CudaKvMemory>(device, static_cast<uint8_t*>(p), bytes,
+                                        std::move(channels));
 }
 
 }  // namespace pdserve::cuda

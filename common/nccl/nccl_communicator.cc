@@ -121,6 +121,16 @@ absl::Status NcclCommunicator::Recv(void* buf, size_t bytes, int peer, cudaStrea
   return absl::OkStatus();
 }
 
+absl::Status NcclCommunicator::Flush(absl::Time deadline) {
+  if (aborted_) return absl::AbortedError(abort_reason_);
+  ncclResult_t state = ncclSuccess;
+  if (absl::Status st = NcclStatus(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
+      !st.ok()) {
+    return st;
+  }
+  return Settle(state, "enqueue", deadline);
+}
+
 absl::Status NcclCommunicator::Wait(cudaStream_t stream, absl::Time deadline) {
   if (aborted_) return absl::AbortedError(abort_reason_);
   while (true) {

@@ -53,6 +53,9 @@ class NcclCommunicator {
   absl::Status Send(const void* buf, size_t bytes, int peer, cudaStream_t stream);
   absl::Status Recv(void* buf, size_t bytes, int peer, cudaStream_t stream);
 
+  // Until the last non-blocking call is fully enqueued (NCCL may still be
+  // setting it up when Send/Recv return); aborts at the deadline.
+  absl::Status Flush(absl::Time deadline);
   // Waits for everything enqueued on `stream`, watching the communicator
   // for asynchronous errors (a peer that died). At the deadline: abort.
   absl::Status Wait(cudaStream_t stream, absl::Time deadline);

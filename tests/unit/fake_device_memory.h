@@ -10,14 +10,18 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/kv_cache.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
@@ -28,8 +32,109 @@ struct FakeDeviceCounters {
   std::atomic<int> to_host{0};
   std::atomic<int> from_host{0};
   std::atomic<int> device_copies{0};
+  std::atomic<int> channel_blocks{0};  // blocks received over peer channels
   std::atomic<bool> fail_from_host{false};
   std::atomic<bool> refuse_peers{false};
+  std::atomic<bool> no_channels{false};  // SupportsPeerChannels() false
+  std::atomic<bool> lose_sends{false};   // channel sends never arrive
+};
+
+// The two ends of fake peer channels, by id: each rank's inbox of messages
+// (one per SendBlocks) and who has joined.
+class FakeChannelHub {
+ public:
+  struct Pair {
+    absl::Mutex mu;
+    int joined = 0;  // bit per rank
+    bool aborted = false;
+    std::deque<std::string> inbox[2];
+  };
+  static FakeChannelHub& Get() {
+    static FakeChannelHub* hub = new FakeChannelHub;
+    return *hub;
+  }
+  std::string NewId() { return absl::StrCat("fake-nccl-", next_.fetch_add(1)); }
+  std::shared_ptr<Pair> Find(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<Pair>& p = pairs_[id];
+    if (p == nullptr) p = std::make_shared<Pair>();
+    return p;
+  }
+
+ private:
+  std::atomic<int> next_{1};
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Pair>> pairs_;
+};
+
+class FakePeerChannel : public KvPeerChannel {
+ public:
+  FakePeerChannel(std::shared_ptr<FakeChannelHub::Pair> pair, int rank,
+                  FakeDeviceCounters* counters)
+      : pair_(std::move(pair)), rank_(rank), counters_(counters) {}
+  ~FakePeerChannel() override { Abort("closed"); }
+
+  absl::Status SendBlocks(absl::Span<const uint8_t* const> blocks, size_t block_bytes) override {
+    std::string msg;
+    for (const uint8_t* b : blocks) msg.append(reinterpret_cast<const char*>(b), block_bytes);
+    if (counters_->lose_sends) return absl::OkStatus();
+    absl::MutexLock lock(&pair_->mu);
+    if (pair_->aborted) return absl::AbortedError("fake channel aborted");
+    pair_->inbox[1 - rank_].push_back(std::move(msg));
+    return absl::OkStatus();
+  }
+  absl::Status RecvBlocks(absl::Span<uint8_t* const> blocks, size_t block_bytes) override {
+    pending_.push_back({std::vector<uint8_t*>(blocks.begin(), blocks.end()), block_bytes});
+    return absl::OkStatus();
+  }
+  absl::Status Wait(absl::Time deadline) override {
+    for (const Pending& p : pending_) {
+      std::string msg;
+      {
+        absl::MutexLock lock(&pair_->mu);
+        FakeChannelHub::Pair* pair = pair_.get();
+        const int me = rank_;
+        auto ready = [pair, me]() { return pair->aborted || !pair->inbox[me].empty(); };
+        if (!pair_->mu.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
+          pair_->aborted = true;
+          pending_.clear();
+          return absl::DeadlineExceededError("fake channel: nothing arrived");
+        }
+        if (pair_->aborted) {
+          pending_.clear();
+          return absl::AbortedError("fake channel aborted");
+        }
+        msg = std::move(pair_->inbox[me].front());
+        pair_->inbox[me].pop_front();
+      }
+      if (msg.size() != p.blocks.size() * p.block_bytes) {
+        pending_.clear();
+        return absl::DataLossError("fake channel: a message of the wrong size");
+      }
+      for (size_t i = 0; i < p.blocks.size(); ++i) {
+        if (p.blocks[i] != nullptr) {
+          std::memcpy(p.blocks[i], msg.data() + i * p.block_bytes, p.block_bytes);
+        }
+      }
+      counters_->channel_blocks += static_cast<int>(p.blocks.size());
+    }
+    pending_.clear();
+    return absl::OkStatus();
+  }
+  void Abort(const std::string&) override {
+    absl::MutexLock lock(&pair_->mu);
+    pair_->aborted = true;
+  }
+
+ private:
+  struct Pending {
+    std::vector<uint8_t*> blocks;
+    size_t block_bytes;
+  };
+  std::shared_ptr<FakeChannelHub::Pair> pair_;
+  const int rank_;
+  FakeDeviceCounters* counters_;
+  std::vector<Pending> pending_;
 };
 
 class FakePeerPool : public KvPeerPool {
@@ -80,6 +185,23 @@ class FakeDeviceMemory : public KvDeviceMemory {
       return absl::FailedPreconditionError("fake device: cannot open that handle");
     }
     return std::make_unique<FakePeerPool>(reinterpret_cast<const uint8_t*>(address), bytes);
+  }
+  bool SupportsPeerChannels() const override { return !counters_->no_channels; }
+  absl::StatusOr<std::string> NewPeerChannelId() const override {
+    return FakeChannelHub::Get().NewId();
+  }
+  absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinPeerChannel(
+      const std::string& id, int rank, absl::Time deadline) const override {
+    std::shared_ptr<FakeChannelHub::Pair> pair = FakeChannelHub::Get().Find(id);
+    absl::MutexLock lock(&pair->mu);
+    pair->joined |= 1 << rank;
+    FakeChannelHub::Pair* p = pair.get();
+    auto both = [p]() { return p->joined == 3 || p->aborted; };
+    if (!pair->mu.AwaitWithDeadline(absl::Condition(&both), deadline) || pair->aborted) {
+      pair->aborted = true;
+      return absl::DeadlineExceededError("fake channel: the peer did not join");
+    }
+    return std::unique_ptr<KvPeerChannel>(new FakePeerChannel(pair, rank, counters_));
   }
   absl::Status CopyBlocks(absl::Span<const uint8_t* const> src, absl::Span<uint8_t* const> dst,
                           size_t block_bytes) const override {

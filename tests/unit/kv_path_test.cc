@@ -9,6 +9,7 @@ TEST(KvPathTest, FlagSpellings) {
   EXPECT_EQ(*ParseKvTransportFlag("auto"), KvTransportFlag::kAuto);
   EXPECT_EQ(*ParseKvTransportFlag("tcp"), KvTransportFlag::kTcp);
   EXPECT_EQ(*ParseKvTransportFlag("cuda_ipc"), KvTransportFlag::kCudaIpc);
+  EXPECT_EQ(*ParseKvTransportFlag("nccl"), KvTransportFlag::kNccl);
   for (const char* bad : {"", "TCP", "ipc", "nccl ", "cuda-ipc"}) {
     EXPECT_EQ(ParseKvTransportFlag(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
@@ -46,15 +47,35 @@ TEST(KvPathTest, ChoiceTable) {
   };
   for (const Case& c : cases) {
     absl::StatusOr<KvPath> got =
-        ChooseKvPath(c.flag, {c.local_device, c.local_host}, {c.peer, c.peer_host});
+        ChooseKvPath(c.flag, {c.local_device, c.local_host, true}, {c.peer, c.peer_host});
     EXPECT_EQ(got.status().code(), c.code) << c.name << ": " << got.status();
     if (got.ok()) EXPECT_EQ(*got, c.path) << c.name;
   }
 }
 
+TEST(KvPathTest, NcclIsOnlyTakenWhenAskedForAndPossible) {
+  const std::vector<std::string> all = {"tcp", "cuda_ipc", "nccl"};
+  const std::vector<std::string> no_nccl = {"tcp", "cuda_ipc"};
+  // Other nodes, both sides able: nccl when forced, tcp under auto.
+  EXPECT_EQ(*ChooseKvPath(KvTransportFlag::kNccl, {true, "h", true}, {all, "g"}), KvPath::kNccl);
+  EXPECT_EQ(*ChooseKvPath(KvTransportFlag::kAuto, {true, "h", true}, {all, "g"}), KvPath::kTcp);
+  // One node: auto still prefers cuda_ipc.
+  EXPECT_EQ(*ChooseKvPath(KvTransportFlag::kAuto, {true, "h", true}, {all, "h"}),
+            KvPath::kCudaIpc);
+  EXPECT_EQ(ChooseKvPath(KvTransportFlag::kNccl, {true, "h", false}, {all, "g"}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ChooseKvPath(KvTransportFlag::kNccl, {false, "h", true}, {all, "g"}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ChooseKvPath(KvTransportFlag::kNccl, {true, "h", true}, {no_nccl, "g"}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(KvPathTest, AcceptedTransportsFollowThePool) {
   EXPECT_EQ(AcceptedKvTransports(false), std::vector<std::string>({"tcp"}));
   EXPECT_EQ(AcceptedKvTransports(true), std::vector<std::string>({"tcp", "cuda_ipc"}));
+  EXPECT_EQ(AcceptedKvTransports(true, true),
+            std::vector<std::string>({"tcp", "cuda_ipc", "nccl"}));
+  EXPECT_EQ(AcceptedKvTransports(false, true), std::vector<std::string>({"tcp"}));
 }
 
 TEST(KvPathTest, HostIdIsStable) { EXPECT_EQ(LocalKvHostId(), LocalKvHostId()); }

@@ -43,7 +43,7 @@ class TcpKvCudaIpcTest : public ::testing::Test {
 
   std::unique_ptr<TcpKvSender> Sender(const KvCache* pool) {
     TcpKvSenderOptions options;
-    options.ipc_pool = pool;
+    options.device_pool = pool;
     auto sender = TcpKvSender::Create(options);
     EXPECT_TRUE(sender.ok()) << sender.status();
     return sender.ok() ? std::move(*sender) : nullptr;
@@ -163,7 +163,7 @@ TEST_F(TcpKvCudaIpcTest, SenderWithoutADevicePoolRefusesIpcTargets) {
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
   std::unique_ptr<KvCache> host = MakeCache(4, 0);
   TcpKvSenderOptions options;
-  options.ipc_pool = host.get();
+  options.device_pool = host.get();
   EXPECT_EQ(TcpKvSender::Create(options).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 

@@ -24,7 +24,8 @@ TEST(WorkerConfigTest, PrefillDeviceAndTransport) {
   for (const Case& c : {Case{"cpu", "auto", true}, Case{"cpu", "tcp", true},
                         Case{"cuda:0", "cuda_ipc", true}, Case{"cuda", "auto", true},
                         Case{"cpu", "cuda_ipc", false}, Case{"gpu", "auto", false},
-                        Case{"cpu", "nccl", false}, Case{"cpu", "", false}}) {
+                        Case{"cpu", "nccl", false}, Case{"cuda:0", "nccl", true},
+                        Case{"cpu", "", false}, Case{"cpu", "NCCL", false}}) {
     const absl::Status st = Prefill(c.device, c.transport).Validate();
     EXPECT_EQ(st.ok(), c.ok) << c.device << " / " << c.transport << ": " << st;
     if (!c.ok) EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);

@@ -1,0 +1,109 @@
+#include "common/nccl/nccl_peer_channel.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/cuda/block_copy_kernels.h"
+#include "common/cuda/cuda_status.h"
+#include "common/cuda/device_buffer.h"
+#include "common/kv_staging_plan.h"
+#include "common/nccl/nccl_communicator.h"
+#include "common/status_macros.h"
+
+namespace pdserve::nccl {
+namespace {
+
+// Bounds one enqueue (NCCL connects to the peer on the first send/recv).
+constexpr absl::Duration kEnqueueTimeout = absl::Seconds(30);
+
+class NcclPeerChannel : public KvPeerChannel {
+ public:
+  NcclPeerChannel(int device, int rank, std::unique_ptr<NcclCommunicator> comm,
+                  cudaStream_t stream, cuda::DeviceBuffer staging)
+      : device_(device),
+        peer_(1 - rank),
+        comm_(std::move(comm)),
+        stream_(stream),
+        staging_(std::move(staging)) {}
+  ~NcclPeerChannel() override {
+    cudaSetDevice(device_);
+    comm_.reset();  // aborts: nothing may still run on the stream
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+
+  absl::Status SendBlocks(absl::Span<const uint8_t* const> blocks, size_t block_bytes) override {
+    return ForEachRun(blocks.size(), block_bytes, [&](const StagingRun& run) -> absl::Status {
+      cuda::BlockList list;
+      for (size_t i = 0; i < run.num_blocks; ++i) list.ptr[i] = blocks[run.first_block + i];
+      list.n = static_cast<int>(run.num_blocks);
+      cuda::LaunchGatherList(list, block_bytes, staging_.get<uint8_t>(), stream_);
+      PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      RETURN_IF_ERROR(comm_->Send(staging_.get(), run.bytes(), peer_, stream_));
+      return comm_->Flush(absl::Now() + kEnqueueTimeout);
+    });
+  }
+
+  absl::Status RecvBlocks(absl::Span<uint8_t* const> blocks, size_t block_bytes) override {
+    return ForEachRun(blocks.size(), block_bytes, [&](const StagingRun& run) -> absl::Status {
+      RETURN_IF_ERROR(comm_->Recv(staging_.get(), run.bytes(), peer_, stream_));
+      RETURN_IF_ERROR(comm_->Flush(absl::Now() + kEnqueueTimeout));
+      cuda::BlockList list;
+      for (size_t i = 0; i < run.num_blocks; ++i) list.ptr[i] = blocks[run.first_block + i];
+      list.n = static_cast<int>(run.num_blocks);
+      cuda::LaunchScatterList(staging_.get<uint8_t>(), block_bytes, list, stream_);
+      PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      return absl::OkStatus();
+    });
+  }
+
+  absl::Status Wait(absl::Time deadline) override {
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    return comm_->Wait(stream_, deadline);
+  }
+
+  void Abort(const std::string& why) override {
+    cudaSetDevice(device_);
+    comm_->Abort(why);
+    cudaStreamSynchronize(stream_);  // aborted kernels end: no block is read after this
+  }
+
+ private:
+  // Runs of whole blocks that fit staging and one kernel's argument list;
+  // both ends cut them the same way.
+  template <typename F>
+  absl::Status ForEachRun(size_t n, size_t block_bytes, F&& fn) {
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    const size_t capacity =
+        std::min(staging_.bytes(), static_cast<size_t>(cuda::BlockList::kMax) * block_bytes);
+    ASSIGN_OR_RETURN(std::vector<StagingRun> runs, PlanStagingRuns(n, block_bytes, capacity));
+    for (const StagingRun& run : runs) RETURN_IF_ERROR(fn(run));
+    return absl::OkStatus();
+  }
+
+  const int device_;
+  const int peer_;
+  std::unique_ptr<NcclCommunicator> comm_;
+  cudaStream_t stream_;
+  cuda::DeviceBuffer staging_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> NewNcclChannelId() { return NcclCommunicator::NewUniqueId(); }
+
+absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinNcclChannel(int device, const std::string& id,
+                                                               int rank, absl::Time deadline) {
+  PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  cuda::DeviceBuffer staging;
+  RETURN_IF_ERROR(staging.Reserve(kChannelStagingBytes));
+  ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm,
+                   NcclCommunicator::Connect(
+                       id, {.nranks = 2, .rank = rank, .device = device, .deadline = deadline}));
+  cudaStream_t stream = nullptr;
+  PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return std::unique_ptr<KvPeerChannel>(
+      new NcclPeerChannel(device, rank, std::move(comm), stream, std::move(staging)));
+}
+
+}  // namespace pdserve::nccl

@@ -1,0 +1,158 @@
+// The nccl KV path on CPU: headers on the TCP connection, bytes over the
+// connection's peer channel in frame order. The channel is the fake of
+// tests/unit/fake_device_memory.h (an in-process queue with the NCCL
+// contract: the i-th receive gets the i-th send); the real one is
+// common/nccl/nccl_peer_channel.cc. Covered: round trips, frames the
+// receiver does not want (their bytes are still taken off the channel, so
+// later transfers stay intact), a refused hello, lost bytes, and a channel
+// rebuilt after a failure.
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/tcp_kv_receiver.h"
+#include "common/tcp_kv_sender.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/fake_device_memory.h"
+#include "tests/unit/kv_test_util.h"
+
+namespace pdserve {
+namespace {
+
+using ::pdserve::testing::DoneProbe;
+using ::pdserve::testing::FakeDeviceCounters;
+using ::pdserve::testing::MakeCache;
+using ::pdserve::testing::MakeFakeDeviceCache;
+using ::pdserve::testing::SameBlock;
+using ::pdserve::testing::SmallKvLayout;
+using ::testing::HasSubstr;
+
+class TcpKvNcclTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartReceiver(dst_.get(), absl::Seconds(10)); }
+
+  void StartReceiver(KvCache* cache, absl::Duration idle_timeout) {
+    TcpKvReceiverOptions options;
+    options.listen_address = "127.0.0.1:0";
+    options.idle_timeout = idle_timeout;
+    auto receiver = TcpKvReceiver::Create(cache, options);
+    ASSERT_TRUE(receiver.ok()) << receiver.status();
+    receiver_ = std::move(receiver).value();
+    TcpKvSenderOptions so;
+    so.device_pool = src_.get();
+    so.connect_timeout = absl::Seconds(2);
+    auto sender = TcpKvSender::Create(so);
+    ASSERT_TRUE(sender.ok()) << sender.status();
+    sender_ = std::move(sender).value();
+  }
+
+  KvTransferTarget Target(uint64_t id, uint64_t epoch = 1) {
+    KvTransferTarget t{absl::StrCat("127.0.0.1:", receiver_->port()), id, epoch,
+                       absl::Now() + absl::Seconds(10)};
+    t.path = KvPath::kNccl;
+    return t;
+  }
+
+  absl::Status Send(const KvTransferTarget& t, const std::vector<int32_t>& src) {
+    std::vector<int32_t> logical(src.size());
+    for (size_t i = 0; i < src.size(); ++i) logical[i] = static_cast<int32_t>(i);
+    absl::Status st;
+    for (int l = 0; l < src_->layout().n_layers && st.ok(); ++l) {
+      st = sender_->SendLayer(t, l, logical, *src_, src);
+    }
+    if (st.ok()) st = sender_->Commit(t, KvCommit{src_->layout().n_layers, 0, 9});
+    if (!st.ok()) sender_->Abort(t, "test");
+    return st;
+  }
+
+  absl::Status Transfer(uint64_t id, const std::vector<int32_t>& src,
+                        const std::vector<int32_t>& dst, DoneProbe& probe) {
+    absl::Status st = receiver_->Expect(id, 1, dst, src_->layout().n_layers,
+                                        absl::Now() + absl::Seconds(10), probe.Callback());
+    return st.ok() ? Send(Target(id), src) : st;
+  }
+
+  void ExpectCopied(const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {
+    for (int l = 0; l < src_->layout().n_layers; ++l) {
+      for (size_t i = 0; i < src.size(); ++i) {
+        EXPECT_TRUE(SameBlock(*src_, src[i], *dst_, dst[i], l)) << "layer " << l << " block " << i;
+      }
+    }
+  }
+
+  FakeDeviceCounters src_counters_, dst_counters_;
+  std::unique_ptr<KvCache> src_ = MakeFakeDeviceCache(SmallKvLayout(), 12, 1, &src_counters_);
+  std::unique_ptr<KvCache> dst_ = MakeFakeDeviceCache(SmallKvLayout(), 10, 2, &dst_counters_);
+  std::unique_ptr<TcpKvReceiver> receiver_;
+  std::unique_ptr<TcpKvSender> sender_;
+};
+
+TEST_F(TcpKvNcclTest, BytesTravelOverTheChannelInFrameOrder) {
+  DoneProbe a, b;
+  ASSERT_TRUE(Transfer(1, {11, 0, 7}, {4, 9, 1}, a).ok());
+  ASSERT_TRUE(Transfer(2, {5}, {0}, b).ok());
+  absl::StatusOr<KvCommit> ca = a.Wait();
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  EXPECT_EQ(ca->first_token, 9);
+  ASSERT_TRUE(b.Wait().ok());
+  ExpectCopied({11, 0, 7}, {4, 9, 1});
+  ExpectCopied({5}, {0});
+  const int layers = src_->layout().n_layers;
+  EXPECT_EQ(dst_counters_.channel_blocks.load(), 4 * layers);
+  EXPECT_EQ(src_counters_.to_host.load(), 0);  // nothing staged through host memory
+  EXPECT_EQ(dst_counters_.from_host.load(), 0);
+}
+
+// A transfer the receiver does not know is refused, but its bytes are taken
+// off the channel: the transfer after it arrives intact.
+TEST_F(TcpKvNcclTest, UnwantedFramesKeepTheChannelInStep) {
+  const absl::Status unknown = Send(Target(77), {3, 4});
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound) << unknown;
+  DoneProbe probe;
+  ASSERT_TRUE(Transfer(1, {8, 2}, {6, 7}, probe).ok());
+  ASSERT_TRUE(probe.Wait().ok());
+  ExpectCopied({8, 2}, {6, 7});
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+}
+
+TEST_F(TcpKvNcclTest, ReceiverThatCannotUseNcclRefusesTheHelloWithAReason) {
+  std::unique_ptr<KvCache> host = MakeCache(10, 0);
+  StartReceiver(host.get(), absl::Seconds(10));
+  DoneProbe probe;
+  ASSERT_TRUE(receiver_->Expect(1, 1, {0}, src_->layout().n_layers,
+                                absl::Now() + absl::Seconds(10), probe.Callback())
+                  .ok());
+  const absl::Status st = Send(Target(1), {0});
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(st.message(), HasSubstr("NCCL"));
+  receiver_->Cancel(1);
+  EXPECT_EQ(probe.Wait().status().code(), absl::StatusCode::kCancelled);
+}
+
+// Bytes that never arrive end the receiving transfer at the frame timeout
+// (DATA_LOSS), the channel is rebuilt, and the next transfer goes through.
+TEST_F(TcpKvNcclTest, LostBytesEndTheTransferAndANewChannelServesTheNext) {
+  StartReceiver(dst_.get(), absl::Milliseconds(300));
+  src_counters_.lose_sends = true;
+  DoneProbe lost;
+  EXPECT_FALSE(Transfer(1, {1}, {2}, lost).ok());
+  EXPECT_EQ(lost.Wait().status().code(), absl::StatusCode::kDataLoss) << lost.Wait().status();
+  src_counters_.lose_sends = false;
+  DoneProbe ok;
+  const absl::Status st = Transfer(2, {3}, {4}, ok);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_TRUE(ok.Wait().ok());
+  ExpectCopied({3}, {4});
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+}
+
+TEST_F(TcpKvNcclTest, SenderWithoutADevicePoolRefusesNcclTargets) {
+  auto sender = TcpKvSender::Create();
+  ASSERT_TRUE(sender.ok());
+  EXPECT_EQ((*sender)->SendLayer(Target(1), 0, {0}, *src_, {0}).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace pdserve
