@@ -237,6 +237,33 @@ inline uint16_t DeadPort() {
   return ntohs(addr.sin_port);
 }
 
+// Every layer of block src[i] of `a` equals block dst[i] of `b`.
+inline void ExpectBlocksCopied(KvCache& a, const std::vector<int32_t>& src, KvCache& b,
+                               const std::vector<int32_t>& dst) {
+  for (int l = 0; l < a.layout().n_layers; ++l) {
+    for (size_t i = 0; i < src.size(); ++i) {
+      EXPECT_TRUE(SameBlock(a, src[i], b, dst[i], l)) << "layer " << l << " block " << i;
+    }
+  }
+}
+
+// Sends every layer of `src_cache`'s blocks `src` as logical blocks 0..n-1,
+// then commits with `first_token`; aborts the transfer on any error.
+inline absl::Status SendAllLayers(KvSender& sender, const KvTransferTarget& target,
+                                  KvCache& src_cache, const std::vector<int32_t>& src,
+                                  int32_t first_token) {
+  const int layers = src_cache.layout().n_layers;
+  std::vector<int32_t> logical(src.size());
+  for (size_t i = 0; i < src.size(); ++i) logical[i] = static_cast<int32_t>(i);
+  absl::Status st;
+  for (int l = 0; l < layers && st.ok(); ++l) {
+    st = sender.SendLayer(target, l, logical, src_cache, src);
+  }
+  if (st.ok()) st = sender.Commit(target, KvCommit{layers, 0, first_token});
+  if (!st.ok()) sender.Abort(target, "test");
+  return st;
+}
+
 // A LAYER_BLOCKS header with a consistent payload size.
 inline v1::KvFrameHeader LayerHeader(uint64_t id, uint64_t epoch, uint32_t layer,
                                      const std::vector<uint32_t>& blocks, int64_t block_bytes) {

@@ -20,12 +20,13 @@ namespace pdserve {
 namespace {
 
 using ::pdserve::testing::DoneProbe;
+using ::pdserve::testing::ExpectBlocksCopied;
 using ::pdserve::testing::FakeDeviceCounters;
 using ::pdserve::testing::LayerHeader;
 using ::pdserve::testing::MakeCache;
 using ::pdserve::testing::MakeFakeDeviceCache;
 using ::pdserve::testing::RawKvClient;
-using ::pdserve::testing::SameBlock;
+using ::pdserve::testing::SendAllLayers;
 using ::pdserve::testing::SmallKvLayout;
 using ::testing::HasSubstr;
 
@@ -60,27 +61,11 @@ class TcpKvCudaIpcTest : public ::testing::Test {
   absl::Status Transfer(KvSender& sender, uint64_t id, const std::vector<int32_t>& src,
                         const std::vector<int32_t>& dst, DoneProbe& probe,
                         KvPath path = KvPath::kCudaIpc) {
-    const int layers = src_->layout().n_layers;
-    absl::Status st =
-        receiver_->Expect(id, 1, dst, layers, absl::Now() + absl::Seconds(10), probe.Callback());
-    if (!st.ok()) return st;
-    std::vector<int32_t> logical(src.size());
-    for (size_t i = 0; i < src.size(); ++i) logical[i] = static_cast<int32_t>(i);
-    for (int l = 0; l < layers && st.ok(); ++l) {
-      st = sender.SendLayer(Target(id, path), l, logical, *src_, src);
-    }
-    if (st.ok()) st = sender.Commit(Target(id, path), KvCommit{layers, 0, 3});
-    if (!st.ok()) sender.Abort(Target(id, path), "test");
-    return st;
+    const absl::Status st = receiver_->Expect(id, 1, dst, src_->layout().n_layers,
+                                              absl::Now() + absl::Seconds(10), probe.Callback());
+    return st.ok() ? SendAllLayers(sender, Target(id, path), *src_, src, 3) : st;
   }
 
-  void ExpectCopied(const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {
-    for (int l = 0; l < src_->layout().n_layers; ++l) {
-      for (size_t i = 0; i < src.size(); ++i) {
-        EXPECT_TRUE(SameBlock(*src_, src[i], *dst_, dst[i], l)) << "layer " << l << " block " << i;
-      }
-    }
-  }
 
   FakeDeviceCounters src_counters_, dst_counters_;
   std::unique_ptr<KvCache> src_ = MakeFakeDeviceCache(SmallKvLayout(), 12, 1, &src_counters_);
@@ -100,7 +85,7 @@ TEST_F(TcpKvCudaIpcTest, ReceiverPullsBlocksFromTheAttachedPool) {
   EXPECT_EQ(commit->first_token, 3);
   EXPECT_EQ(commit->total_bytes,
             src.size() * src_->layout().n_layers * src_->layout().bytes_per_layer_block());
-  ExpectCopied(src, dst);
+  ExpectBlocksCopied(*src_, src, *dst_, dst);
   // Device to device only: nothing was staged through host memory.
   EXPECT_EQ(dst_counters_.device_copies.load(), 3 * src_->layout().n_layers);
   EXPECT_EQ(src_counters_.to_host.load(), 0);
@@ -110,7 +95,7 @@ TEST_F(TcpKvCudaIpcTest, ReceiverPullsBlocksFromTheAttachedPool) {
   DoneProbe second;
   ASSERT_TRUE(Transfer(*sender, 2, {5, 6}, {0, 2}, second).ok());
   ASSERT_TRUE(second.Wait().ok());
-  ExpectCopied({5, 6}, {0, 2});
+  ExpectBlocksCopied(*src_, {5, 6}, *dst_, {0, 2});
 }
 
 TEST_F(TcpKvCudaIpcTest, TcpAndIpcTransfersShareASender) {
@@ -121,8 +106,8 @@ TEST_F(TcpKvCudaIpcTest, TcpAndIpcTransfersShareASender) {
   ASSERT_TRUE(Transfer(*sender, 2, {8}, {7}, b, KvPath::kCudaIpc).ok());
   ASSERT_TRUE(a.Wait().ok());
   ASSERT_TRUE(b.Wait().ok());
-  ExpectCopied({1, 2}, {3, 4});
-  ExpectCopied({8}, {7});
+  ExpectBlocksCopied(*src_, {1, 2}, *dst_, {3, 4});
+  ExpectBlocksCopied(*src_, {8}, *dst_, {7});
   EXPECT_EQ(src_counters_.to_host.load(), 2 * src_->layout().n_layers);  // the tcp one
 }
 

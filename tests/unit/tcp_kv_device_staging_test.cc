@@ -18,6 +18,7 @@ namespace pdserve {
 namespace {
 
 using ::pdserve::testing::DoneProbe;
+using ::pdserve::testing::SendAllLayers;
 using ::pdserve::testing::FakeDeviceCounters;
 using ::pdserve::testing::FakeDeviceMemory;
 using ::pdserve::testing::MakeFakeDeviceCache;
@@ -49,18 +50,9 @@ class TcpKvDeviceStagingTest : public ::testing::Test {
 
   absl::Status Transfer(uint64_t id, const std::vector<int32_t>& src,
                         const std::vector<int32_t>& dst, DoneProbe& probe) {
-    const int layers = src_->layout().n_layers;
-    absl::Status st =
-        receiver_->Expect(id, 1, dst, layers, absl::Now() + absl::Seconds(10), probe.Callback());
-    if (!st.ok()) return st;
-    std::vector<int32_t> logical(src.size());
-    for (size_t i = 0; i < src.size(); ++i) logical[i] = static_cast<int32_t>(i);
-    for (int l = 0; l < layers && st.ok(); ++l) {
-      st = sender_->SendLayer(Target(id), l, logical, *src_, src);
-    }
-    if (st.ok()) st = sender_->Commit(Target(id), KvCommit{layers, 0, 7});
-    if (!st.ok()) sender_->Abort(Target(id), "test");
-    return st;
+    const absl::Status st = receiver_->Expect(id, 1, dst, src_->layout().n_layers,
+                                              absl::Now() + absl::Seconds(10), probe.Callback());
+    return st.ok() ? SendAllLayers(*sender_, Target(id), *src_, src, 7) : st;
   }
 
   FakeDeviceCounters src_counters_, dst_counters_;

@@ -21,10 +21,11 @@ namespace pdserve {
 namespace {
 
 using ::pdserve::testing::DoneProbe;
+using ::pdserve::testing::ExpectBlocksCopied;
 using ::pdserve::testing::FakeDeviceCounters;
 using ::pdserve::testing::MakeCache;
 using ::pdserve::testing::MakeFakeDeviceCache;
-using ::pdserve::testing::SameBlock;
+using ::pdserve::testing::SendAllLayers;
 using ::pdserve::testing::SmallKvLayout;
 using ::testing::HasSubstr;
 
@@ -55,15 +56,7 @@ class TcpKvNcclTest : public ::testing::Test {
   }
 
   absl::Status Send(const KvTransferTarget& t, const std::vector<int32_t>& src) {
-    std::vector<int32_t> logical(src.size());
-    for (size_t i = 0; i < src.size(); ++i) logical[i] = static_cast<int32_t>(i);
-    absl::Status st;
-    for (int l = 0; l < src_->layout().n_layers && st.ok(); ++l) {
-      st = sender_->SendLayer(t, l, logical, *src_, src);
-    }
-    if (st.ok()) st = sender_->Commit(t, KvCommit{src_->layout().n_layers, 0, 9});
-    if (!st.ok()) sender_->Abort(t, "test");
-    return st;
+    return SendAllLayers(*sender_, t, *src_, src, 9);
   }
 
   absl::Status Transfer(uint64_t id, const std::vector<int32_t>& src,
@@ -73,13 +66,6 @@ class TcpKvNcclTest : public ::testing::Test {
     return st.ok() ? Send(Target(id), src) : st;
   }
 
-  void ExpectCopied(const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {
-    for (int l = 0; l < src_->layout().n_layers; ++l) {
-      for (size_t i = 0; i < src.size(); ++i) {
-        EXPECT_TRUE(SameBlock(*src_, src[i], *dst_, dst[i], l)) << "layer " << l << " block " << i;
-      }
-    }
-  }
 
   FakeDeviceCounters src_counters_, dst_counters_;
   std::unique_ptr<KvCache> src_ = MakeFakeDeviceCache(SmallKvLayout(), 12, 1, &src_counters_);
@@ -96,8 +82,8 @@ TEST_F(TcpKvNcclTest, BytesTravelOverTheChannelInFrameOrder) {
   ASSERT_TRUE(ca.ok()) << ca.status();
   EXPECT_EQ(ca->first_token, 9);
   ASSERT_TRUE(b.Wait().ok());
-  ExpectCopied({11, 0, 7}, {4, 9, 1});
-  ExpectCopied({5}, {0});
+  ExpectBlocksCopied(*src_, {11, 0, 7}, *dst_, {4, 9, 1});
+  ExpectBlocksCopied(*src_, {5}, *dst_, {0});
   const int layers = src_->layout().n_layers;
   EXPECT_EQ(dst_counters_.channel_blocks.load(), 4 * layers);
   EXPECT_EQ(src_counters_.to_host.load(), 0);  // nothing staged through host memory
@@ -112,7 +98,7 @@ TEST_F(TcpKvNcclTest, UnwantedFramesKeepTheChannelInStep) {
   DoneProbe probe;
   ASSERT_TRUE(Transfer(1, {8, 2}, {6, 7}, probe).ok());
   ASSERT_TRUE(probe.Wait().ok());
-  ExpectCopied({8, 2}, {6, 7});
+  ExpectBlocksCopied(*src_, {8, 2}, *dst_, {6, 7});
   EXPECT_EQ(receiver_->num_pending(), 0u);
 }
 
@@ -143,7 +129,7 @@ TEST_F(TcpKvNcclTest, LostBytesEndTheTransferAndANewChannelServesTheNext) {
   const absl::Status st = Transfer(2, {3}, {4}, ok);
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_TRUE(ok.Wait().ok());
-  ExpectCopied({3}, {4});
+  ExpectBlocksCopied(*src_, {3}, *dst_, {4});
   EXPECT_EQ(receiver_->num_pending(), 0u);
 }
 
