@@ -102,6 +102,21 @@ absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinNcclChannel(int device, const
                        id, {.nranks = 2, .rank = rank, .device = device, .deadline = deadline}));
   cudaStream_t stream = nullptr;
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // NCCL connects a send/recv pair lazily, with both ranks taking part. Do
+  // it now, while both are here joining: later sends then enqueue without
+  // waiting for the peer (which posts its receives only after reading the
+  // frame header the sender queues after the send).
+  absl::Status st = comm->GroupStart();
+  if (st.ok()) {
+    st = rank == 0 ? comm->Send(staging.get(), 1, 1, stream) : comm->Recv(staging.get(), 1, 0, stream);
+  }
+  if (st.ok()) st = comm->GroupEnd(deadline);
+  if (st.ok()) st = comm->Wait(stream, deadline);
+  if (!st.ok()) {
+    comm.reset();
+    cudaStreamDestroy(stream);
+    return absl::Status(st.code(), absl::StrCat("nccl channel warm-up: ", st.message()));
+  }
   return std::unique_ptr<KvPeerChannel>(
       new NcclPeerChannel(device, rank, std::move(comm), stream, std::move(staging)));
 }
