@@ -11,6 +11,7 @@
 #include "common/host_port.h"
 #include "common/io_thread.h"
 #include "common/kv_frame.h"
+#include "common/kv_out_frames.h"
 #include "common/kv_send_connection.h"
 #include "common/kv_send_transfer.h"
 #include "common/status_macros.h"
@@ -22,83 +23,15 @@ namespace {
 using ConnPtr = std::shared_ptr<KvSendConnection>;
 using TransferPtr = std::shared_ptr<KvSendTransfer>;
 
-// Sockets need host memory: a device cache's blocks are gathered into a
-// buffer the frame owns, and the payload is pointed at it.
-absl::Status StageFromDevice(const KvCache& cache, KvOutFrame& frame) {
-  if (frame.payload.empty()) return absl::OkStatus();
-  const size_t block_bytes = frame.payload.front().size();
-  std::vector<const uint8_t*> blocks;
-  blocks.reserve(frame.payload.size());
-  for (const auto& b : frame.payload) blocks.push_back(static_cast<const uint8_t*>(b.data()));
-  auto staged = std::make_shared<std::vector<uint8_t>>(blocks.size() * block_bytes);
-  const absl::Status st =
-      cache.device_memory()->GatherToHost(blocks, block_bytes, staged->data());
-  if (!st.ok()) return absl::Status(st.code(), absl::StrCat("kv send: device copy: ", st.message()));
-  for (size_t i = 0; i < frame.payload.size(); ++i) {
-    frame.payload[i] = boost::asio::const_buffer(staged->data() + i * block_bytes, block_bytes);
-  }
-  frame.staged = std::move(staged);
-  return absl::OkStatus();
-}
-
-// The frame of a tcp layer: the blocks' bytes follow the header.
-absl::StatusOr<KvOutFrame> InlineLayerFrame(const v1::KvFrameHeader& header, KvCache& src_cache,
-                                            absl::Span<const int32_t> src_block_ids) {
-  const size_t block_bytes = static_cast<size_t>(src_cache.layout().bytes_per_layer_block());
-  KvOutFrame frame;
-  for (int32_t b : src_block_ids) {
-    frame.payload.emplace_back(src_cache.LayerBlock(header.layer(), b), block_bytes);
-  }
-  if (src_cache.on_device()) RETURN_IF_ERROR(StageFromDevice(src_cache, frame));
-  frame.head = EncodeKvMessage(header);
-  return frame;
-}
-
-// The ATTACH frame that shares `pool` with receivers; empty without a pool.
-absl::StatusOr<std::string> AttachHead(const KvCache* pool) {
-  if (pool == nullptr) return std::string();
-  if (!pool->on_device()) {
-    return absl::FailedPreconditionError("kv sender: a cuda_ipc pool must be in device memory");
-  }
-  v1::KvFrameHeader header;
-  header.set_kind(v1::KvFrameHeader::ATTACH);
-  ASSIGN_OR_RETURN(std::string handle, pool->device_memory()->ExportHandle());
-  header.set_ipc_handle(std::move(handle));
-  header.set_pool_bytes(KvCache::PoolBytes(pool->layout(), pool->num_blocks()));
-  header.set_pool_blocks(static_cast<uint32_t>(pool->num_blocks()));
-  return EncodeKvMessage(header);
-}
-
-absl::Status ValidateLayer(int layer, absl::Span<const int32_t> logical_blocks,
-                           const KvCache& cache, absl::Span<const int32_t> src_block_ids) {
-  if (layer < 0 || layer >= cache.layout().n_layers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kv send: layer ", layer, " not in [0, ", cache.layout().n_layers, ")"));
-  }
-  if (logical_blocks.empty() || logical_blocks.size() != src_block_ids.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("kv send: ", logical_blocks.size(),
-                                                   " logical blocks for ", src_block_ids.size(),
-                                                   " source blocks"));
-  }
-  for (size_t i = 0; i < logical_blocks.size(); ++i) {
-    if (logical_blocks[i] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("kv send: negative logical block ", logical_blocks[i]));
-    }
-    if (src_block_ids[i] < 0 || src_block_ids[i] >= cache.num_blocks()) {
-      return absl::InvalidArgumentError(absl::StrCat("kv send: source block ", src_block_ids[i],
-                                                     " not in [0, ", cache.num_blocks(), ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-v1::KvFrameHeader HeaderFor(const KvTransferTarget& target, v1::KvFrameHeader::Kind kind) {
-  v1::KvFrameHeader header;
-  header.set_transfer_id(target.transfer_id);
-  header.set_epoch(target.epoch);
-  header.set_kind(kind);
-  return header;
+// What every connection shares; path-specific fields are set per connection.
+KvSendConnectionOptions ConnectionOptions(const TcpKvSenderOptions& o) {
+  KvSendConnectionOptions c;
+  c.connect_timeout = o.connect_timeout;
+  c.idle_timeout = o.idle_timeout;
+  c.max_queued_frames = o.max_queued_frames;
+  c.socket_buffer_bytes = o.socket_buffer_bytes;
+  c.auth = o.auth;
+  return c;
 }
 
 class TcpKvSenderImpl final : public TcpKvSender {
@@ -106,8 +39,7 @@ class TcpKvSenderImpl final : public TcpKvSender {
   TcpKvSenderImpl(const TcpKvSenderOptions& options, std::string attach_head)
       : io_("kv-send-io"),
         device_pool_(options.device_pool),
-        options_{options.connect_timeout, options.idle_timeout, options.max_queued_frames,
-                 options.socket_buffer_bytes, options.auth},
+        options_(ConnectionOptions(options)),
         attach_head_(std::move(attach_head)) {}
   ~TcpKvSenderImpl() override;
 
@@ -136,9 +68,7 @@ class TcpKvSenderImpl final : public TcpKvSender {
   // nccl: the channel's send of the blocks, then the header, in one order.
   absl::Status SendNcclLayer(const ConnPtr& conn, int layer, KvCache& src_cache,
                              absl::Span<const int32_t> src_block_ids, KvOutFrame frame);
-  // The frame of a cuda_ipc layer: source block ids, no payload.
-  absl::StatusOr<KvOutFrame> IpcLayerFrame(v1::KvFrameHeader header, const KvCache& src_cache,
-                                           absl::Span<const int32_t> src_block_ids);
+
   // The transfer's state; created when `create`, else null if there is none.
   absl::StatusOr<TransferPtr> FindTransfer(const KvTransferTarget& target, bool create);
   // Takes a queue slot and hands the frame to the I/O thread.
@@ -268,9 +198,6 @@ absl::Status TcpKvSenderImpl::SendNcclLayer(const ConnPtr& conn, int layer,
                                             KvCache& src_cache,
                                             absl::Span<const int32_t> src_block_ids,
                                             KvOutFrame frame) {
-  if (&src_cache != device_pool_) {
-    return absl::InvalidArgumentError("kv send: nccl layers must come from the device pool");
-  }
   std::shared_ptr<KvPeerChannel> channel;
   {
     absl::MutexLock lock(&mu_);
@@ -287,18 +214,6 @@ absl::Status TcpKvSenderImpl::SendNcclLayer(const ConnPtr& conn, int layer,
   return Post(conn, std::move(frame));
 }
 
-absl::StatusOr<KvOutFrame> TcpKvSenderImpl::IpcLayerFrame(v1::KvFrameHeader header,
-                                                          const KvCache& src_cache,
-                                                          absl::Span<const int32_t> src_block_ids) {
-  if (&src_cache != device_pool_) {
-    return absl::InvalidArgumentError("kv send: cuda_ipc layers must come from the shared pool");
-  }
-  header.set_payload_path(v1::KvFrameHeader::PAYLOAD_CUDA_IPC);
-  for (int32_t b : src_block_ids) header.add_src_blocks(static_cast<uint32_t>(b));
-  KvOutFrame frame;
-  frame.head = EncodeKvMessage(header);
-  return frame;
-}
 
 absl::StatusOr<TransferPtr> TcpKvSenderImpl::FindTransfer(const KvTransferTarget& target,
                                                           bool create) {
@@ -355,8 +270,11 @@ absl::Status TcpKvSenderImpl::SendLayer(const KvTransferTarget& target, int laye
   for (int32_t b : logical_blocks) header.add_block_indices(static_cast<uint32_t>(b));
   header.set_payload_bytes(logical_blocks.size() * block_bytes);
   absl::StatusOr<KvOutFrame> built;
-  if (target.path == KvPath::kCudaIpc) {
-    built = IpcLayerFrame(header, src_cache, src_block_ids);
+  if (target.path != KvPath::kTcp && &src_cache != device_pool_) {
+    built = absl::InvalidArgumentError(absl::StrCat(
+        "kv send: ", KvPathName(target.path), " layers must come from the device pool"));
+  } else if (target.path == KvPath::kCudaIpc) {
+    built = IpcLayerFrame(header, src_block_ids);
   } else if (target.path == KvPath::kNccl) {
     header.set_payload_path(v1::KvFrameHeader::PAYLOAD_NCCL);
     built = KvOutFrame{};
