@@ -33,7 +33,6 @@ class KvIpcPeers {
   absl::Status Pull(const void* conn, const v1::KvFrameHeader& header,
                     absl::Span<uint8_t* const> dst);
   void Forget(const void* conn) { peers_.erase(conn); }
-  size_t size() const { return peers_.size(); }
 
  private:
   struct Peer {

@@ -38,7 +38,6 @@ class KvNcclPeers {
   absl::Status Receive(const void* conn, const v1::KvFrameHeader& header,
                        absl::Span<uint8_t* const> dst);
   void Forget(const void* conn) { channels_.erase(conn); }
-  size_t size() const { return channels_.size(); }
 
  private:
   KvCache* const cache_;

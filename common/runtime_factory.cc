@@ -77,4 +77,14 @@ absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
 
 #endif  // PDSERVE_HAVE_CUDA
 
+absl::StatusOr<EngineRuntime> CreateEngineRuntime(const ModelConfig& config,
+                                                  const ModelWeights* weights,
+                                                  const KvLayout& layout, int32_t kv_blocks,
+                                                  const RunnerOptions& options) {
+  EngineRuntime rt;
+  ASSIGN_OR_RETURN(rt.cache, CreateKvCache(options.device, layout, kv_blocks));
+  ASSIGN_OR_RETURN(rt.runner, CreateModelRunner(config, weights, options));
+  return rt;
+}
+
 }  // namespace pdserve

@@ -38,6 +38,16 @@ absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
                                                        const KvLayout& layout,
                                                        int32_t num_blocks);
 
+// What an engine runs on: a KV pool and a model runner on one device.
+struct EngineRuntime {
+  std::unique_ptr<KvCache> cache;
+  std::unique_ptr<ModelRunner> runner;
+};
+absl::StatusOr<EngineRuntime> CreateEngineRuntime(const ModelConfig& config,
+                                                  const ModelWeights* weights,
+                                                  const KvLayout& layout, int32_t kv_blocks,
+                                                  const RunnerOptions& options);
+
 }  // namespace pdserve
 
 #endif  // PDSERVE_COMMON_RUNTIME_FACTORY_H_

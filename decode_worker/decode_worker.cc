@@ -56,11 +56,14 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   ASSIGN_OR_RETURN(w->model_, Model::Load(c.model_path));
   const KvLayout layout = KvLayout::ForModel(w->model_->config(), c.block_size, c.kv_dtype);
   ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(c.device));
-  ASSIGN_OR_RETURN(w->cache_, CreateKvCache(device, layout, c.kv_blocks));
-  ASSIGN_OR_RETURN(w->runner_, CreateModelRunner(w->model_->config(), &w->model_->weights(),
-                                                 {.device = device,
-                                                  .threads = c.threads,
-                                                  .cuda_graphs = c.cuda_graphs}));
+  ASSIGN_OR_RETURN(EngineRuntime rt,
+                   CreateEngineRuntime(w->model_->config(), &w->model_->weights(), layout,
+                                       c.kv_blocks,
+                                       {.device = device,
+                                        .threads = c.threads,
+                                        .cuda_graphs = c.cuda_graphs}));
+  w->cache_ = std::move(rt.cache);
+  w->runner_ = std::move(rt.runner);
   TcpKvReceiverOptions ro;
   ro.listen_address = c.kv_listen;
   ASSIGN_OR_RETURN(ro.auth, LoadKvAuthKey(c.kv_secret_file));

@@ -50,11 +50,14 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   ASSIGN_OR_RETURN(w->model_, Model::Load(c.model_path));
   const KvLayout layout = KvLayout::ForModel(w->model_->config(), c.block_size, c.kv_dtype);
   ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(c.device));
-  ASSIGN_OR_RETURN(w->cache_, CreateKvCache(device, layout, c.kv_blocks));
-  ASSIGN_OR_RETURN(w->runner_, CreateModelRunner(w->model_->config(), &w->model_->weights(),
-                                                 {.device = device,
-                                                  .threads = c.threads,
-                                                  .cuda_graphs = c.cuda_graphs}));
+  ASSIGN_OR_RETURN(EngineRuntime rt,
+                   CreateEngineRuntime(w->model_->config(), &w->model_->weights(), layout,
+                                       c.kv_blocks,
+                                       {.device = device,
+                                        .threads = c.threads,
+                                        .cuda_graphs = c.cuda_graphs}));
+  w->cache_ = std::move(rt.cache);
+  w->runner_ = std::move(rt.runner);
   TcpKvSenderOptions kv_options;
   ASSIGN_OR_RETURN(kv_options.auth, LoadKvAuthKey(c.kv_secret_file));
   ASSIGN_OR_RETURN(w->ctx_.kv_transport, ParseKvTransportFlag(c.kv_transport));

@@ -51,7 +51,6 @@ class CudaModelRunner::Impl {
 
   const ModelConfig& config() const { return config_; }
   const absl::Status& sticky() const { return sticky_; }
-  size_t weight_bytes() const { return weights_.bytes(); }
 
   absl::Status Forward(const ForwardBatch& batch, KvCache& cache, std::vector<float>* logits) {
     if (!sticky_.ok()) return sticky_;
@@ -255,7 +254,5 @@ absl::Status CudaModelRunner::Forward(const ForwardBatch& batch, KvCache& cache,
 }
 
 absl::Status CudaModelRunner::Healthy() const { return impl_->sticky(); }
-
-size_t CudaModelRunner::weight_bytes() const { return impl_->weight_bytes(); }
 
 }  // namespace pdserve::cuda

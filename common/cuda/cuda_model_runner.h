@@ -44,8 +44,6 @@ class CudaModelRunner : public ModelRunner {
                        std::vector<float>* logits) override;
   // OK until an error left the device unusable; then that error.
   absl::Status Healthy() const override;
-  // Device bytes of the uploaded weights.
-  size_t weight_bytes() const;
 
   class Impl;
 

@@ -30,12 +30,6 @@ bool DecodeGraphs::Eligible(const ForwardBatch& batch) const {
   return true;
 }
 
-int DecodeGraphs::captured() const {
-  int n = 0;
-  for (cudaGraphExec_t e : execs_) n += e != nullptr;
-  return n;
-}
-
 void DecodeGraphs::Clear() {
   for (cudaGraphExec_t& e : execs_) {
     if (e != nullptr) cudaGraphExecDestroy(e);

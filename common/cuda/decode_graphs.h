@@ -48,7 +48,6 @@ class DecodeGraphs {
   // read; another one than last time drops the captured graphs.
   absl::Status Run(const ForwardBatch& batch, const void* pool, const EnqueueFn& enqueue,
                    std::vector<float>* logits);
-  int captured() const;
 
  private:
   absl::Status Init();
