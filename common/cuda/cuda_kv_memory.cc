@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda/cuda_device.h"
+#include "common/cuda/device_allocation.h"
 #include "common/cuda/cuda_status.h"
 #include "common/cuda/device_stager.h"
 
@@ -67,7 +68,17 @@ class CudaKvMemory : public KvDeviceMemory {
     void* p = nullptr;
     PDSERVE_CUDA_RETURN_IF_ERROR(
         cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess));
-    return std::unique_ptr<KvPeerPool>(new CudaPeerPool(device_, static_cast<uint8_t*>(p), size));
+    auto pool = std::make_unique<CudaPeerPool>(device_, static_cast<uint8_t*>(p), size);
+    // The peer states its pool size and we bound its block ids by it, so the
+    // claim is checked against the mapping itself: a larger claim would let
+    // a copy read past the end and fault this process's context.
+    absl::StatusOr<size_t> mapped = BytesToAllocationEnd(p);
+    if (!mapped.ok()) return mapped.status();
+    if (*mapped < size) {
+      return absl::InvalidArgumentError(absl::StrCat("cuda ipc: peer claims a pool of ", size,
+                                                     " bytes but maps only ", *mapped));
+    }
+    return std::unique_ptr<KvPeerPool>(std::move(pool));
   }
   absl::Status CopyBlocks(absl::Span<const uint8_t* const> src, absl::Span<uint8_t* const> dst,
                           size_t block_bytes) const override {

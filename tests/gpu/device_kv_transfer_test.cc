@@ -1,9 +1,15 @@
 // KV blocks in device memory: the stager's gather/scatter kernels against a
-// host reference, and the TCP transport between two device caches on one
-// GPU (what a prefill and a decode worker with --device=cuda do today).
-// Skips without a CUDA device.
+// host reference, the TCP transport between two device caches on one GPU,
+// and CUDA IPC between two processes on one GPU (the test binary re-runs
+// itself as the prefill side). Skips without a CUDA device.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +24,21 @@ namespace pdserve {
 namespace {
 
 using ::pdserve::testing::DoneProbe;
+
+extern "C" char** environ;
+
+// The child process of the CUDA IPC test reads its receiver from here.
+constexpr char kIpcEndpointEnv[] = "PDSERVE_TEST_IPC_ENDPOINT";
+constexpr int32_t kIpcPoolBlocks = 64;
+constexpr uint32_t kIpcSeed = 21;
+const std::vector<int32_t>& IpcSrcBlocks() {
+  static const std::vector<int32_t> b = {5, 63, 0, 31, 12};
+  return b;
+}
+const std::vector<int32_t>& IpcDstBlocks() {
+  static const std::vector<int32_t> b = {2, 9, 40, 17, 63};
+  return b;
+}
 
 KvLayout SmolLm2Layout() {
   KvLayout l;
@@ -114,6 +135,88 @@ TEST_F(DeviceKvTest, TcpTransferBetweenDeviceCaches) {
       ASSERT_EQ(std::memcmp(got.data(), src_host.data() + off, bb), 0) << l << "/" << i;
     }
   }
+}
+
+// Runs `filter` of this test binary in a child process with `env` added;
+// returns its exit status (0 = the child's tests passed).
+int RunChild(const std::string& filter, const std::string& env) {
+  std::string self(4096, '\0');
+  const ssize_t n = readlink("/proc/self/exe", self.data(), self.size() - 1);
+  if (n <= 0) return -1;
+  self.resize(n);
+  std::string filter_flag = "--gtest_filter=" + filter;
+  std::vector<char*> argv = {self.data(), filter_flag.data(), nullptr};
+  std::vector<std::string> env_text = {env};
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  envp.push_back(env_text[0].data());
+  envp.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(), envp.data()) != 0) return -1;
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The prefill side of the two-process test: attaches its device pool over
+// CUDA IPC and sends every layer of IpcSrcBlocks(). Skipped unless the parent
+// test started this process.
+TEST_F(DeviceKvTest, CudaIpcChildSendsItsPool) {
+  const char* endpoint = std::getenv(kIpcEndpointEnv);
+  if (endpoint == nullptr) GTEST_SKIP() << "run by CudaIpcBetweenTwoProcesses";
+  auto src = DeviceCache(kIpcPoolBlocks);
+  ASSERT_NE(src, nullptr);
+  Fill(*src, kIpcSeed);
+  TcpKvSenderOptions so;
+  so.device_pool = src.get();
+  auto sender = TcpKvSender::Create(so);
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  KvTransferTarget target{endpoint, 7, 1, absl::Now() + absl::Seconds(30)};
+  target.path = KvPath::kCudaIpc;
+  std::vector<int32_t> logical(IpcSrcBlocks().size());
+  for (size_t i = 0; i < logical.size(); ++i) logical[i] = static_cast<int32_t>(i);
+  const int layers = src->layout().n_layers;
+  for (int l = 0; l < layers; ++l) {
+    ASSERT_TRUE((*sender)->SendLayer(target, l, logical, *src, IpcSrcBlocks()).ok());
+  }
+  // D pulls from our pool before it acknowledges, so the pool stays mapped
+  // until Commit returns.
+  ASSERT_TRUE((*sender)->Commit(target, KvCommit{layers, 0, 1}).ok());
+}
+
+TEST_F(DeviceKvTest, CudaIpcBetweenTwoProcesses) {
+  auto dst = DeviceCache(kIpcPoolBlocks);
+  ASSERT_NE(dst, nullptr);
+  Fill(*dst, kIpcSeed + 1);
+  TcpKvReceiverOptions ro;
+  ro.listen_address = "127.0.0.1:0";
+  auto receiver = TcpKvReceiver::Create(dst.get(), ro);
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  const int layers = dst->layout().n_layers;
+  DoneProbe probe;
+  ASSERT_TRUE((*receiver)
+                  ->Expect(7, 1, IpcDstBlocks(), layers, absl::Now() + absl::Seconds(60),
+                           probe.Callback())
+                  .ok());
+  const std::string env =
+      absl::StrCat(kIpcEndpointEnv, "=127.0.0.1:", (*receiver)->port());
+  ASSERT_EQ(RunChild("DeviceKvTest.CudaIpcChildSendsItsPool", env), 0);
+  absl::StatusOr<KvCommit> done = probe.Wait();
+  ASSERT_TRUE(done.ok()) << done.status();
+  // The child filled its pool from the same seed; rebuild that image here.
+  std::vector<uint8_t> src_host(KvCache::PoolBytes(dst->layout(), kIpcPoolBlocks));
+  std::mt19937 rng(kIpcSeed);
+  for (uint8_t& b : src_host) b = static_cast<uint8_t>(rng());
+  const size_t bb = dst->layout().bytes_per_layer_block();
+  for (int l = 0; l < layers; ++l) {
+    for (size_t i = 0; i < IpcSrcBlocks().size(); ++i) {
+      const std::vector<uint8_t> got = Read(*dst, l, IpcDstBlocks()[i]);
+      const size_t off = (static_cast<size_t>(l) * kIpcPoolBlocks + IpcSrcBlocks()[i]) * bb;
+      ASSERT_EQ(std::memcmp(got.data(), src_host.data() + off, bb), 0) << l << "/" << i;
+    }
+  }
+  std::printf("GPU_CHECK cuda_ipc two_process blocks=%zu layers=%d ok\n", IpcSrcBlocks().size(),
+              layers);
 }
 
 }  // namespace
