@@ -77,10 +77,14 @@ class KvPeerChannel {
   // Receives as many blocks into `blocks`; a null entry is received and
   // dropped (a dead epoch's frame still keeps both ends in step).
   virtual absl::Status RecvBlocks(absl::Span<uint8_t* const> blocks, size_t block_bytes) = 0;
-  // Until everything enqueued finished. At the deadline, or on a peer
-  // failure, the channel aborts and is dead from then on.
+  // Until everything enqueued finished. At the deadline, on a peer failure
+  // or after Interrupt, the channel aborts and is dead from then on.
   virtual absl::Status Wait(absl::Time deadline) = 0;
   virtual void Abort(const std::string& why) = 0;
+  // Thread-safe, unlike the rest: makes a Wait in progress (or the next
+  // one) abort the channel and return CANCELLED promptly, so another
+  // thread can take back the blocks a receive was writing.
+  virtual void Interrupt() = 0;
 };
 
 // Device memory a KvCache pool lives in; freed when destroyed. Implemented

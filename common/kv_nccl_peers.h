@@ -3,22 +3,26 @@
 // joins the channel as rank 1, and for every PAYLOAD_NCCL layer frame
 // receives the frame's bytes from it, in frame order, into the reserved
 // blocks (or into nothing, for a frame of a dead epoch: the bytes must
-// still be taken off the channel to keep both ends in step), waiting until
-// they are in place. Channels end with their connection.
+// still be taken off the channel to keep both ends in step). Channels end
+// with their connection.
 //
-// Joining and each receive block the calling thread (the receiver's I/O
-// thread), bounded by the timeouts given here: one-time per pair and the
-// length of one frame's transfer, respectively.
-// Not thread-safe: lives on the KV receiver's I/O thread.
+// Joining and receiving wait on the peer, so each connection's channel has
+// a thread of its own: the receiver's I/O thread only starts the work and
+// gets the outcome back as a task posted to it. A stalled or dead peer thus
+// holds up its own connection, never the other prefill workers' transfers.
+//
+// Calls are made on the KV receiver's I/O thread; `done` callbacks run there
+// too, and never after Forget/Stop of their connection.
 #ifndef PDSERVE_COMMON_KV_NCCL_PEERS_H_
 #define PDSERVE_COMMON_KV_NCCL_PEERS_H_
 
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "absl/types/span.h"
 #include "common/kv_cache.h"
 #include "pdserve/v1/kv_frame.pb.h"
 
@@ -26,24 +30,51 @@ namespace pdserve {
 
 class KvNcclPeers {
  public:
-  KvNcclPeers(KvCache* cache, absl::Duration join_timeout, absl::Duration frame_timeout)
-      : cache_(cache), join_timeout_(join_timeout), frame_timeout_(frame_timeout) {}
+  using Done = std::function<void(absl::Status)>;
+  // Runs a task on the I/O thread (asio::post in the receiver).
+  using Post = std::function<void(std::function<void()>)>;
 
-  // An NCCL_HELLO on connection `conn`. FAILED_PRECONDITION when this cache
-  // cannot open NCCL channels; the join's error otherwise.
-  absl::Status Hello(const void* conn, const v1::KvFrameHeader& header);
-  // A PAYLOAD_NCCL frame's blocks into `dst` (one per entry of
-  // block_indices; null = receive and drop). After an error the channel is
+  KvNcclPeers(KvCache* cache, Post post, absl::Duration join_timeout,
+              absl::Duration frame_timeout);
+  // Shutdown().
+  ~KvNcclPeers();
+  KvNcclPeers(const KvNcclPeers&) = delete;
+  KvNcclPeers& operator=(const KvNcclPeers&) = delete;
+
+  // An NCCL_HELLO on connection `conn`: joins its channel in the
+  // background. FAILED_PRECONDITION at once (and no `done`) when this cache
+  // cannot open NCCL channels; otherwise `done` gets the join's outcome.
+  absl::Status Hello(const void* conn, const v1::KvFrameHeader& header, Done done);
+  // Receives a PAYLOAD_NCCL frame's blocks into `dst` (one per entry of
+  // block_indices; null = receive and drop) in the background; `done` gets
+  // the outcome once every byte is in place. After an error the channel is
   // dead: close the connection.
-  absl::Status Receive(const void* conn, const v1::KvFrameHeader& header,
-                       absl::Span<uint8_t* const> dst);
-  void Forget(const void* conn) { channels_.erase(conn); }
+  void Receive(const void* conn, const v1::KvFrameHeader& header, std::vector<uint8_t*> dst,
+               Done done);
+  // Interrupts conn's receive in progress and waits until its channel can
+  // no longer write into any block (bounded: a receive aborts promptly).
+  // Its `done` never runs; the channel is dead.
+  void Stop(const void* conn);
+  // The connection ended: its channel is interrupted and torn down in the
+  // background, without waiting. Its `done` never runs.
+  void Forget(const void* conn);
+  // Stops every channel thread, waiting for each (at most about a join
+  // timeout, for a peer stuck joining). Later calls refuse all work.
+  void Shutdown();
 
  private:
+  class Peer;
+
+  // Joins the threads of forgotten peers that have finished.
+  void Reap();
+
   KvCache* const cache_;
+  const Post post_;
   const absl::Duration join_timeout_;
   const absl::Duration frame_timeout_;
-  absl::flat_hash_map<const void*, std::unique_ptr<KvPeerChannel>> channels_;
+  absl::flat_hash_map<const void*, std::unique_ptr<Peer>> peers_;
+  std::vector<std::unique_ptr<Peer>> retired_;
+  bool shut_down_ = false;
 };
 
 }  // namespace pdserve

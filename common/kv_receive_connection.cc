@@ -160,6 +160,10 @@ void KvReceiveConnection::ApplyPlan(KvFramePlan plan) {
     case KvFramePlan::Action::kSkip:
       SkipPayload(KvWirePayloadBytes(header_));
       return;
+    case KvFramePlan::Action::kDefer:
+      // No bytes are owed by the peer meanwhile: the idle clock stops.
+      mid_frame_ = false;
+      return;
     case KvFramePlan::Action::kWrite:
       payload_dst_ = std::move(plan.dst);
       writing_payload_ = true;
@@ -168,6 +172,12 @@ void KvReceiveConnection::ApplyPlan(KvFramePlan plan) {
           [self = shared_from_this()](const error_code& ec, size_t) { self->OnPayload(ec); });
       return;
   }
+}
+
+void KvReceiveConnection::Resume(KvFramePlan plan) {
+  if (closed_) return;
+  last_progress_ = Clock::now();
+  ApplyPlan(std::move(plan));
 }
 
 void KvReceiveConnection::OnPayload(const error_code& ec) {

@@ -41,6 +41,8 @@ struct KvFramePlan {
     kWrite,  // read the payload into `dst`, then call OnPayloadWritten
     kSkip,   // read and drop the payload
     kClose,  // send `ack` (if any) and close the connection
+    kDefer,  // read nothing more until Resume: the sink is still working
+             // on the frame off the I/O thread (NCCL receives)
   };
   Action action = Action::kSkip;
   std::vector<boost::asio::mutable_buffer> dst;
@@ -70,6 +72,9 @@ class KvReceiveConnection : public std::enable_shared_from_this<KvReceiveConnect
                       std::shared_ptr<const KvAuthKey> auth = nullptr);
 
   void Start();
+  // Applies the plan of a frame that was kDefer'ed, as if OnHeader had just
+  // returned it. No-op once closed.
+  void Resume(KvFramePlan plan);
   // Idempotent. Ends any payload read at once: after this returns, nothing
   // more is written into the blocks of the current frame.
   void Close(const absl::Status& why);

@@ -35,6 +35,9 @@ struct Pending {
   // Connections reading a payload into this reservation's blocks right now;
   // closed when the reservation ends so they stop writing at once.
   absl::flat_hash_set<ConnPtr> writers;
+  // Connections whose NCCL channel is receiving into its blocks right now;
+  // stopped (and waited for) when the reservation ends.
+  absl::flat_hash_set<ConnPtr> channel_writers;
   // Device caches only: the host buffer each writer's payload lands in, and
   // the device blocks it is copied to once complete.
   struct Staging {
@@ -68,11 +71,7 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   void OnPayloadWritten(const ConnPtr& conn, const v1::KvFrameHeader& header) override;
   void OnPayloadLost(const ConnPtr& conn, const v1::KvFrameHeader& header,
                      const absl::Status& why) override;
-  void OnClosed(const ConnPtr& conn) override {
-    ipc_peers_.Forget(conn.get());
-    nccl_peers_.Forget(conn.get());
-    connections_.erase(conn);
-  }
+  void OnClosed(const ConnPtr& conn) override;
 
  private:
   void Accept();
@@ -91,6 +90,12 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   // PAYLOAD_CUDA_IPC / PAYLOAD_NCCL: brings the blocks in now (copy from
   // the attached pool, or receive from the channel), then counts them.
   KvFramePlan PullLayer(const ConnPtr& conn, const v1::KvFrameHeader& header, Pending* p);
+  // A PAYLOAD_NCCL frame of no current reservation: its bytes are taken off
+  // the channel all the same, then the frame is answered.
+  KvFramePlan DrainLayer(const ConnPtr& conn, const v1::KvFrameHeader& header, Match match);
+  // The channel finished receiving a current frame's blocks.
+  void OnChannelReceived(const ConnPtr& conn, const v1::KvFrameHeader& header,
+                         const absl::Status& status);
   KvFramePlan PlanAbort(const v1::KvFrameHeader& header);
   // A frame that does not validate: fail its reservation (if it is the
   // current one), answer with the error and close the connection.
@@ -100,7 +105,10 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   const TcpKvReceiverOptions options_;
   const int64_t bytes_per_layer_block_ = cache_->layout().bytes_per_layer_block();
   KvIpcPeers ipc_peers_{cache_};
-  KvNcclPeers nccl_peers_{cache_, options_.idle_timeout, options_.idle_timeout};
+  // Posts to io_, which is declared later but only used once running.
+  KvNcclPeers nccl_peers_{
+      cache_, [this](std::function<void()> task) { asio::post(io_.context(), std::move(task)); },
+      options_.idle_timeout, options_.idle_timeout};
   std::atomic<size_t> num_pending_{0};
   uint16_t port_ = 0;
 
@@ -125,6 +133,8 @@ TcpKvReceiverImpl::~TcpKvReceiverImpl() {
     for (uint64_t id : ids) Finish(id, absl::CancelledError("kv receiver shutting down"));
     const std::vector<ConnPtr> conns(connections_.begin(), connections_.end());
     for (const ConnPtr& c : conns) c->Close(absl::OkStatus());
+    // Channel threads post to io_: all of them end before it does.
+    nccl_peers_.Shutdown();
   });
   io_.Stop();
 }
@@ -247,13 +257,17 @@ void TcpKvReceiverImpl::Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> re
   pending_.erase(it);
   num_pending_.fetch_sub(1);
   p->deadline_timer.cancel();
-  // Closing a socket on this thread ends its pending read: no byte of a
-  // later packet can land in these blocks once on_done hands them back.
+  // Closing a socket on this thread ends its pending read, and stopping a
+  // channel waits for its receive to abort: no byte can land in these
+  // blocks once on_done hands them back.
   const absl::Status why = result.ok() ? absl::OkStatus() : result.status();
-  for (const ConnPtr& c : p->writers) {
-    c->Close(
-        absl::AbortedError(absl::StrCat("kv transfer ", transfer_id, " ended: ", why.message())));
+  const absl::Status ended =
+      absl::AbortedError(absl::StrCat("kv transfer ", transfer_id, " ended: ", why.message()));
+  for (const ConnPtr& c : p->channel_writers) {
+    nccl_peers_.Stop(c.get());
+    c->Close(ended);
   }
+  for (const ConnPtr& c : p->writers) c->Close(ended);
   if (!result.ok()) VLOG(1) << "kv transfer " << transfer_id << " failed: " << why;
   p->on_done(std::move(result));
 }
@@ -285,14 +299,25 @@ KvFramePlan TcpKvReceiverImpl::OnHeader(const ConnPtr& conn, const v1::KvFrameHe
   }
 }
 
+KvFramePlan DeferPlan() {
+  KvFramePlan plan;
+  plan.action = KvFramePlan::Action::kDefer;
+  return plan;
+}
+
+// Answers with `status` and closes the connection.
+KvFramePlan CloseWith(uint64_t transfer_id, uint64_t epoch, const absl::Status& status) {
+  KvFramePlan plan;
+  plan.action = KvFramePlan::Action::kClose;
+  plan.ack = MakeKvAck(transfer_id, epoch, status);
+  plan.ack->set_closing(true);
+  return plan;
+}
+
 KvFramePlan TcpKvReceiverImpl::Reject(const v1::KvFrameHeader& header, const absl::Status& status) {
   Pending* p = nullptr;
   if (Lookup(header, &p) == Match::kCurrent) Finish(header.transfer_id(), status);
-  KvFramePlan plan;
-  plan.action = KvFramePlan::Action::kClose;
-  plan.ack = MakeKvAck(header.transfer_id(), header.epoch(), status);
-  plan.ack->set_closing(true);
-  return plan;
+  return CloseWith(header.transfer_id(), header.epoch(), status);
 }
 
 // Answers a frame that names no current reservation. Stale-epoch layer
@@ -323,13 +348,9 @@ KvFramePlan SkipNonCurrent(const v1::KvFrameHeader& header, Match match) {
 KvFramePlan TcpKvReceiverImpl::PlanLayer(const ConnPtr& conn, const v1::KvFrameHeader& header) {
   Pending* p = nullptr;
   const Match match = Lookup(header, &p);
-  const bool nccl = header.payload_path() == v1::KvFrameHeader::PAYLOAD_NCCL;
   if (match != Match::kCurrent) {
-    // Its bytes are on the channel all the same: take them off, unused.
-    std::vector<uint8_t*> drop(nccl ? header.block_indices_size() : 0, nullptr);
-    if (absl::Status st = nccl ? nccl_peers_.Receive(conn.get(), header, drop) : absl::OkStatus();
-        !st.ok()) {
-      return Reject(header, st);
+    if (header.payload_path() == v1::KvFrameHeader::PAYLOAD_NCCL) {
+      return DrainLayer(conn, header, match);
     }
     return SkipNonCurrent(header, match);
   }
@@ -370,9 +391,16 @@ KvFramePlan TcpKvReceiverImpl::PullLayer(const ConnPtr& conn, const v1::KvFrameH
   for (uint32_t logical : header.block_indices()) {
     dst.push_back(cache_->LayerBlock(header.layer(), p->reservation->dst_block(logical)));
   }
-  const absl::Status st = header.payload_path() == v1::KvFrameHeader::PAYLOAD_NCCL
-                              ? nccl_peers_.Receive(conn.get(), header, dst)
-                              : ipc_peers_.Pull(conn.get(), header, dst);
+  if (header.payload_path() == v1::KvFrameHeader::PAYLOAD_NCCL) {
+    p->channel_writers.insert(conn);
+    nccl_peers_.Receive(conn.get(), header, std::move(dst),
+                        [this, conn, header](absl::Status st) {
+                          OnChannelReceived(conn, header, st);
+                        });
+    return DeferPlan();
+  }
+  // A device-to-device copy on this GPU: short, and it waits on no peer.
+  const absl::Status st = ipc_peers_.Pull(conn.get(), header, dst);
   if (!st.ok()) {
     LOG(WARNING) << "kv transfer " << header.transfer_id() << ": " << st;
     return Reject(header, st);
@@ -381,19 +409,74 @@ KvFramePlan TcpKvReceiverImpl::PullLayer(const ConnPtr& conn, const v1::KvFrameH
   return KvFramePlan{};  // kSkip of no wire bytes
 }
 
-KvFramePlan TcpKvReceiverImpl::PlanAttach(const ConnPtr& conn, const v1::KvFrameHeader& header) {
-  const absl::Status st = header.kind() == v1::KvFrameHeader::NCCL_HELLO
-                              ? nccl_peers_.Hello(conn.get(), header)
-                              : ipc_peers_.Attach(conn.get(), header);
-  if (!st.ok()) {
-    LOG(WARNING) << "kv receiver: refused the device path of " << conn->peer() << ": " << st;
-    KvFramePlan plan;
-    plan.action = KvFramePlan::Action::kClose;
-    plan.ack = MakeKvAck(0, 0, st);
-    plan.ack->set_closing(true);
-    return plan;
+KvFramePlan TcpKvReceiverImpl::DrainLayer(const ConnPtr& conn, const v1::KvFrameHeader& header,
+                                          Match match) {
+  std::vector<uint8_t*> drop(header.block_indices_size(), nullptr);
+  nccl_peers_.Receive(conn.get(), header, std::move(drop),
+                      [conn, header, match](absl::Status st) {
+                        // A broken channel ends the connection; no
+                        // reservation was fed by this frame.
+                        conn->Resume(st.ok() ? SkipNonCurrent(header, match)
+                                             : CloseWith(header.transfer_id(), header.epoch(), st));
+                      });
+  return DeferPlan();
+}
+
+void TcpKvReceiverImpl::OnChannelReceived(const ConnPtr& conn, const v1::KvFrameHeader& header,
+                                          const absl::Status& status) {
+  Pending* p = nullptr;
+  // Finish stops a channel before its reservation ends, so a current frame
+  // still names its reservation here; anything else is a bug.
+  if (Lookup(header, &p) != Match::kCurrent || !p->channel_writers.erase(conn)) {
+    LOG(DFATAL) << "kv transfer " << header.transfer_id() << ": a channel receive outlived it";
+    conn->Close(absl::InternalError("kv receiver: a channel receive outlived its transfer"));
+    return;
   }
-  return KvFramePlan{};
+  if (!status.ok()) {
+    LOG(WARNING) << "kv transfer " << header.transfer_id() << ": " << status;
+    conn->Resume(Reject(header, status));
+    return;
+  }
+  p->reservation->AddWrittenBytes(header.payload_bytes());
+  conn->Resume(KvFramePlan{});
+}
+
+KvFramePlan TcpKvReceiverImpl::PlanAttach(const ConnPtr& conn, const v1::KvFrameHeader& header) {
+  auto refuse = [conn](const absl::Status& st) {
+    LOG(WARNING) << "kv receiver: refused the device path of " << conn->peer() << ": " << st;
+    return CloseWith(0, 0, st);
+  };
+  if (header.kind() == v1::KvFrameHeader::NCCL_HELLO) {
+    // The join waits for the peer: on the channel's own thread.
+    const absl::Status st = nccl_peers_.Hello(conn.get(), header, [conn, refuse](absl::Status st) {
+      conn->Resume(st.ok() ? KvFramePlan{} : refuse(st));
+    });
+    return st.ok() ? DeferPlan() : refuse(st);
+  }
+  const absl::Status st = ipc_peers_.Attach(conn.get(), header);
+  return st.ok() ? KvFramePlan{} : refuse(st);
+}
+
+void TcpKvReceiverImpl::OnClosed(const ConnPtr& conn) {
+  ipc_peers_.Forget(conn.get());
+  // A channel still receiving into a reservation's blocks must let go of
+  // them before that reservation can end.
+  std::vector<uint64_t> fed;
+  for (const auto& [id, p] : pending_) {
+    if (p->channel_writers.erase(conn)) fed.push_back(id);
+  }
+  if (fed.empty()) {
+    nccl_peers_.Forget(conn.get());
+  } else {
+    nccl_peers_.Stop(conn.get());
+  }
+  for (uint64_t id : fed) {
+    // An earlier Finish may have closed connections that ended this one.
+    if (!pending_.contains(id)) continue;
+    Finish(id, absl::DataLossError(absl::StrCat("kv transfer ", id, ": connection from ",
+                                                conn->peer(), " closed mid-receive")));
+  }
+  connections_.erase(conn);
 }
 
 absl::Status TcpKvReceiverImpl::Unstage(Pending* p, const ConnPtr& conn) {

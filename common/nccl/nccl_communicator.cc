@@ -131,7 +131,8 @@ absl::Status NcclCommunicator::Flush(absl::Time deadline) {
   return Settle(state, "enqueue", deadline);
 }
 
-absl::Status NcclCommunicator::Wait(cudaStream_t stream, absl::Time deadline) {
+absl::Status NcclCommunicator::Wait(cudaStream_t stream, absl::Time deadline,
+                                    const std::atomic<bool>* interrupted) {
   if (aborted_) return absl::AbortedError(abort_reason_);
   while (true) {
     const cudaError_t q = cudaStreamQuery(stream);
@@ -143,6 +144,10 @@ absl::Status NcclCommunicator::Wait(cudaStream_t stream, absl::Time deadline) {
       const absl::Status st = NcclStatus(state, "transfer");
       Abort(st.ToString());
       return st;
+    }
+    if (interrupted != nullptr && interrupted->load()) {
+      Abort("transfer interrupted");
+      return absl::CancelledError("nccl: transfer interrupted");
     }
     if (absl::Now() >= deadline) {
       Abort("transfer past its deadline");

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -57,8 +58,10 @@ class NcclCommunicator {
   // setting it up when Send/Recv return); aborts at the deadline.
   absl::Status Flush(absl::Time deadline);
   // Waits for everything enqueued on `stream`, watching the communicator
-  // for asynchronous errors (a peer that died). At the deadline: abort.
-  absl::Status Wait(cudaStream_t stream, absl::Time deadline);
+  // for asynchronous errors (a peer that died). At the deadline, or once
+  // *interrupted (set by another thread) is true: abort.
+  absl::Status Wait(cudaStream_t stream, absl::Time deadline,
+                    const std::atomic<bool>* interrupted = nullptr);
 
   // Idempotent. After it, every call fails with ABORTED.
   void Abort(const std::string& why);

@@ -1,6 +1,7 @@
 #include "common/nccl/nccl_peer_channel.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda/block_copy_kernels.h"
@@ -59,8 +60,13 @@ class NcclPeerChannel : public KvPeerChannel {
 
   absl::Status Wait(absl::Time deadline) override {
     PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-    return comm_->Wait(stream_, deadline);
+    const absl::Status st = comm_->Wait(stream_, deadline, &interrupted_);
+    // Aborted kernels end with the stream: no block is written after this.
+    if (!st.ok()) cudaStreamSynchronize(stream_);
+    return st;
   }
+
+  void Interrupt() override { interrupted_.store(true); }
 
   void Abort(const std::string& why) override {
     cudaSetDevice(device_);
@@ -86,6 +92,7 @@ class NcclPeerChannel : public KvPeerChannel {
   std::unique_ptr<NcclCommunicator> comm_;
   cudaStream_t stream_;
   cuda::DeviceBuffer staging_;
+  std::atomic<bool> interrupted_{false};
 };
 
 }  // namespace

@@ -33,6 +33,7 @@ struct FakeDeviceCounters {
   std::atomic<int> from_host{0};
   std::atomic<int> device_copies{0};
   std::atomic<int> channel_blocks{0};  // blocks received over peer channels
+  std::atomic<int> channel_waits{0};   // Wait calls that started
   std::atomic<bool> fail_from_host{false};
   std::atomic<bool> refuse_peers{false};
   std::atomic<bool> no_channels{false};  // SupportsPeerChannels() false
@@ -88,6 +89,7 @@ class FakePeerChannel : public KvPeerChannel {
     return absl::OkStatus();
   }
   absl::Status Wait(absl::Time deadline) override {
+    ++counters_->channel_waits;
     for (const Pending& p : pending_) {
       std::string msg;
       {
@@ -99,6 +101,10 @@ class FakePeerChannel : public KvPeerChannel {
           pair_->aborted = true;
           pending_.clear();
           return absl::DeadlineExceededError("fake channel: nothing arrived");
+        }
+        if (interrupted_) {
+          pending_.clear();
+          return absl::CancelledError("fake channel interrupted");
         }
         if (pair_->aborted) {
           pending_.clear();
@@ -125,6 +131,11 @@ class FakePeerChannel : public KvPeerChannel {
     absl::MutexLock lock(&pair_->mu);
     pair_->aborted = true;
   }
+  void Interrupt() override {
+    absl::MutexLock lock(&pair_->mu);
+    interrupted_ = true;
+    pair_->aborted = true;
+  }
 
  private:
   struct Pending {
@@ -135,6 +146,7 @@ class FakePeerChannel : public KvPeerChannel {
   const int rank_;
   FakeDeviceCounters* counters_;
   std::vector<Pending> pending_;
+  bool interrupted_ = false;  // guarded by pair_->mu
 };
 
 class FakePeerPool : public KvPeerPool {

@@ -138,6 +138,66 @@ TEST_F(TcpKvNcclTest, LostBytesEndTheTransferAndANewChannelServesTheNext) {
   EXPECT_EQ(receiver_->num_pending(), 0u);
 }
 
+// A channel whose bytes never come holds up only its own connection: a TCP
+// transfer from another prefill worker lands meanwhile. Cancelling the
+// stalled transfer interrupts its receive (long before the frame timeout)
+// and the next nccl transfer gets a fresh channel.
+TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
+  StartReceiver(dst_.get(), absl::Minutes(10));
+  src_counters_.lose_sends = true;
+  DoneProbe stalled;
+  ASSERT_TRUE(receiver_->Expect(1, 1, {2, 3}, src_->layout().n_layers,
+                                absl::Now() + absl::Minutes(10), stalled.Callback())
+                  .ok());
+  const KvTransferTarget stalled_target = Target(1);
+  ASSERT_TRUE(sender_->SendLayer(stalled_target, 0, {0, 1}, *src_, {4, 5}).ok());
+
+  auto tcp_sender = TcpKvSender::Create();
+  ASSERT_TRUE(tcp_sender.ok());
+  std::unique_ptr<KvCache> host_src = MakeCache(12, 0x5a);
+  DoneProbe other;
+  ASSERT_TRUE(receiver_->Expect(2, 1, {7}, src_->layout().n_layers,
+                                absl::Now() + absl::Minutes(10), other.Callback())
+                  .ok());
+  KvTransferTarget tcp_target = Target(2);
+  tcp_target.path = KvPath::kTcp;
+  ASSERT_TRUE(SendAllLayers(**tcp_sender, tcp_target, *host_src, {6}, 4).ok());
+  ASSERT_TRUE(other.Wait().ok());
+  ExpectBlocksCopied(*host_src, {6}, *dst_, {7});
+  EXPECT_EQ(stalled.calls(), 0);  // still receiving
+
+  receiver_->Cancel(1);
+  EXPECT_EQ(stalled.Wait().status().code(), absl::StatusCode::kCancelled);
+  sender_->Abort(stalled_target, "test");
+  src_counters_.lose_sends = false;
+  DoneProbe next;
+  ASSERT_TRUE(Transfer(3, {8}, {9}, next).ok());
+  ASSERT_TRUE(next.Wait().ok());
+  ExpectBlocksCopied(*src_, {8}, *dst_, {9});
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+}
+
+// The receiver going away while a channel is receiving stops the receive
+// and ends the reservation, without waiting for the frame timeout.
+TEST_F(TcpKvNcclTest, ShutdownInterruptsAReceiveInProgress) {
+  StartReceiver(dst_.get(), absl::Minutes(10));
+  src_counters_.lose_sends = true;
+  DoneProbe stalled;
+  ASSERT_TRUE(receiver_->Expect(1, 1, {2}, src_->layout().n_layers,
+                                absl::Now() + absl::Minutes(10), stalled.Callback())
+                  .ok());
+  const KvTransferTarget target = Target(1);
+  ASSERT_TRUE(sender_->SendLayer(target, 0, {0}, *src_, {4}).ok());
+  // Wait until D has read the header (it then receives on the channel).
+  for (int i = 0; i < 2000 && dst_counters_.channel_waits.load() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_GT(dst_counters_.channel_waits.load(), 0);
+  receiver_.reset();
+  EXPECT_EQ(stalled.Wait().status().code(), absl::StatusCode::kCancelled);
+  sender_->Abort(target, "test");
+}
+
 TEST_F(TcpKvNcclTest, SenderWithoutADevicePoolRefusesNcclTargets) {
   auto sender = TcpKvSender::Create();
   ASSERT_TRUE(sender.ok());
