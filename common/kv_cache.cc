@@ -22,6 +22,15 @@ KvLayout KvLayout::ForModel(const ModelConfig& c, int32_t block_size, const std:
   return l;
 }
 
+KvLayout KvLayout::SmolLm2(int32_t block_size) {
+  KvLayout l;
+  l.n_layers = 30;
+  l.n_kv_heads = 3;
+  l.head_dim = 64;
+  l.block_size = block_size;
+  return l;
+}
+
 std::string KvLayout::DebugString() const {
   return absl::StrCat("{layers=", n_layers, " kv_heads=", n_kv_heads, " head_dim=", head_dim,
                       " block_size=", block_size, " dtype=", dtype, "}");

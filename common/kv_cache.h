@@ -41,6 +41,9 @@ struct KvLayout {
 
   static KvLayout ForModel(const ModelConfig& c, int32_t block_size,
                            const std::string& dtype = "f16");
+  // SmolLM2-135M's KV shape (30 layers, 3 KV heads of 64), for benchmarks
+  // and tests that size their blocks like the model pdserve ships with.
+  static KvLayout SmolLm2(int32_t block_size = 16);
   bool is_int8() const { return dtype == "int8"; }
   int64_t kv_dim() const { return static_cast<int64_t>(n_kv_heads) * head_dim; }
   int64_t elem_bytes() const { return is_int8() ? 1 : 2; }

@@ -129,9 +129,9 @@ absl::Status KvNcclPeers::Hello(const void* conn, const v1::KvFrameHeader& heade
         absl::StatusOr<std::unique_ptr<KvPeerChannel>> channel =
             memory->JoinPeerChannel(id, /*rank=*/1, deadline);
         if (!channel.ok()) {
-          return absl::Status(channel.status().code(),
-                              absl::StrCat("kv hello: joining the NCCL channel: ",
-                                           channel.status().message()));
+          return absl::Status(
+              channel.status().code(),
+              absl::StrCat("kv hello: joining the NCCL channel: ", channel.status().message()));
         }
         return p.Adopt(std::move(*channel));
       },

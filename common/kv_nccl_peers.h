@@ -34,8 +34,7 @@ class KvNcclPeers {
   // Runs a task on the I/O thread (asio::post in the receiver).
   using Post = std::function<void(std::function<void()>)>;
 
-  KvNcclPeers(KvCache* cache, Post post, absl::Duration join_timeout,
-              absl::Duration frame_timeout);
+  KvNcclPeers(KvCache* cache, Post post, absl::Duration join_timeout, absl::Duration frame_timeout);
   // Shutdown().
   ~KvNcclPeers();
   KvNcclPeers(const KvNcclPeers&) = delete;

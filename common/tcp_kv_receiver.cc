@@ -1,126 +1,24 @@
 #include "common/tcp_kv_receiver.h"
 
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
-#include "common/io_thread.h"
 #include "common/kv_frame.h"
-#include "common/kv_ipc_peers.h"
-#include "common/kv_nccl_peers.h"
-#include "common/kv_receive_connection.h"
-#include "common/kv_reservation.h"
 #include "common/status_macros.h"
+#include "common/tcp_kv_receiver_impl.h"
 #include "glog/logging.h"
 
 namespace pdserve {
-namespace {
+namespace kv_receiver_internal {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using boost::system::error_code;
-using ConnPtr = std::shared_ptr<KvReceiveConnection>;
 
+namespace {
 constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
-
-// One pending Expect and the I/O state around its KvReservation.
-struct Pending {
-  explicit Pending(asio::io_context& io) : deadline_timer(io) {}
-  std::unique_ptr<KvReservation> reservation;
-  KvReceiver::DoneCallback on_done;
-  asio::steady_timer deadline_timer;
-  // Connections reading a payload into this reservation's blocks right now;
-  // closed when the reservation ends so they stop writing at once.
-  absl::flat_hash_set<ConnPtr> writers;
-  // Connections whose NCCL channel is receiving into its blocks right now;
-  // stopped (and waited for) when the reservation ends.
-  absl::flat_hash_set<ConnPtr> channel_writers;
-  // Device caches only: the host buffer each writer's payload lands in, and
-  // the device blocks it is copied to once complete.
-  struct Staging {
-    std::vector<uint8_t> bytes;
-    std::vector<uint8_t*> blocks;
-  };
-  absl::flat_hash_map<ConnPtr, Staging> staging;
-};
-
-// How a frame's (transfer_id, epoch) relates to the pending reservations.
-enum class Match { kUnknown, kStale, kFuture, kCurrent };
-
-class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
- public:
-  TcpKvReceiverImpl(KvCache* cache, const TcpKvReceiverOptions& options)
-      : cache_(cache),
-        options_(options),
-        io_("kv-recv-io"),
-        acceptor_(io_.context()),
-        accept_retry_(io_.context()) {}
-  ~TcpKvReceiverImpl() override;
-
-  absl::Status Listen();
-  uint16_t port() const override { return port_; }
-  absl::Status Expect(uint64_t transfer_id, uint64_t epoch, std::vector<int32_t> dst_block_ids,
-                      int num_layers, absl::Time deadline, DoneCallback on_done) override;
-  void Cancel(uint64_t transfer_id) override;
-  size_t num_pending() const override { return num_pending_.load(); }
-
-  KvFramePlan OnHeader(const ConnPtr& conn, const v1::KvFrameHeader& header) override;
-  void OnPayloadWritten(const ConnPtr& conn, const v1::KvFrameHeader& header) override;
-  void OnPayloadLost(const ConnPtr& conn, const v1::KvFrameHeader& header,
-                     const absl::Status& why) override;
-  void OnClosed(const ConnPtr& conn) override;
-
- private:
-  void Accept();
-  absl::Status Install(std::unique_ptr<KvReservation> reservation, absl::Time deadline,
-                       DoneCallback on_done);
-  void OnDeadline(uint64_t transfer_id, uint64_t epoch);
-  // Ends a reservation: stops every write into its blocks, then on_done.
-  void Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result);
-  Match Lookup(const v1::KvFrameHeader& header, Pending** pending);
-  KvFramePlan PlanLayer(const ConnPtr& conn, const v1::KvFrameHeader& header);
-  // Device caches: copies conn's staged payload into its device blocks.
-  absl::Status Unstage(Pending* p, const ConnPtr& conn);
-  KvFramePlan PlanCommit(const v1::KvFrameHeader& header);
-  // ATTACH (CUDA IPC) or NCCL_HELLO: sets up the connection's device path.
-  KvFramePlan PlanAttach(const ConnPtr& conn, const v1::KvFrameHeader& header);
-  // PAYLOAD_CUDA_IPC / PAYLOAD_NCCL: brings the blocks in now (copy from
-  // the attached pool, or receive from the channel), then counts them.
-  KvFramePlan PullLayer(const ConnPtr& conn, const v1::KvFrameHeader& header, Pending* p);
-  // A PAYLOAD_NCCL frame of no current reservation: its bytes are taken off
-  // the channel all the same, then the frame is answered.
-  KvFramePlan DrainLayer(const ConnPtr& conn, const v1::KvFrameHeader& header, Match match);
-  // The channel finished receiving a current frame's blocks.
-  void OnChannelReceived(const ConnPtr& conn, const v1::KvFrameHeader& header,
-                         const absl::Status& status);
-  KvFramePlan PlanAbort(const v1::KvFrameHeader& header);
-  // A frame that does not validate: fail its reservation (if it is the
-  // current one), answer with the error and close the connection.
-  KvFramePlan Reject(const v1::KvFrameHeader& header, const absl::Status& status);
-
-  KvCache* const cache_;
-  const TcpKvReceiverOptions options_;
-  const int64_t bytes_per_layer_block_ = cache_->layout().bytes_per_layer_block();
-  KvIpcPeers ipc_peers_{cache_};
-  // Posts to io_, which is declared later but only used once running.
-  KvNcclPeers nccl_peers_{
-      cache_, [this](std::function<void()> task) { asio::post(io_.context(), std::move(task)); },
-      options_.idle_timeout, options_.idle_timeout};
-  std::atomic<size_t> num_pending_{0};
-  uint16_t port_ = 0;
-
-  // Everything below lives on the I/O thread. io_ goes first so that it is
-  // destroyed last, after the sockets and timers that use it.
-  IoThread io_;
-  tcp::acceptor acceptor_;
-  asio::steady_timer accept_retry_;
-  bool stopping_ = false;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Pending>> pending_;
-  absl::flat_hash_set<ConnPtr> connections_;
-};
+}  // namespace
 
 TcpKvReceiverImpl::~TcpKvReceiverImpl() {
   io_.RunSync([this] {
@@ -182,9 +80,8 @@ void TcpKvReceiverImpl::Accept() {
     }
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    auto conn =
-        std::make_shared<KvReceiveConnection>(std::move(socket), this, options_.idle_timeout,
-                                              options_.auth);
+    auto conn = std::make_shared<KvReceiveConnection>(std::move(socket), this,
+                                                      options_.idle_timeout, options_.auth);
     connections_.insert(conn);
     conn->Start();
     Accept();
@@ -305,7 +202,6 @@ KvFramePlan DeferPlan() {
   return plan;
 }
 
-// Answers with `status` and closes the connection.
 KvFramePlan CloseWith(uint64_t transfer_id, uint64_t epoch, const absl::Status& status) {
   KvFramePlan plan;
   plan.action = KvFramePlan::Action::kClose;
@@ -384,111 +280,6 @@ KvFramePlan TcpKvReceiverImpl::PlanLayer(const ConnPtr& conn, const v1::KvFrameH
   return plan;
 }
 
-KvFramePlan TcpKvReceiverImpl::PullLayer(const ConnPtr& conn, const v1::KvFrameHeader& header,
-                                         Pending* p) {
-  std::vector<uint8_t*> dst;
-  dst.reserve(header.block_indices_size());
-  for (uint32_t logical : header.block_indices()) {
-    dst.push_back(cache_->LayerBlock(header.layer(), p->reservation->dst_block(logical)));
-  }
-  if (header.payload_path() == v1::KvFrameHeader::PAYLOAD_NCCL) {
-    p->channel_writers.insert(conn);
-    nccl_peers_.Receive(conn.get(), header, std::move(dst),
-                        [this, conn, header](absl::Status st) {
-                          OnChannelReceived(conn, header, st);
-                        });
-    return DeferPlan();
-  }
-  // A device-to-device copy on this GPU: short, and it waits on no peer.
-  const absl::Status st = ipc_peers_.Pull(conn.get(), header, dst);
-  if (!st.ok()) {
-    LOG(WARNING) << "kv transfer " << header.transfer_id() << ": " << st;
-    return Reject(header, st);
-  }
-  p->reservation->AddWrittenBytes(header.payload_bytes());
-  return KvFramePlan{};  // kSkip of no wire bytes
-}
-
-KvFramePlan TcpKvReceiverImpl::DrainLayer(const ConnPtr& conn, const v1::KvFrameHeader& header,
-                                          Match match) {
-  std::vector<uint8_t*> drop(header.block_indices_size(), nullptr);
-  nccl_peers_.Receive(conn.get(), header, std::move(drop),
-                      [conn, header, match](absl::Status st) {
-                        // A broken channel ends the connection; no
-                        // reservation was fed by this frame.
-                        conn->Resume(st.ok() ? SkipNonCurrent(header, match)
-                                             : CloseWith(header.transfer_id(), header.epoch(), st));
-                      });
-  return DeferPlan();
-}
-
-void TcpKvReceiverImpl::OnChannelReceived(const ConnPtr& conn, const v1::KvFrameHeader& header,
-                                          const absl::Status& status) {
-  Pending* p = nullptr;
-  // Finish stops a channel before its reservation ends, so a current frame
-  // still names its reservation here; anything else is a bug.
-  if (Lookup(header, &p) != Match::kCurrent || !p->channel_writers.erase(conn)) {
-    LOG(DFATAL) << "kv transfer " << header.transfer_id() << ": a channel receive outlived it";
-    conn->Close(absl::InternalError("kv receiver: a channel receive outlived its transfer"));
-    return;
-  }
-  if (!status.ok()) {
-    LOG(WARNING) << "kv transfer " << header.transfer_id() << ": " << status;
-    conn->Resume(Reject(header, status));
-    return;
-  }
-  p->reservation->AddWrittenBytes(header.payload_bytes());
-  conn->Resume(KvFramePlan{});
-}
-
-KvFramePlan TcpKvReceiverImpl::PlanAttach(const ConnPtr& conn, const v1::KvFrameHeader& header) {
-  auto refuse = [conn](const absl::Status& st) {
-    LOG(WARNING) << "kv receiver: refused the device path of " << conn->peer() << ": " << st;
-    return CloseWith(0, 0, st);
-  };
-  if (header.kind() == v1::KvFrameHeader::NCCL_HELLO) {
-    // The join waits for the peer: on the channel's own thread.
-    const absl::Status st = nccl_peers_.Hello(conn.get(), header, [conn, refuse](absl::Status st) {
-      conn->Resume(st.ok() ? KvFramePlan{} : refuse(st));
-    });
-    return st.ok() ? DeferPlan() : refuse(st);
-  }
-  const absl::Status st = ipc_peers_.Attach(conn.get(), header);
-  return st.ok() ? KvFramePlan{} : refuse(st);
-}
-
-void TcpKvReceiverImpl::OnClosed(const ConnPtr& conn) {
-  ipc_peers_.Forget(conn.get());
-  // A channel still receiving into a reservation's blocks must let go of
-  // them before that reservation can end.
-  std::vector<uint64_t> fed;
-  for (const auto& [id, p] : pending_) {
-    if (p->channel_writers.erase(conn)) fed.push_back(id);
-  }
-  if (fed.empty()) {
-    nccl_peers_.Forget(conn.get());
-  } else {
-    nccl_peers_.Stop(conn.get());
-  }
-  for (uint64_t id : fed) {
-    // An earlier Finish may have closed connections that ended this one.
-    if (!pending_.contains(id)) continue;
-    Finish(id, absl::DataLossError(absl::StrCat("kv transfer ", id, ": connection from ",
-                                                conn->peer(), " closed mid-receive")));
-  }
-  connections_.erase(conn);
-}
-
-absl::Status TcpKvReceiverImpl::Unstage(Pending* p, const ConnPtr& conn) {
-  auto it = p->staging.find(conn);
-  if (it == p->staging.end()) return absl::OkStatus();
-  const Pending::Staging& st = it->second;
-  const absl::Status status = cache_->device_memory()->ScatterFromHost(
-      st.bytes.data(), st.blocks, static_cast<size_t>(bytes_per_layer_block_));
-  p->staging.erase(it);
-  return status;
-}
-
 KvFramePlan TcpKvReceiverImpl::PlanCommit(const v1::KvFrameHeader& header) {
   Pending* p = nullptr;
   const Match match = Lookup(header, &p);
@@ -533,14 +324,14 @@ void TcpKvReceiverImpl::OnPayloadLost(const ConnPtr& conn, const v1::KvFrameHead
                                           ": frame cut short: ", why.message())));
 }
 
-}  // namespace
+}  // namespace kv_receiver_internal
 
 absl::StatusOr<std::unique_ptr<TcpKvReceiver>> TcpKvReceiver::Create(
     KvCache* cache, const TcpKvReceiverOptions& options) {
   if (options.idle_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("kv receiver: idle_timeout must be positive");
   }
-  auto receiver = std::make_unique<TcpKvReceiverImpl>(cache, options);
+  auto receiver = std::make_unique<kv_receiver_internal::TcpKvReceiverImpl>(cache, options);
   RETURN_IF_ERROR(receiver->Listen());
   return receiver;
 }

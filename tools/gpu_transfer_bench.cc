@@ -78,11 +78,7 @@ absl::StatusOr<double> NcclSelf(nccl::NcclCommunicator& comm, size_t bytes, cuda
 
 // One transfer of every layer of enough SmolLM2 blocks to make `bytes`.
 absl::StatusOr<double> TcpStaged(size_t bytes, int device) {
-  KvLayout layout;
-  layout.n_layers = 30;
-  layout.n_kv_heads = 3;
-  layout.head_dim = 64;
-  layout.block_size = 16;
+  const KvLayout layout = KvLayout::SmolLm2();
   const size_t per_block = layout.bytes_per_layer_block() * layout.n_layers;
   const int32_t blocks = static_cast<int32_t>(std::max<size_t>(1, bytes / per_block));
   const DeviceSpec spec{DeviceSpec::Kind::kCuda, device};

@@ -45,17 +45,8 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-KvLayout SmolLm2Layout() {
-  KvLayout layout;
-  layout.n_layers = 30;
-  layout.n_kv_heads = 3;
-  layout.head_dim = 64;
-  layout.block_size = 16;
-  return layout;
-}
-
 struct Plan {
-  KvLayout layout = SmolLm2Layout();
+  KvLayout layout = KvLayout::SmolLm2();
   int32_t blocks = 0;      // per transfer
   int transfers = 0;       // per round
   size_t frame_bytes = 0;  // one layer of one transfer

@@ -1,8 +1,8 @@
 #include "common/cuda/device_allocation.h"
 
 #include <cuda.h>
-#include <cuda_runtime.h>
 #include <cudaTypedefs.h>
+#include <cuda_runtime.h>
 
 #include <cstdint>
 
@@ -24,8 +24,8 @@ absl::StatusOr<PFN_cuMemGetAddressRange_v3020> AddressRangeQuery() {
     return e;
   }();
   if (err != cudaSuccess || fn == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cuda: cuMemGetAddressRange unavailable: ",
-                                               cudaGetErrorString(err)));
+    return absl::UnavailableError(
+        absl::StrCat("cuda: cuMemGetAddressRange unavailable: ", cudaGetErrorString(err)));
   }
   return reinterpret_cast<PFN_cuMemGetAddressRange_v3020>(fn);
 }

@@ -40,22 +40,13 @@ const std::vector<int32_t>& IpcDstBlocks() {
   return b;
 }
 
-KvLayout SmolLm2Layout() {
-  KvLayout l;
-  l.n_layers = 30;
-  l.n_kv_heads = 3;
-  l.head_dim = 64;
-  l.block_size = 16;
-  return l;
-}
-
 class DeviceKvTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   }
   std::unique_ptr<KvCache> DeviceCache(int32_t blocks) {
-    auto c = CreateKvCache(DeviceSpec{DeviceSpec::Kind::kCuda, 0}, SmolLm2Layout(), blocks);
+    auto c = CreateKvCache(DeviceSpec{DeviceSpec::Kind::kCuda, 0}, KvLayout::SmolLm2(), blocks);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
   }
@@ -116,10 +107,10 @@ TEST_F(DeviceKvTest, TcpTransferBetweenDeviceCaches) {
   const std::vector<int32_t> dst_blocks = {60, 1, 22, 5};
   const int layers = src->layout().n_layers;
   DoneProbe probe;
-  ASSERT_TRUE((*receiver)
-                  ->Expect(1, 1, dst_blocks, layers, absl::Now() + absl::Seconds(20),
-                           probe.Callback())
-                  .ok());
+  ASSERT_TRUE(
+      (*receiver)
+          ->Expect(1, 1, dst_blocks, layers, absl::Now() + absl::Seconds(20), probe.Callback())
+          .ok());
   const KvTransferTarget target{absl::StrCat("127.0.0.1:", (*receiver)->port()), 1, 1,
                                 absl::Now() + absl::Seconds(20)};
   for (int l = 0; l < layers; ++l) {
@@ -194,12 +185,11 @@ TEST_F(DeviceKvTest, CudaIpcBetweenTwoProcesses) {
   ASSERT_TRUE(receiver.ok()) << receiver.status();
   const int layers = dst->layout().n_layers;
   DoneProbe probe;
-  ASSERT_TRUE((*receiver)
-                  ->Expect(7, 1, IpcDstBlocks(), layers, absl::Now() + absl::Seconds(60),
-                           probe.Callback())
-                  .ok());
-  const std::string env =
-      absl::StrCat(kIpcEndpointEnv, "=127.0.0.1:", (*receiver)->port());
+  ASSERT_TRUE(
+      (*receiver)
+          ->Expect(7, 1, IpcDstBlocks(), layers, absl::Now() + absl::Seconds(60), probe.Callback())
+          .ok());
+  const std::string env = absl::StrCat(kIpcEndpointEnv, "=127.0.0.1:", (*receiver)->port());
   ASSERT_EQ(RunChild("DeviceKvTest.CudaIpcChildSendsItsPool", env), 0);
   absl::StatusOr<KvCommit> done = probe.Wait();
   ASSERT_TRUE(done.ok()) << done.status();

@@ -33,6 +33,8 @@ TEST(KvLayoutTest, SmolLm2ByteMath) {
   EXPECT_EQ(l.bytes_per_token(), 23040);  // DESIGN.md §1
   EXPECT_EQ(l.bytes_per_layer_block(), 12288);
   EXPECT_EQ(l.bytes_per_layer_block() * l.n_layers, l.bytes_per_token() * l.block_size);
+  // The benchmarks' shorthand is the same layout.
+  EXPECT_EQ(KvLayout::SmolLm2(), l);
 }
 
 // int8: one byte per element plus an f32 scale per (token, kv head) for K

@@ -66,7 +66,6 @@ class TcpKvNcclTest : public ::testing::Test {
     return st.ok() ? Send(Target(id), src) : st;
   }
 
-
   FakeDeviceCounters src_counters_, dst_counters_;
   std::unique_ptr<KvCache> src_ = MakeFakeDeviceCache(SmallKvLayout(), 12, 1, &src_counters_);
   std::unique_ptr<KvCache> dst_ = MakeFakeDeviceCache(SmallKvLayout(), 10, 2, &dst_counters_);
@@ -108,8 +107,9 @@ TEST_F(TcpKvNcclTest, UnwantedFramesKeepTheChannelInStep) {
 TEST_F(TcpKvNcclTest, ReceiverThatCannotUseNcclRefusesTheHelloWithAReason) {
   StartReceiver(host_.get(), absl::Seconds(10));
   DoneProbe probe;
-  ASSERT_TRUE(receiver_->Expect(1, 1, {0}, src_->layout().n_layers,
-                                absl::Now() + absl::Seconds(10), probe.Callback())
+  ASSERT_TRUE(receiver_
+                  ->Expect(1, 1, {0}, src_->layout().n_layers, absl::Now() + absl::Seconds(10),
+                           probe.Callback())
                   .ok());
   const absl::Status st = Send(Target(1), {0});
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
@@ -146,8 +146,9 @@ TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
   StartReceiver(dst_.get(), absl::Minutes(10));
   src_counters_.lose_sends = true;
   DoneProbe stalled;
-  ASSERT_TRUE(receiver_->Expect(1, 1, {2, 3}, src_->layout().n_layers,
-                                absl::Now() + absl::Minutes(10), stalled.Callback())
+  ASSERT_TRUE(receiver_
+                  ->Expect(1, 1, {2, 3}, src_->layout().n_layers, absl::Now() + absl::Minutes(10),
+                           stalled.Callback())
                   .ok());
   const KvTransferTarget stalled_target = Target(1);
   ASSERT_TRUE(sender_->SendLayer(stalled_target, 0, {0, 1}, *src_, {4, 5}).ok());
@@ -156,8 +157,9 @@ TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
   ASSERT_TRUE(tcp_sender.ok());
   std::unique_ptr<KvCache> host_src = MakeCache(12, 0x5a);
   DoneProbe other;
-  ASSERT_TRUE(receiver_->Expect(2, 1, {7}, src_->layout().n_layers,
-                                absl::Now() + absl::Minutes(10), other.Callback())
+  ASSERT_TRUE(receiver_
+                  ->Expect(2, 1, {7}, src_->layout().n_layers, absl::Now() + absl::Minutes(10),
+                           other.Callback())
                   .ok());
   KvTransferTarget tcp_target = Target(2);
   tcp_target.path = KvPath::kTcp;
@@ -183,8 +185,9 @@ TEST_F(TcpKvNcclTest, ShutdownInterruptsAReceiveInProgress) {
   StartReceiver(dst_.get(), absl::Minutes(10));
   src_counters_.lose_sends = true;
   DoneProbe stalled;
-  ASSERT_TRUE(receiver_->Expect(1, 1, {2}, src_->layout().n_layers,
-                                absl::Now() + absl::Minutes(10), stalled.Callback())
+  ASSERT_TRUE(receiver_
+                  ->Expect(1, 1, {2}, src_->layout().n_layers, absl::Now() + absl::Minutes(10),
+                           stalled.Callback())
                   .ok());
   const KvTransferTarget target = Target(1);
   ASSERT_TRUE(sender_->SendLayer(target, 0, {0}, *src_, {4}).ok());

@@ -1,0 +1,135 @@
+// The KV receiver's implementation, shared by its two source files:
+// tcp_kv_receiver.cc (listening, reservations, inline frames) and
+// tcp_kv_receiver_device.cc (the device paths: staging, CUDA IPC pulls and
+// NCCL channels). Internal: include only from those two.
+#ifndef PDSERVE_COMMON_TCP_KV_RECEIVER_IMPL_H_
+#define PDSERVE_COMMON_TCP_KV_RECEIVER_IMPL_H_
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "common/io_thread.h"
+#include "common/kv_ipc_peers.h"
+#include "common/kv_nccl_peers.h"
+#include "common/kv_receive_connection.h"
+#include "common/kv_reservation.h"
+#include "common/tcp_kv_receiver.h"
+
+namespace pdserve::kv_receiver_internal {
+
+using ConnPtr = std::shared_ptr<KvReceiveConnection>;
+
+// One pending Expect and the I/O state around its KvReservation.
+struct Pending {
+  explicit Pending(boost::asio::io_context& io) : deadline_timer(io) {}
+  std::unique_ptr<KvReservation> reservation;
+  KvReceiver::DoneCallback on_done;
+  boost::asio::steady_timer deadline_timer;
+  // Connections reading a payload into this reservation's blocks right now;
+  // closed when the reservation ends so they stop writing at once.
+  absl::flat_hash_set<ConnPtr> writers;
+  // Connections whose NCCL channel is receiving into its blocks right now;
+  // stopped (and waited for) when the reservation ends.
+  absl::flat_hash_set<ConnPtr> channel_writers;
+  // Device caches only: the host buffer each writer's payload lands in, and
+  // the device blocks it is copied to once complete.
+  struct Staging {
+    std::vector<uint8_t> bytes;
+    std::vector<uint8_t*> blocks;
+  };
+  absl::flat_hash_map<ConnPtr, Staging> staging;
+};
+
+// How a frame's (transfer_id, epoch) relates to the pending reservations.
+enum class Match { kUnknown, kStale, kFuture, kCurrent };
+
+class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
+ public:
+  TcpKvReceiverImpl(KvCache* cache, const TcpKvReceiverOptions& options)
+      : cache_(cache),
+        options_(options),
+        io_("kv-recv-io"),
+        acceptor_(io_.context()),
+        accept_retry_(io_.context()) {}
+  ~TcpKvReceiverImpl() override;
+
+  absl::Status Listen();
+  uint16_t port() const override { return port_; }
+  absl::Status Expect(uint64_t transfer_id, uint64_t epoch, std::vector<int32_t> dst_block_ids,
+                      int num_layers, absl::Time deadline, DoneCallback on_done) override;
+  void Cancel(uint64_t transfer_id) override;
+  size_t num_pending() const override { return num_pending_.load(); }
+
+  KvFramePlan OnHeader(const ConnPtr& conn, const v1::KvFrameHeader& header) override;
+  void OnPayloadWritten(const ConnPtr& conn, const v1::KvFrameHeader& header) override;
+  void OnPayloadLost(const ConnPtr& conn, const v1::KvFrameHeader& header,
+                     const absl::Status& why) override;
+  void OnClosed(const ConnPtr& conn) override;
+
+ private:
+  void Accept();
+  absl::Status Install(std::unique_ptr<KvReservation> reservation, absl::Time deadline,
+                       DoneCallback on_done);
+  void OnDeadline(uint64_t transfer_id, uint64_t epoch);
+  // Ends a reservation: stops every write into its blocks, then on_done.
+  void Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result);
+  Match Lookup(const v1::KvFrameHeader& header, Pending** pending);
+  KvFramePlan PlanLayer(const ConnPtr& conn, const v1::KvFrameHeader& header);
+  // Device caches: copies conn's staged payload into its device blocks.
+  absl::Status Unstage(Pending* p, const ConnPtr& conn);
+  KvFramePlan PlanCommit(const v1::KvFrameHeader& header);
+  // ATTACH (CUDA IPC) or NCCL_HELLO: sets up the connection's device path.
+  KvFramePlan PlanAttach(const ConnPtr& conn, const v1::KvFrameHeader& header);
+  // PAYLOAD_CUDA_IPC / PAYLOAD_NCCL: brings the blocks in now (copy from
+  // the attached pool, or receive from the channel), then counts them.
+  KvFramePlan PullLayer(const ConnPtr& conn, const v1::KvFrameHeader& header, Pending* p);
+  // A PAYLOAD_NCCL frame of no current reservation: its bytes are taken off
+  // the channel all the same, then the frame is answered.
+  KvFramePlan DrainLayer(const ConnPtr& conn, const v1::KvFrameHeader& header, Match match);
+  // The channel finished receiving a current frame's blocks.
+  void OnChannelReceived(const ConnPtr& conn, const v1::KvFrameHeader& header,
+                         const absl::Status& status);
+  KvFramePlan PlanAbort(const v1::KvFrameHeader& header);
+  // A frame that does not validate: fail its reservation (if it is the
+  // current one), answer with the error and close the connection.
+  KvFramePlan Reject(const v1::KvFrameHeader& header, const absl::Status& status);
+
+  KvCache* const cache_;
+  const TcpKvReceiverOptions options_;
+  const int64_t bytes_per_layer_block_ = cache_->layout().bytes_per_layer_block();
+  KvIpcPeers ipc_peers_{cache_};
+  // Posts to io_, which is declared later but only used once running.
+  KvNcclPeers nccl_peers_{
+      cache_,
+      [this](std::function<void()> task) { boost::asio::post(io_.context(), std::move(task)); },
+      options_.idle_timeout, options_.idle_timeout};
+  std::atomic<size_t> num_pending_{0};
+  uint16_t port_ = 0;
+
+  // Everything below lives on the I/O thread. io_ goes first so that it is
+  // destroyed last, after the sockets and timers that use it.
+  IoThread io_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer accept_retry_;
+  bool stopping_ = false;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Pending>> pending_;
+  absl::flat_hash_set<ConnPtr> connections_;
+};
+
+// Frame plans that need no receiver state.
+KvFramePlan DeferPlan();
+// Answers with `status` and closes the connection.
+KvFramePlan CloseWith(uint64_t transfer_id, uint64_t epoch, const absl::Status& status);
+// Answers a frame that names no current reservation.
+KvFramePlan SkipNonCurrent(const v1::KvFrameHeader& header, Match match);
+
+}  // namespace pdserve::kv_receiver_internal
+
+#endif  // PDSERVE_COMMON_TCP_KV_RECEIVER_IMPL_H_
