@@ -1,7 +1,9 @@
 // KV blocks in device memory: the stager's gather/scatter kernels against a
 // host reference, the TCP transport between two device caches on one GPU,
-// and CUDA IPC between two processes on one GPU (the test binary re-runs
-// itself as the prefill side). Skips without a CUDA device.
+// CUDA IPC between two processes on one GPU (the test binary re-runs itself
+// as the prefill side), and the nccl path between two GPUs (skipped on a
+// one-GPU machine: NCCL refuses two ranks on one device). Skips without a
+// CUDA device.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -207,6 +209,65 @@ TEST_F(DeviceKvTest, CudaIpcBetweenTwoProcesses) {
   }
   std::printf("GPU_CHECK cuda_ipc two_process blocks=%zu layers=%d ok\n", IpcSrcBlocks().size(),
               layers);
+}
+
+// The nccl path end to end on the real channel: P's cache on GPU 1, D's on
+// GPU 0, headers over TCP, bytes over a two-rank NCCL communicator. Two
+// transfers, so the second reuses the pair built (and warmed up) by the
+// first.
+TEST_F(DeviceKvTest, NcclBetweenTwoGpus) {
+  if (cuda::DeviceCount() < 2) GTEST_SKIP() << "needs two GPUs";
+  auto src_or = CreateKvCache(DeviceSpec{DeviceSpec::Kind::kCuda, 1}, KvLayout::SmolLm2(), 64);
+  ASSERT_TRUE(src_or.ok()) << src_or.status();
+  std::unique_ptr<KvCache> src = std::move(*src_or);
+  if (!src->device_memory()->SupportsPeerChannels()) GTEST_SKIP() << "built without NCCL";
+  auto dst = DeviceCache(64);
+  ASSERT_NE(dst, nullptr);
+  const std::vector<uint8_t> src_host = Fill(*src, 31);
+  Fill(*dst, 32);
+  TcpKvReceiverOptions ro;
+  ro.listen_address = "127.0.0.1:0";
+  ro.idle_timeout = absl::Seconds(60);  // the first join sets NCCL up
+  auto receiver = TcpKvReceiver::Create(dst.get(), ro);
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  TcpKvSenderOptions so;
+  so.device_pool = src.get();
+  so.connect_timeout = absl::Seconds(60);
+  auto sender = TcpKvSender::Create(so);
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  const int layers = src->layout().n_layers;
+  const size_t bb = src->layout().bytes_per_layer_block();
+  const std::vector<std::vector<int32_t>> src_blocks = {{3, 40, 17}, {63, 0}};
+  const std::vector<std::vector<int32_t>> dst_blocks = {{10, 11, 12}, {20, 21}};
+  for (size_t t = 0; t < src_blocks.size(); ++t) {
+    const uint64_t id = 100 + t;
+    DoneProbe probe;
+    ASSERT_TRUE((*receiver)
+                    ->Expect(id, 1, dst_blocks[t], layers, absl::Now() + absl::Seconds(90),
+                             probe.Callback())
+                    .ok());
+    KvTransferTarget target{absl::StrCat("127.0.0.1:", (*receiver)->port()), id, 1,
+                            absl::Now() + absl::Seconds(90)};
+    target.path = KvPath::kNccl;
+    std::vector<int32_t> logical(src_blocks[t].size());
+    for (size_t i = 0; i < logical.size(); ++i) logical[i] = static_cast<int32_t>(i);
+    for (int l = 0; l < layers; ++l) {
+      const absl::Status st = (*sender)->SendLayer(target, l, logical, *src, src_blocks[t]);
+      ASSERT_TRUE(st.ok()) << st;
+    }
+    const absl::Status committed = (*sender)->Commit(target, KvCommit{layers, 0, 1});
+    ASSERT_TRUE(committed.ok()) << committed;
+    absl::StatusOr<KvCommit> done = probe.Wait(absl::Seconds(90));
+    ASSERT_TRUE(done.ok()) << done.status();
+    for (int l = 0; l < layers; ++l) {
+      for (size_t i = 0; i < src_blocks[t].size(); ++i) {
+        const std::vector<uint8_t> got = Read(*dst, l, dst_blocks[t][i]);
+        const size_t off = (static_cast<size_t>(l) * 64 + src_blocks[t][i]) * bb;
+        ASSERT_EQ(std::memcmp(got.data(), src_host.data() + off, bb), 0) << t << "/" << l;
+      }
+    }
+  }
+  std::printf("GPU_CHECK nccl two_gpu transfers=%zu ok\n", src_blocks.size());
 }
 
 }  // namespace
