@@ -7,9 +7,10 @@
 // with their connection.
 //
 // Joining and receiving wait on the peer, so each connection's channel has
-// a thread of its own: the receiver's I/O thread only starts the work and
-// gets the outcome back as a task posted to it. A stalled or dead peer thus
-// holds up its own connection, never the other prefill workers' transfers.
+// a thread of its own (KvChannelThread): the receiver's I/O thread only
+// starts the work and gets the outcome back as a task posted to it. A
+// stalled or dead peer thus holds up its own connection, never the other
+// prefill workers' transfers.
 //
 // Calls are made on the KV receiver's I/O thread; `done` callbacks run there
 // too, and never after Forget/Stop of their connection.
@@ -24,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/kv_cache.h"
+#include "common/kv_channel_thread.h"
 #include "pdserve/v1/kv_frame.pb.h"
 
 namespace pdserve {
@@ -62,17 +64,25 @@ class KvNcclPeers {
   void Shutdown();
 
  private:
-  class Peer;
+  struct Peer {
+    std::unique_ptr<KvChannelThread> thread = std::make_unique<KvChannelThread>();
+    // False once the peer is stopped or forgotten: its outcomes are
+    // dropped. Read and written on the I/O thread only.
+    std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+  };
 
-  // Joins the threads of forgotten peers that have finished.
+  // Runs `work` on the peer's thread; its outcome reaches `done` on the I/O
+  // thread while the peer is alive.
+  void Submit(Peer& peer, std::function<absl::Status(KvChannelThread&)> work, Done done);
+  // Destroys forgotten peers whose threads have ended.
   void Reap();
 
   KvCache* const cache_;
   const Post post_;
   const absl::Duration join_timeout_;
   const absl::Duration frame_timeout_;
-  absl::flat_hash_map<const void*, std::unique_ptr<Peer>> peers_;
-  std::vector<std::unique_ptr<Peer>> retired_;
+  absl::flat_hash_map<const void*, Peer> peers_;
+  std::vector<std::unique_ptr<KvChannelThread>> retired_;
   bool shut_down_ = false;
 };
 
