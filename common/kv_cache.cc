@@ -55,7 +55,7 @@ absl::StatusOr<std::string> KvDeviceMemory::NewPeerChannelId() const {
 }
 
 absl::StatusOr<std::unique_ptr<KvPeerChannel>> KvDeviceMemory::JoinPeerChannel(
-    const std::string&, int, absl::Time) const {
+    const std::string&, int, absl::Time, const std::atomic<bool>*) const {
   return absl::FailedPreconditionError("kv cache: this device memory has no peer channels (NCCL)");
 }
 

@@ -19,6 +19,7 @@
 #ifndef PDSERVE_COMMON_KV_CACHE_H_
 #define PDSERVE_COMMON_KV_CACHE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -121,10 +122,11 @@ class KvDeviceMemory {
   // A fresh channel id: rank 0 makes it and sends it to rank 1.
   virtual absl::StatusOr<std::string> NewPeerChannelId() const;
   // Joins channel `id` as rank 0 or 1; blocks until the other rank joined,
-  // or DEADLINE_EXCEEDED at the deadline.
-  virtual absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinPeerChannel(const std::string& id,
-                                                                         int rank,
-                                                                         absl::Time deadline) const;
+  // DEADLINE_EXCEEDED at the deadline, or CANCELLED soon after another
+  // thread sets *interrupted (when not null).
+  virtual absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinPeerChannel(
+      const std::string& id, int rank, absl::Time deadline,
+      const std::atomic<bool>* interrupted) const;
 };
 
 class KvCache {

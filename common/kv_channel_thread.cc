@@ -22,6 +22,7 @@ void KvChannelThread::Interrupt() {
   absl::MutexLock lock(&mu_);
   if (interrupted_) return;
   interrupted_ = true;
+  interrupted_flag_.store(true);
   if (channel_ != nullptr) channel_->Interrupt();
 }
 

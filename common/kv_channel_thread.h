@@ -15,6 +15,7 @@
 #ifndef PDSERVE_COMMON_KV_CHANNEL_THREAD_H_
 #define PDSERVE_COMMON_KV_CHANNEL_THREAD_H_
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -41,19 +42,29 @@ class KvChannelThread {
   // in order) unless the thread has already ended: then Submit returns
   // false and the job is dropped without running.
   bool Submit(Job job);
-  // Idempotent. A channel wait in progress returns CANCELLED promptly (a
-  // join in progress runs to its own deadline); later jobs run cancelled.
+  // Idempotent. A join or a channel wait in progress returns CANCELLED
+  // promptly; later jobs run cancelled.
   void Interrupt();
   // Until the thread ended: no job runs any more and the channel, with all
   // of its GPU work, is gone. Bounded by the job in progress.
   void AwaitStopped();
   bool stopped();
 
+  // For a join in progress to watch: set by Interrupt. Lives as long as
+  // this object (the channel, which may keep it, is destroyed first).
+  const std::atomic<bool>* interrupted_flag() const { return &interrupted_flag_; }
+
   // Inside a job: the joined channel, or null before Adopt.
   KvPeerChannel* channel() { return channel_.get(); }
   // Inside a job: takes a joined channel. CANCELLED (the channel is
   // destroyed) when interrupted meanwhile.
   absl::Status Adopt(std::unique_ptr<KvPeerChannel> channel);
+  // Inside a job: why there is no channel (the join's error, once set with
+  // SetJoinError), for the jobs queued behind a failed join.
+  void SetJoinError(absl::Status why) { join_error_ = std::move(why); }
+  absl::Status join_error() const {
+    return join_error_.ok() ? absl::FailedPreconditionError("kv channel: not joined") : join_error_;
+  }
 
  private:
   void Run();
@@ -66,6 +77,8 @@ class KvChannelThread {
   // Set under mu_ (Adopt, and when the thread ends); read by this thread
   // without it, and by Interrupt under it.
   std::unique_ptr<KvPeerChannel> channel_;
+  absl::Status join_error_;  // this thread only
+  std::atomic<bool> interrupted_flag_{false};
   std::thread thread_;  // last: it starts in the constructor
 };
 

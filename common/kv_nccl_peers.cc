@@ -56,11 +56,11 @@ absl::Status KvNcclPeers::Hello(const void* conn, const v1::KvFrameHeader& heade
       peer,
       [memory, id = header.nccl_id(), deadline](KvChannelThread& thread) -> absl::Status {
         absl::StatusOr<std::unique_ptr<KvPeerChannel>> channel =
-            memory->JoinPeerChannel(id, /*rank=*/1, deadline);
+            memory->JoinPeerChannel(id, /*rank=*/1, deadline, thread.interrupted_flag());
         if (!channel.ok()) {
-          return absl::Status(channel.status().code(),
-                              absl::StrCat("kv hello: joining the NCCL channel: ",
-                                           channel.status().message()));
+          return absl::Status(
+              channel.status().code(),
+              absl::StrCat("kv hello: joining the NCCL channel: ", channel.status().message()));
         }
         return thread.Adopt(std::move(*channel));
       },

@@ -299,6 +299,7 @@ void KvSendConnection::Fail(const absl::Status& why) {
                           absl::StrCat("kv connection to ", endpoint_,
                                                    " (single use) is closed: ", why.message()));
     dead_.store(true);
+    if (options_.on_death) options_.on_death();
   }
   error_code ignored;
   socket_.close(ignored);

@@ -53,6 +53,9 @@ struct KvSendConnectionOptions {
   // Never reconnect: after the first failure every frame fails at once
   // (nccl connections, whose channel dies with them).
   bool single_use = false;
+  // single_use: called once (on the I/O thread) when the connection dies,
+  // e.g. so that its channel stops joining a receiver that refused it.
+  std::function<void()> on_death;
 };
 
 struct KvOutFrame {

@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/host_port.h"
 #include "common/io_thread.h"
+#include "common/kv_channel_thread.h"
 #include "common/kv_frame.h"
 #include "common/kv_out_frames.h"
 #include "common/kv_send_connection.h"
@@ -22,6 +23,12 @@ namespace {
 
 using ConnPtr = std::shared_ptr<KvSendConnection>;
 using TransferPtr = std::shared_ptr<KvSendTransfer>;
+
+// Why a frame queued on a stopped NCCL channel fails: the connection's
+// death when it died (a refused hello says why), else a plain stop.
+absl::Status StoppedChannel(const KvSendConnection& conn) {
+  return conn.dead() ? conn.death() : absl::CancelledError("kv send: the NCCL channel was stopped");
+}
 
 // What every connection shares; path-specific fields are set per connection.
 KvSendConnectionOptions ConnectionOptions(const TcpKvSenderOptions& o) {
@@ -62,17 +69,30 @@ class TcpKvSenderImpl final : public TcpKvSender {
   // that nccl never opens a new one for that (it would join a channel just
   // to send a commit or an abort): without an open one, the tcp path's.
   absl::StatusOr<ConnPtr> ControlConnection(const KvTransferTarget& target);
-  // nccl: a new single-use connection whose channel both ends joined.
+  // nccl: a new single-use connection; its channel is joined on the
+  // channel's own thread, which every later frame of it goes through.
   absl::StatusOr<ConnPtr> NewNcclConnection(const KvTransferTarget& target,
                                             const HostPort& address);
-  // nccl: the channel's send of the blocks, then the header, in one order.
+  // nccl: on the channel's thread, the send of the blocks, then the header.
   absl::Status SendNcclLayer(const ConnPtr& conn, int layer, KvCache& src_cache,
                              absl::Span<const int32_t> src_block_ids, KvOutFrame frame);
+  // The channel thread of a nccl connection, or null.
+  std::shared_ptr<KvChannelThread> ChannelThread(const ConnPtr& conn);
+  // Stops conn's channel thread, if any, and waits until no GPU work of it
+  // reads source blocks any more and its queued frames are handed back.
+  void StopChannel(const ConnPtr& conn);
 
   // The transfer's state; created when `create`, else null if there is none.
   absl::StatusOr<TransferPtr> FindTransfer(const KvTransferTarget& target, bool create);
-  // Takes a queue slot and hands the frame to the I/O thread.
+  // Takes a queue slot and hands the frame to the I/O thread (for a nccl
+  // connection: through its channel thread, behind the sends queued there).
   absl::Status Post(const ConnPtr& conn, KvOutFrame frame);
+  // Post's halves: the slot and byte accounting, on the caller's thread...
+  absl::Status Reserve(const ConnPtr& conn, const KvOutFrame& frame);
+  // ...and the hand-over to the I/O thread, from any thread. A frame of a
+  // failed transfer or a dead connection is released there.
+  void Deliver(const ConnPtr& conn, KvOutFrame frame);
+  void FailConnection(const ConnPtr& conn, const absl::Status& why);
   // Ends a failed transfer: no frame of it references source memory after
   // this, D is told (best effort), and its state is forgotten.
   void Abandon(const ConnPtr& conn, const KvTransferTarget& target, const TransferPtr& transfer,
@@ -88,19 +108,22 @@ class TcpKvSenderImpl final : public TcpKvSender {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ConnKey, ConnPtr> connections_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> ipc_refused_ ABSL_GUARDED_BY(mu_);
-  // nccl connections' channels.
-  absl::flat_hash_map<ConnPtr, std::shared_ptr<KvPeerChannel>> channels_ ABSL_GUARDED_BY(mu_);
-  // Keeps each nccl connection's channel sends in the order of its headers.
-  absl::Mutex nccl_order_mu_;
+  // nccl connections' channels, each with its thread.
+  absl::flat_hash_map<ConnPtr, std::shared_ptr<KvChannelThread>> channels_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<TransferKey, TransferPtr> transfers_ ABSL_GUARDED_BY(mu_);
 };
 
 TcpKvSenderImpl::~TcpKvSenderImpl() {
   std::vector<ConnPtr> conns;
+  std::vector<std::shared_ptr<KvChannelThread>> threads;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [key, conn] : connections_) conns.push_back(conn);
+    for (const auto& [conn, thread] : channels_) threads.push_back(thread);
   }
+  // Channel threads hand frames to io_: they end first.
+  for (const auto& t : threads) t->Interrupt();
+  for (const auto& t : threads) t->AwaitStopped();
   io_.RunSync([&] {
     for (const ConnPtr& c : conns) c->Fail(absl::CancelledError("kv sender shutting down"));
   });
@@ -123,7 +146,12 @@ absl::StatusOr<ConnPtr> TcpKvSenderImpl::Connection(const KvTransferTarget& targ
     auto it = connections_.find(key);
     if (it != connections_.end() && !it->second->dead()) return it->second;
     if (it != connections_.end()) {
-      channels_.erase(it->second);
+      // A dead nccl connection's channel is aborted by its thread, which
+      // ends on its own; nothing waits for it here.
+      if (auto ch = channels_.find(it->second); ch != channels_.end()) {
+        ch->second->Interrupt();
+        channels_.erase(ch);
+      }
       connections_.erase(it);
     }
     if (target.path != KvPath::kNccl) {
@@ -138,8 +166,7 @@ absl::StatusOr<ConnPtr> TcpKvSenderImpl::Connection(const KvTransferTarget& targ
       }
       auto conn = std::make_shared<KvSendConnection>(io_.context(), address, options);
       connections_.emplace(key, conn);
-      LOG(INFO) << "kv connection to " << target.endpoint << " (" << KvPathName(target.path)
-                << ")";
+      LOG(INFO) << "kv connection to " << target.endpoint << " (" << KvPathName(target.path) << ")";
       return conn;
     }
   }
@@ -162,11 +189,19 @@ absl::StatusOr<ConnPtr> TcpKvSenderImpl::ControlConnection(const KvTransferTarge
 }
 
 absl::StatusOr<ConnPtr> TcpKvSenderImpl::NewNcclConnection(const KvTransferTarget& target,
-                                                            const HostPort& address) {
-  const KvDeviceMemory& memory = *device_pool_->device_memory();
-  ASSIGN_OR_RETURN(std::string id, memory.NewPeerChannelId());
+                                                           const HostPort& address) {
+  const KvDeviceMemory* memory = device_pool_->device_memory();
+  ASSIGN_OR_RETURN(std::string id, memory->NewPeerChannelId());
+  // The receiver joins when it reads the hello; both wait for each other,
+  // here on the channel's thread. Bounded by the connect timeout too, and
+  // cut short when the connection dies (a receiver that refused the hello
+  // never joins).
+  auto thread = std::make_shared<KvChannelThread>();
   KvSendConnectionOptions options = options_;
   options.single_use = true;
+  options.on_death = [weak = std::weak_ptr<KvChannelThread>(thread)] {
+    if (std::shared_ptr<KvChannelThread> t = weak.lock()) t->Interrupt();
+  };
   auto conn = std::make_shared<KvSendConnection>(io_.context(), address, options);
   v1::KvFrameHeader hello;
   hello.set_kind(v1::KvFrameHeader::NCCL_HELLO);
@@ -174,46 +209,82 @@ absl::StatusOr<ConnPtr> TcpKvSenderImpl::NewNcclConnection(const KvTransferTarge
   KvOutFrame frame;
   frame.head = EncodeKvMessage(hello);
   RETURN_IF_ERROR(Post(conn, std::move(frame)));  // connects and says hello first
-  // The receiver joins when it reads the hello; both wait for each other.
-  // Bounded by the connect timeout too: a receiver that refuses the hello
-  // never joins.
   const absl::Time join_by = std::min(target.deadline, absl::Now() + options_.connect_timeout);
-  absl::StatusOr<std::unique_ptr<KvPeerChannel>> channel =
-      memory.JoinPeerChannel(id, /*rank=*/0, join_by);
-  if (!channel.ok()) {
-    // The receiver's refusal says more than our timeout.
-    const absl::Status why = conn->dead() ? conn->death() : channel.status();
-    io_.RunSync([&] { conn->Fail(why); });
-    return absl::Status(why.code(), absl::StrCat("kv send: NCCL channel to ", target.endpoint,
-                                                 ": ", why.message()));
-  }
-  LOG(INFO) << "kv connection to " << target.endpoint << " (nccl)";
+  thread->Submit([this, conn, raw = thread.get(), memory, id, join_by,
+                  endpoint = target.endpoint](bool cancelled) {
+    if (cancelled) return;
+    absl::StatusOr<std::unique_ptr<KvPeerChannel>> channel =
+        memory->JoinPeerChannel(id, /*rank=*/0, join_by, raw->interrupted_flag());
+    const absl::Status st = channel.ok() ? raw->Adopt(std::move(*channel)) : channel.status();
+    if (!st.ok()) {
+      // The receiver's refusal says more than our timeout.
+      const absl::Status why = conn->dead() ? conn->death() : st;
+      raw->SetJoinError(absl::Status(
+          why.code(), absl::StrCat("kv send: NCCL channel to ", endpoint, ": ", why.message())));
+      FailConnection(conn, raw->join_error());
+      return;
+    }
+    LOG(INFO) << "kv connection to " << endpoint << " (nccl)";
+  });
   absl::MutexLock lock(&mu_);
   connections_[ConnKey{target.endpoint, target.path}] = conn;
-  channels_.emplace(conn, std::move(*channel));
+  channels_.emplace(conn, std::move(thread));
   return conn;
 }
 
-absl::Status TcpKvSenderImpl::SendNcclLayer(const ConnPtr& conn, int layer,
-                                            KvCache& src_cache,
+std::shared_ptr<KvChannelThread> TcpKvSenderImpl::ChannelThread(const ConnPtr& conn) {
+  absl::MutexLock lock(&mu_);
+  auto it = channels_.find(conn);
+  return it == channels_.end() ? nullptr : it->second;
+}
+
+absl::Status TcpKvSenderImpl::SendNcclLayer(const ConnPtr& conn, int layer, KvCache& src_cache,
                                             absl::Span<const int32_t> src_block_ids,
                                             KvOutFrame frame) {
-  std::shared_ptr<KvPeerChannel> channel;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = channels_.find(conn);
-    if (it == channels_.end()) return absl::UnavailableError("kv send: the NCCL channel is gone");
-    channel = it->second;
-  }
+  std::shared_ptr<KvChannelThread> thread = ChannelThread(conn);
+  if (thread == nullptr) return absl::UnavailableError("kv send: the NCCL channel is gone");
   std::vector<const uint8_t*> blocks;
   blocks.reserve(src_block_ids.size());
   for (int32_t b : src_block_ids) blocks.push_back(src_cache.LayerBlock(layer, b));
-  absl::MutexLock order(&nccl_order_mu_);
-  RETURN_IF_ERROR(channel->SendBlocks(blocks, static_cast<size_t>(
-                                                  src_cache.layout().bytes_per_layer_block())));
-  return Post(conn, std::move(frame));
+  const size_t block_bytes = static_cast<size_t>(src_cache.layout().bytes_per_layer_block());
+  RETURN_IF_ERROR(Reserve(conn, frame));
+  // Held by pointer: the job is copied into a std::function.
+  auto held = std::make_shared<KvOutFrame>(std::move(frame));
+  auto job = [this, conn, raw = thread.get(), blocks = std::move(blocks), block_bytes,
+              held](bool cancelled) {
+    absl::Status st;
+    if (cancelled) {
+      st = StoppedChannel(*conn);
+    } else if (raw->channel() == nullptr) {
+      st = raw->join_error();
+    } else {
+      st = raw->channel()->SendBlocks(blocks, block_bytes);
+      // Bytes that may be half on the channel without their header put the
+      // two ends out of step: the connection (and channel) must go.
+      if (!st.ok()) FailConnection(conn, st);
+    }
+    if (!st.ok()) held->transfer->Fail(st);
+    Deliver(conn, std::move(*held));  // released there when failed
+  };
+  if (!thread->Submit(std::move(job))) {
+    const absl::Status st = absl::UnavailableError("kv send: the NCCL channel is stopped");
+    held->transfer->Fail(st);
+    Deliver(conn, std::move(*held));
+    return st;
+  }
+  return absl::OkStatus();
 }
 
+void TcpKvSenderImpl::StopChannel(const ConnPtr& conn) {
+  std::shared_ptr<KvChannelThread> thread = ChannelThread(conn);
+  if (thread == nullptr) return;
+  thread->Interrupt();
+  thread->AwaitStopped();
+}
+
+void TcpKvSenderImpl::FailConnection(const ConnPtr& conn, const absl::Status& why) {
+  boost::asio::post(io_.context(), [conn, why] { conn->Fail(why); });
+}
 
 absl::StatusOr<TransferPtr> TcpKvSenderImpl::FindTransfer(const KvTransferTarget& target,
                                                           bool create) {
@@ -235,7 +306,7 @@ absl::StatusOr<TransferPtr> TcpKvSenderImpl::FindTransfer(const KvTransferTarget
   return transfer;
 }
 
-absl::Status TcpKvSenderImpl::Post(const ConnPtr& conn, KvOutFrame frame) {
+absl::Status TcpKvSenderImpl::Reserve(const ConnPtr& conn, const KvOutFrame& frame) {
   if (!conn->TryReserveSlot()) {
     return absl::ResourceExhaustedError(absl::StrCat("kv send: queue to ", conn->endpoint(),
                                                      " is full (", options_.max_queued_frames,
@@ -244,9 +315,29 @@ absl::Status TcpKvSenderImpl::Post(const ConnPtr& conn, KvOutFrame frame) {
   if (frame.transfer != nullptr && frame.accounted_bytes > 0) {
     frame.transfer->FrameQueued(frame.accounted_bytes);
   }
+  return absl::OkStatus();
+}
+
+void TcpKvSenderImpl::Deliver(const ConnPtr& conn, KvOutFrame frame) {
   boost::asio::post(io_.context(), [conn, frame = std::move(frame)]() mutable {
     conn->Enqueue(std::move(frame));
   });
+}
+
+absl::Status TcpKvSenderImpl::Post(const ConnPtr& conn, KvOutFrame frame) {
+  RETURN_IF_ERROR(Reserve(conn, frame));
+  std::shared_ptr<KvChannelThread> thread = ChannelThread(conn);
+  if (thread == nullptr) {
+    Deliver(conn, std::move(frame));
+    return absl::OkStatus();
+  }
+  // After the channel sends queued before it (a commit after its layers).
+  auto held = std::make_shared<KvOutFrame>(std::move(frame));
+  auto job = [this, conn, held](bool cancelled) {
+    if (cancelled && held->transfer != nullptr) held->transfer->Fail(StoppedChannel(*conn));
+    Deliver(conn, std::move(*held));
+  };
+  if (!thread->Submit(std::move(job))) Deliver(conn, std::move(*held));
   return absl::OkStatus();
 }
 
@@ -271,8 +362,8 @@ absl::Status TcpKvSenderImpl::SendLayer(const KvTransferTarget& target, int laye
   header.set_payload_bytes(logical_blocks.size() * block_bytes);
   absl::StatusOr<KvOutFrame> built;
   if (target.path != KvPath::kTcp && &src_cache != device_pool_) {
-    built = absl::InvalidArgumentError(absl::StrCat(
-        "kv send: ", KvPathName(target.path), " layers must come from the device pool"));
+    built = absl::InvalidArgumentError(absl::StrCat("kv send: ", KvPathName(target.path),
+                                                    " layers must come from the device pool"));
   } else if (target.path == KvPath::kCudaIpc) {
     built = IpcLayerFrame(header, src_block_ids);
   } else if (target.path == KvPath::kNccl) {
@@ -344,17 +435,13 @@ void TcpKvSenderImpl::Abort(const KvTransferTarget& target, std::string reason) 
 void TcpKvSenderImpl::Abandon(const ConnPtr& conn, const KvTransferTarget& target,
                               const TransferPtr& transfer, const absl::Status& why) {
   transfer->Fail(why);
-  std::shared_ptr<KvPeerChannel> channel;
-  {
-    absl::MutexLock lock(&mu_);
-    if (auto it = channels_.find(conn); it != channels_.end()) channel = it->second;
-  }
-  if (channel != nullptr) {
+  if (ChannelThread(conn) != nullptr) {
     // Dropping queued headers whose bytes are already on the channel would
-    // put the two ends out of step: end the connection and its channel (the
-    // next transfer opens new ones), and with them every GPU read of ours.
+    // put the two ends out of step: end the channel (its thread aborts it,
+    // and with it every GPU read of ours) and the connection; the next
+    // transfer opens new ones.
+    StopChannel(conn);
     io_.RunSync([&] { conn->Fail(why); });
-    channel->Abort(std::string(why.message()));
     transfer->AwaitReleased();
     Forget(target);
     return;

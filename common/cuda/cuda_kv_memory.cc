@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda/cuda_device.h"
-#include "common/cuda/device_allocation.h"
 #include "common/cuda/cuda_status.h"
+#include "common/cuda/device_allocation.h"
 #include "common/cuda/device_stager.h"
 
 namespace pdserve::cuda {
@@ -66,8 +66,7 @@ class CudaKvMemory : public KvDeviceMemory {
     std::memcpy(handle.reserved, bytes.data(), sizeof(handle.reserved));
     PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     void* p = nullptr;
-    PDSERVE_CUDA_RETURN_IF_ERROR(
-        cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess));
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess));
     auto pool = std::make_unique<CudaPeerPool>(device_, static_cast<uint8_t*>(p), size);
     // The peer states its pool size and we bound its block ids by it, so the
     // claim is checked against the mapping itself: a larger claim would let
@@ -75,8 +74,8 @@ class CudaKvMemory : public KvDeviceMemory {
     absl::StatusOr<size_t> mapped = BytesToAllocationEnd(p);
     if (!mapped.ok()) return mapped.status();
     if (*mapped < size) {
-      return absl::InvalidArgumentError(absl::StrCat("cuda ipc: peer claims a pool of ", size,
-                                                     " bytes but maps only ", *mapped));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cuda ipc: peer claims a pool of ", size, " bytes but maps only ", *mapped));
     }
     return std::unique_ptr<KvPeerPool>(std::move(pool));
   }
@@ -90,9 +89,12 @@ class CudaKvMemory : public KvDeviceMemory {
     return channels_.new_id();
   }
   absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinPeerChannel(
-      const std::string& id, int rank, absl::Time deadline) const override {
-    if (!SupportsPeerChannels()) return KvDeviceMemory::JoinPeerChannel(id, rank, deadline);
-    return channels_.join(device_, id, rank, deadline);
+      const std::string& id, int rank, absl::Time deadline,
+      const std::atomic<bool>* interrupted) const override {
+    if (!SupportsPeerChannels()) {
+      return KvDeviceMemory::JoinPeerChannel(id, rank, deadline, interrupted);
+    }
+    return channels_.join(device_, id, rank, deadline, interrupted);
   }
 
  private:
@@ -106,7 +108,7 @@ class CudaKvMemory : public KvDeviceMemory {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<KvDeviceMemory>> AllocateKvDeviceMemory(int device, size_t bytes,
-                                                                        PeerChannelMaker channels) {
+                                                                       PeerChannelMaker channels) {
   if (absl::Status st = CheckDevice(device); !st.ok()) return st;
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   void* p = nullptr;

@@ -3,6 +3,7 @@
 #ifndef PDSERVE_COMMON_CUDA_CUDA_KV_MEMORY_H_
 #define PDSERVE_COMMON_CUDA_CUDA_KV_MEMORY_H_
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -19,7 +20,8 @@ namespace pdserve::cuda {
 struct PeerChannelMaker {
   std::function<absl::StatusOr<std::string>()> new_id;
   std::function<absl::StatusOr<std::unique_ptr<KvPeerChannel>>(
-      int device, const std::string& id, int rank, absl::Time deadline)>
+      int device, const std::string& id, int rank, absl::Time deadline,
+      const std::atomic<bool>* interrupted)>
       join;
 };
 

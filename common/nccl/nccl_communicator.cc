@@ -57,7 +57,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
   if (started != ncclSuccess && started != ncclInProgress) {
     return NcclStatus(started, "ncclCommInitRankConfig");
   }
-  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(comm, options.rank, options.device));
+  std::unique_ptr<NcclCommunicator> c(
+      new NcclCommunicator(comm, options.rank, options.device, options.interrupted));
   if (absl::Status st = c->Settle(started, "ncclCommInitRankConfig", options.deadline); !st.ok()) {
     return st;
   }
@@ -73,10 +74,13 @@ NcclCommunicator::~NcclCommunicator() {
   ncclCommAbort(comm_);
 }
 
-absl::Status NcclCommunicator::Settle(ncclResult_t started, const char* what,
-                                      absl::Time deadline) {
+absl::Status NcclCommunicator::Settle(ncclResult_t started, const char* what, absl::Time deadline) {
   ncclResult_t state = started;
   while (state == ncclInProgress) {
+    if (Interrupted(nullptr)) {
+      Abort(absl::StrCat(what, " interrupted"));
+      return absl::CancelledError(absl::StrCat("nccl: ", what, " interrupted"));
+    }
     if (absl::Now() >= deadline) {
       Abort(absl::StrCat(what, " past its deadline"));
       return absl::DeadlineExceededError(absl::StrCat("nccl: ", what, " did not complete in time"));
@@ -106,8 +110,7 @@ absl::Status NcclCommunicator::GroupEnd(absl::Time deadline) {
   return Settle(ncclGroupEnd(), "ncclGroupEnd", deadline);
 }
 
-absl::Status NcclCommunicator::Send(const void* buf, size_t bytes, int peer,
-                                    cudaStream_t stream) {
+absl::Status NcclCommunicator::Send(const void* buf, size_t bytes, int peer, cudaStream_t stream) {
   if (aborted_) return absl::AbortedError(abort_reason_);
   const ncclResult_t r = ncclSend(buf, bytes, ncclUint8, peer, comm_, stream);
   if (r != ncclSuccess && r != ncclInProgress) return NcclStatus(r, "ncclSend");
@@ -145,7 +148,7 @@ absl::Status NcclCommunicator::Wait(cudaStream_t stream, absl::Time deadline,
       Abort(st.ToString());
       return st;
     }
-    if (interrupted != nullptr && interrupted->load()) {
+    if (Interrupted(interrupted)) {
       Abort("transfer interrupted");
       return absl::CancelledError("nccl: transfer interrupted");
     }

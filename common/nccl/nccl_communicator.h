@@ -36,6 +36,9 @@ class NcclCommunicator {
     int rank = 0;
     int device = 0;
     absl::Time deadline = absl::InfiniteFuture();  // for joining
+    // Joining, and every later wait of the communicator, also gives up
+    // (aborting it) once another thread sets this; must outlive it.
+    const std::atomic<bool>* interrupted = nullptr;
   };
   // Joins the communicator named by `unique_id`; returns once every rank
   // joined, or DEADLINE_EXCEEDED (aborted) at the deadline.
@@ -69,14 +72,18 @@ class NcclCommunicator {
   int rank() const { return rank_; }
 
  private:
-  NcclCommunicator(ncclComm_t comm, int rank, int device)
-      : comm_(comm), rank_(rank), device_(device) {}
+  NcclCommunicator(ncclComm_t comm, int rank, int device, const std::atomic<bool>* interrupted)
+      : comm_(comm), rank_(rank), device_(device), interrupted_(interrupted) {}
+  bool Interrupted(const std::atomic<bool>* also) const {
+    return (interrupted_ != nullptr && interrupted_->load()) || (also != nullptr && also->load());
+  }
   // Polls a non-blocking call's completion until the deadline.
   absl::Status Settle(ncclResult_t started, const char* what, absl::Time deadline);
 
   ncclComm_t comm_;
   const int rank_;
   const int device_;
+  const std::atomic<bool>* const interrupted_;
   bool aborted_ = false;
   std::string abort_reason_;
 };

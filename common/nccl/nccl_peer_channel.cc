@@ -19,8 +19,8 @@ constexpr absl::Duration kEnqueueTimeout = absl::Seconds(30);
 
 class NcclPeerChannel : public KvPeerChannel {
  public:
-  NcclPeerChannel(int device, int rank, std::unique_ptr<NcclCommunicator> comm,
-                  cudaStream_t stream, cuda::DeviceBuffer staging)
+  NcclPeerChannel(int device, int rank, std::unique_ptr<NcclCommunicator> comm, cudaStream_t stream,
+                  cuda::DeviceBuffer staging)
       : device_(device),
         peer_(1 - rank),
         comm_(std::move(comm)),
@@ -99,14 +99,18 @@ class NcclPeerChannel : public KvPeerChannel {
 
 absl::StatusOr<std::string> NewNcclChannelId() { return NcclCommunicator::NewUniqueId(); }
 
-absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinNcclChannel(int device, const std::string& id,
-                                                               int rank, absl::Time deadline) {
+absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinNcclChannel(
+    int device, const std::string& id, int rank, absl::Time deadline,
+    const std::atomic<bool>* interrupted) {
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   cuda::DeviceBuffer staging;
   RETURN_IF_ERROR(staging.Reserve(kChannelStagingBytes));
   ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm,
-                   NcclCommunicator::Connect(
-                       id, {.nranks = 2, .rank = rank, .device = device, .deadline = deadline}));
+                   NcclCommunicator::Connect(id, {.nranks = 2,
+                                                  .rank = rank,
+                                                  .device = device,
+                                                  .deadline = deadline,
+                                                  .interrupted = interrupted}));
   cudaStream_t stream = nullptr;
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   // NCCL connects a send/recv pair lazily, with both ranks taking part. Do
@@ -115,7 +119,8 @@ absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinNcclChannel(int device, const
   // frame header the sender queues after the send).
   absl::Status st = comm->GroupStart();
   if (st.ok()) {
-    st = rank == 0 ? comm->Send(staging.get(), 1, 1, stream) : comm->Recv(staging.get(), 1, 0, stream);
+    st = rank == 0 ? comm->Send(staging.get(), 1, 1, stream)
+                   : comm->Recv(staging.get(), 1, 0, stream);
   }
   if (st.ok()) st = comm->GroupEnd(deadline);
   if (st.ok()) st = comm->Wait(stream, deadline);

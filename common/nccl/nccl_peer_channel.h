@@ -11,6 +11,7 @@
 #ifndef PDSERVE_COMMON_NCCL_NCCL_PEER_CHANNEL_H_
 #define PDSERVE_COMMON_NCCL_NCCL_PEER_CHANNEL_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -26,9 +27,10 @@ inline constexpr size_t kChannelStagingBytes = size_t{8} << 20;
 absl::StatusOr<std::string> NewNcclChannelId();
 
 // Joins as `rank` (0 = sender, 1 = receiver) on `device`; returns when both
-// ranks joined, or DEADLINE_EXCEEDED.
-absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinNcclChannel(int device, const std::string& id,
-                                                               int rank, absl::Time deadline);
+// ranks joined, DEADLINE_EXCEEDED, or CANCELLED once *interrupted is set.
+absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinNcclChannel(
+    int device, const std::string& id, int rank, absl::Time deadline,
+    const std::atomic<bool>* interrupted);
 
 }  // namespace pdserve::nccl
 

@@ -34,6 +34,7 @@ struct FakeDeviceCounters {
   std::atomic<int> device_copies{0};
   std::atomic<int> channel_blocks{0};  // blocks received over peer channels
   std::atomic<int> channel_waits{0};   // Wait calls that started
+  std::atomic<int> joins_started{0};
   std::atomic<bool> fail_from_host{false};
   std::atomic<bool> refuse_peers{false};
   std::atomic<bool> no_channels{false};  // SupportsPeerChannels() false
@@ -203,13 +204,23 @@ class FakeDeviceMemory : public KvDeviceMemory {
     return FakeChannelHub::Get().NewId();
   }
   absl::StatusOr<std::unique_ptr<KvPeerChannel>> JoinPeerChannel(
-      const std::string& id, int rank, absl::Time deadline) const override {
+      const std::string& id, int rank, absl::Time deadline,
+      const std::atomic<bool>* interrupted) const override {
     std::shared_ptr<FakeChannelHub::Pair> pair = FakeChannelHub::Get().Find(id);
     absl::MutexLock lock(&pair->mu);
     pair->joined |= 1 << rank;
+    ++counters_->joins_started;
     FakeChannelHub::Pair* p = pair.get();
     auto both = [p]() { return p->joined == 3 || p->aborted; };
-    if (!pair->mu.AwaitWithDeadline(absl::Condition(&both), deadline) || pair->aborted) {
+    // Polls the interrupt flag the way the NCCL join does.
+    while (!pair->mu.AwaitWithTimeout(absl::Condition(&both), absl::Milliseconds(5))) {
+      if (interrupted != nullptr && interrupted->load()) {
+        pair->aborted = true;
+        return absl::CancelledError("fake channel: join interrupted");
+      }
+      if (absl::Now() >= deadline) break;
+    }
+    if (p->joined != 3 || pair->aborted) {
       pair->aborted = true;
       return absl::DeadlineExceededError("fake channel: the peer did not join");
     }
@@ -241,7 +252,8 @@ inline std::unique_ptr<KvCache> MakeFakeDeviceCache(const KvLayout& layout, int3
   CHECK(cache.ok()) << cache.status();
   std::mt19937 rng(seed);
   uint8_t* p = (*cache)->pool();
-  for (size_t i = 0; i < KvCache::PoolBytes(layout, blocks); ++i) p[i] = static_cast<uint8_t>(rng());
+  for (size_t i = 0; i < KvCache::PoolBytes(layout, blocks); ++i)
+    p[i] = static_cast<uint8_t>(rng());
   return std::move(cache).value();
 }
 

@@ -26,6 +26,7 @@ using ::pdserve::testing::FakeDeviceCounters;
 using ::pdserve::testing::MakeCache;
 using ::pdserve::testing::MakeFakeDeviceCache;
 using ::pdserve::testing::SendAllLayers;
+using ::pdserve::testing::SilentListener;
 using ::pdserve::testing::SmallKvLayout;
 using ::testing::HasSubstr;
 
@@ -199,6 +200,34 @@ TEST_F(TcpKvNcclTest, ShutdownInterruptsAReceiveInProgress) {
   receiver_.reset();
   EXPECT_EQ(stalled.Wait().status().code(), absl::StatusCode::kCancelled);
   sender_->Abort(target, "test");
+}
+
+// P joins on the channel's thread: SendLayer returns while the join still
+// waits for a receiver that never answers, and Abort interrupts the join
+// instead of waiting out its (here ten-minute) deadline.
+TEST_F(TcpKvNcclTest, TheSenderJoinsOffTheCallersThreadAndAbortInterruptsIt) {
+  SilentListener silent;
+  TcpKvSenderOptions so;
+  so.device_pool = src_.get();
+  so.connect_timeout = absl::Minutes(10);
+  auto sender = TcpKvSender::Create(so);
+  ASSERT_TRUE(sender.ok());
+  KvTransferTarget t{absl::StrCat("127.0.0.1:", silent.port()), 1, 1,
+                     absl::Now() + absl::Minutes(10)};
+  t.path = KvPath::kNccl;
+  const int joins = src_counters_.joins_started.load();
+  ASSERT_TRUE((*sender)->SendLayer(t, 0, {0}, *src_, {1}).ok());
+  ASSERT_TRUE((*sender)->SendLayer(t, 1, {0}, *src_, {1}).ok());
+  for (int i = 0; i < 2000 && src_counters_.joins_started.load() == joins; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_GT(src_counters_.joins_started.load(), joins);
+  (*sender)->Abort(t, "test");
+  // The transfer is gone: a new epoch of it may start at once.
+  t.epoch = 2;
+  EXPECT_NE((*sender)->SendLayer(t, 0, {0}, *src_, {1}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  (*sender)->Abort(t, "test");
 }
 
 TEST_F(TcpKvNcclTest, SenderWithoutADevicePoolRefusesNcclTargets) {
