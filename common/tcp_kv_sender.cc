@@ -110,6 +110,8 @@ class TcpKvSenderImpl final : public TcpKvSender {
   absl::flat_hash_set<std::string> ipc_refused_ ABSL_GUARDED_BY(mu_);
   // nccl connections' channels, each with its thread.
   absl::flat_hash_map<ConnPtr, std::shared_ptr<KvChannelThread>> channels_ ABSL_GUARDED_BY(mu_);
+  // Channel threads of dead connections, until they have ended.
+  std::vector<std::shared_ptr<KvChannelThread>> retired_channels_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<TransferKey, TransferPtr> transfers_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -120,6 +122,7 @@ TcpKvSenderImpl::~TcpKvSenderImpl() {
     absl::MutexLock lock(&mu_);
     for (const auto& [key, conn] : connections_) conns.push_back(conn);
     for (const auto& [conn, thread] : channels_) threads.push_back(thread);
+    threads.insert(threads.end(), retired_channels_.begin(), retired_channels_.end());
   }
   // Channel threads hand frames to io_: they end first.
   for (const auto& t : threads) t->Interrupt();
@@ -147,9 +150,13 @@ absl::StatusOr<ConnPtr> TcpKvSenderImpl::Connection(const KvTransferTarget& targ
     if (it != connections_.end() && !it->second->dead()) return it->second;
     if (it != connections_.end()) {
       // A dead nccl connection's channel is aborted by its thread, which
-      // ends on its own; nothing waits for it here.
+      // ends on its own; nothing waits for it here, but the thread is kept
+      // (it still hands frames to io_) until it has ended.
+      std::erase_if(retired_channels_,
+                    [](const std::shared_ptr<KvChannelThread>& t) { return t->stopped(); });
       if (auto ch = channels_.find(it->second); ch != channels_.end()) {
         ch->second->Interrupt();
+        retired_channels_.push_back(std::move(ch->second));
         channels_.erase(ch);
       }
       connections_.erase(it);
