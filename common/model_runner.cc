@@ -6,7 +6,17 @@ namespace pdserve {
 
 absl::Status ValidateBatch(const ForwardBatch& batch, const ModelConfig& config,
                            const KvCache& cache) {
-  const int32_t bs = cache.layout().block_size;
+  const KvLayout& l = cache.layout();
+  // Runners index the pool by the model's shape: a cache of another shape
+  // would send them past its end.
+  if (l.n_layers != config.n_layers || l.n_kv_heads != config.n_kv_heads ||
+      l.head_dim != config.head_dim) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("forward: the KV cache (", l.DebugString(), ") does not fit the model (",
+                     config.n_layers, " layers, ", config.n_kv_heads, " kv heads of ",
+                     config.head_dim, ")"));
+  }
+  const int32_t bs = l.block_size;
   for (size_t c = 0; c < batch.chunks.size(); ++c) {
     const SequenceChunk& ch = batch.chunks[c];
     if (ch.tokens.empty()) {

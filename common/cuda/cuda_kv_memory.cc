@@ -116,7 +116,11 @@ absl::StatusOr<std::unique_ptr<KvDeviceMemory>> AllocateKvDeviceMemory(int devic
     return absl::Status(st.code(), absl::StrCat(st.message(), " for ", bytes, " bytes of KV"));
   }
   // Zeroed so a block never exposes another request's bytes.
-  if (absl::Status st = CudaStatus(cudaMemset(p, 0, bytes), "cudaMemset(kv pool)"); !st.ok()) {
+  // The memset runs on the legacy default stream, which the runner's and
+  // the stager's non-blocking streams do not wait for: finish it here.
+  absl::Status st = CudaStatus(cudaMemset(p, 0, bytes), "cudaMemset(kv pool)");
+  if (st.ok()) st = CudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize(kv pool)");
+  if (!st.ok()) {
     cudaFree(p);
     return st;
   }

@@ -43,6 +43,9 @@ class CudaModelRunner::Impl {
     PDSERVE_CUBLAS_RETURN_IF_ERROR(
         cublasSetWorkspace(cublas_, cublas_workspace_.get(), kCublasWorkspaceBytes));
     ASSIGN_OR_RETURN(weights_, DeviceWeights::Upload(config_, weights));
+    // Pageable uploads may still be in flight on the legacy stream, which
+    // our non-blocking stream does not wait for.
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
     LOG(INFO) << "cuda runner on device " << device_ << ": "
               << DeviceDescription(device_).value_or("?") << ", weights "
               << (weights_.bytes() >> 20) << " MiB f16";
@@ -86,8 +89,8 @@ class CudaModelRunner::Impl {
   absl::Status UploadMeta() {
     const size_t n_tok = meta_.ids.size();
     const size_t i32 = sizeof(int32_t);
-    const size_t bytes = sizeof(int64_t) * n_tok +
-                         i32 * (3 * n_tok + meta_.tables.size() + meta_.logit_rows.size());
+    const size_t bytes =
+        sizeof(int64_t) * n_tok + i32 * (3 * n_tok + meta_.tables.size() + meta_.logit_rows.size());
     RETURN_IF_ERROR(meta_host_.Reserve(bytes));
     RETURN_IF_ERROR(meta_dev_.Reserve(bytes));
     uint8_t* h = meta_host_.get<uint8_t>();
@@ -95,7 +98,7 @@ class CudaModelRunner::Impl {
     size_t off = 0;
     auto put = [&](const auto& v) {
       using T = typename std::decay_t<decltype(v)>::value_type;
-      std::memcpy(h + off, v.data(), v.size() * sizeof(T));
+      if (!v.empty()) std::memcpy(h + off, v.data(), v.size() * sizeof(T));
       const T* dev = reinterpret_cast<const T*>(d + off);
       off += v.size() * sizeof(T);
       return dev;
@@ -113,11 +116,11 @@ class CudaModelRunner::Impl {
 
   absl::Status Gemm(const DeviceMatrix& w, const __half* x, int64_t rows, float* y) {
     const float alpha = 1.0f, beta = 0.0f;
-    PDSERVE_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(
-        cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.out), static_cast<int>(rows),
-        static_cast<int>(w.in), &alpha, w.get(), CUDA_R_16F, static_cast<int>(w.in), x,
-        CUDA_R_16F, static_cast<int>(w.in), &beta, y, CUDA_R_32F, static_cast<int>(w.out),
-        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    PDSERVE_CUBLAS_RETURN_IF_ERROR(
+        cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.out),
+                     static_cast<int>(rows), static_cast<int>(w.in), &alpha, w.get(), CUDA_R_16F,
+                     static_cast<int>(w.in), x, CUDA_R_16F, static_cast<int>(w.in), &beta, y,
+                     CUDA_R_32F, static_cast<int>(w.out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return absl::OkStatus();
   }
 
@@ -143,8 +146,8 @@ class CudaModelRunner::Impl {
 
     LaunchRmsNorm(x, w.attn_norm.get<float>(), T, c.n_embd, c.rms_eps, h, stream_);
     RETURN_IF_ERROR(Gemm(w.wqkv, h, T, qkv));
-    LaunchRope(qkv, qkv_width, c.n_heads + c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base,
-               view, stream_);
+    LaunchRope(qkv, qkv_width, c.n_heads + c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base, view,
+               stream_);
     LaunchStoreKv(qkv, qkv_width, c.q_dim(), c.q_dim() + c.kv_dim(), view, kv, stream_);
     if (batch != nullptr && batch->on_layer_done) {
       // The callback's transport reads the blocks from another stream.
@@ -185,16 +188,21 @@ class CudaModelRunner::Impl {
   absl::Status RunStep(const ForwardBatch& batch, KvCache& cache, std::vector<float>* logits) {
     PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     if (use_graphs_) {
-      if (graphs_ == nullptr) {
+      // Graphs bake in the block size (their tables' width); another one
+      // needs new graphs.
+      if (graphs_ == nullptr || graphs_->block_size() != cache.layout().block_size) {
         graphs_ = std::make_unique<DecodeGraphs>(config_, cache.layout().block_size, stream_);
       }
       if (graphs_->Eligible(batch)) {
-        return graphs_->Run(batch, cache.pool(),
-                            [this, &cache](StepBuffers& b, const StepTokensView& view,
-                                           const int32_t* rows, int64_t n) {
-                              return EnqueueStep(nullptr, b, view, rows, n, cache);
-                            },
-                            logits);
+        const absl::Status st = graphs_->Run(
+            batch, cache,
+            [this, &cache](StepBuffers& b, const StepTokensView& view, const int32_t* rows,
+                           int64_t n) { return EnqueueStep(nullptr, b, view, rows, n, cache); },
+            logits);
+        // A capture that failed turns the graphs off; the step runs eagerly.
+        if (st.ok() || !graphs_->disabled()) return st;
+        LOG(WARNING) << "cuda graphs off, decode steps run eagerly: " << st;
+        cudaGetLastError();  // the failed capture's error is not the step's
       }
     }
     meta_.Build(batch);
@@ -204,10 +212,12 @@ class CudaModelRunner::Impl {
     RETURN_IF_ERROR(UploadMeta());
     RETURN_IF_ERROR(EnqueueStep(&batch, buffers_, view_, logit_rows_, rows, cache));
     logits->resize(static_cast<size_t>(rows) * config_.n_vocab);
-    // Pageable destination: the copy is synchronous with the host.
-    PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), buffers_.logits.get(),
-                                                 logits->size() * sizeof(float),
-                                                 cudaMemcpyDeviceToHost, stream_));
+    if (rows > 0) {
+      // Pageable destination: the copy is synchronous with the host.
+      PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data(), buffers_.logits.get(),
+                                                   logits->size() * sizeof(float),
+                                                   cudaMemcpyDeviceToHost, stream_));
+    }
     // Also keeps the pinned metadata alive until the step's kernels ran.
     PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return absl::OkStatus();

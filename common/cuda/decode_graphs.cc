@@ -11,6 +11,7 @@ namespace pdserve::cuda {
 
 DecodeGraphs::DecodeGraphs(const ModelConfig& config, int32_t block_size, cudaStream_t stream)
     : config_(config),
+      block_size_(block_size),
       max_blocks_(BlocksForTokens(config.context_length, block_size)),
       stream_(stream),
       execs_(kMaxBatch, nullptr) {}
@@ -20,7 +21,7 @@ DecodeGraphs::~DecodeGraphs() { Clear(); }
 bool DecodeGraphs::Eligible(const ForwardBatch& batch) const {
   const size_t score_bytes =
       sizeof(float) * kMaxBatch * config_.n_heads * static_cast<size_t>(config_.context_length);
-  if (batch.on_layer_done || batch.chunks.empty() || batch.chunks.size() > kMaxBatch ||
+  if (disabled_ || batch.on_layer_done || batch.chunks.empty() || batch.chunks.size() > kMaxBatch ||
       score_bytes > kMaxScoreBytes) {
     return false;
   }
@@ -53,7 +54,8 @@ absl::Status DecodeGraphs::Init() {
   // Fixed for every graph: token t's scores, table and logit row.
   auto* h = meta_host_.get<uint8_t>();
   for (int t = 0; t < k; ++t) {
-    reinterpret_cast<int64_t*>(h + scores_at_)[t] = static_cast<int64_t>(t) * config_.context_length;
+    reinterpret_cast<int64_t*>(h + scores_at_)[t] =
+        static_cast<int64_t>(t) * config_.context_length;
     reinterpret_cast<int32_t*>(h + table_at_)[t] = t * max_blocks_;
     reinterpret_cast<int32_t*>(h + rows_at_)[t] = t;
   }
@@ -82,21 +84,29 @@ StepTokensView DecodeGraphs::View(int n) const {
                         reinterpret_cast<const int32_t*>(d + pos_at_),
                         reinterpret_cast<const int32_t*>(d + table_at_),
                         reinterpret_cast<const int64_t*>(d + scores_at_),
-                        reinterpret_cast<const int32_t*>(d + tables_at_), n};
+                        reinterpret_cast<const int32_t*>(d + tables_at_),
+                        n};
 }
 
 absl::Status DecodeGraphs::Capture(int n, const EnqueueFn& enqueue) {
+  const auto* rows = reinterpret_cast<const int32_t*>(meta_dev_.get<uint8_t>() + rows_at_);
+  // One eager run of the same shape first: it loads the kernels (lazy
+  // module loading cannot happen inside a capture on older drivers) and
+  // lets cuBLAS pick its algorithms. It computes the very step the graph
+  // then replays, and writes the same K/V, so running both is harmless.
+  RETURN_IF_ERROR(enqueue(arena_, View(n), rows, n));
+  PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  absl::Status st = enqueue(arena_, View(n),
-                            reinterpret_cast<const int32_t*>(meta_dev_.get<uint8_t>() + rows_at_), n);
+  absl::Status st = enqueue(arena_, View(n), rows, n);
   if (st.ok()) {
-    st = CudaStatus(cudaMemcpyAsync(logits_host_.get(), arena_.logits.get(),
-                                    sizeof(float) * n * config_.n_vocab, cudaMemcpyDeviceToHost,
-                                    stream_),
-                    "cudaMemcpyAsync(logits)");
+    st = CudaStatus(
+        cudaMemcpyAsync(logits_host_.get(), arena_.logits.get(),
+                        sizeof(float) * n * config_.n_vocab, cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync(logits)");
   }
   cudaGraph_t graph = nullptr;
-  const absl::Status ended = CudaStatus(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+  const absl::Status ended =
+      CudaStatus(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
   if (st.ok()) st = ended;
   if (st.ok()) {
     st = CudaStatus(cudaGraphInstantiate(&execs_[n - 1], graph, 0), "cudaGraphInstantiate");
@@ -106,18 +116,25 @@ absl::Status DecodeGraphs::Capture(int n, const EnqueueFn& enqueue) {
   return st;
 }
 
-absl::Status DecodeGraphs::Run(const ForwardBatch& batch, const void* pool,
-                               const EnqueueFn& enqueue, std::vector<float>* logits) {
+absl::Status DecodeGraphs::Run(const ForwardBatch& batch, KvCache& cache, const EnqueueFn& enqueue,
+                               std::vector<float>* logits) {
   if (!ready_) RETURN_IF_ERROR(Init());
-  if (pool != pool_) {
+  if (cache.pool() != pool_ || cache.num_blocks() != pool_blocks_) {
     Clear();
-    pool_ = pool;
+    pool_ = cache.pool();
+    pool_blocks_ = cache.num_blocks();
   }
   const int n = static_cast<int>(batch.chunks.size());
   Fill(batch);
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(meta_dev_.get(), meta_host_.get(), meta_bytes_,
                                                cudaMemcpyHostToDevice, stream_));
-  if (execs_[n - 1] == nullptr) RETURN_IF_ERROR(Capture(n, enqueue));
+  if (execs_[n - 1] == nullptr) {
+    if (absl::Status st = Capture(n, enqueue); !st.ok()) {
+      disabled_ = true;
+      Clear();
+      return st;
+    }
+  }
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(execs_[n - 1], stream_));
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   logits->resize(static_cast<size_t>(n) * config_.n_vocab);

@@ -19,6 +19,7 @@
 #include "common/cuda/device_buffer.h"
 #include "common/cuda/llama_kernels.h"
 #include "common/cuda/step_buffers.h"
+#include "common/kv_cache.h"
 #include "common/model_runner.h"
 
 namespace pdserve::cuda {
@@ -44,10 +45,15 @@ class DecodeGraphs {
   // logits, no layer hook, at most kMaxBatch sequences, a model whose arena
   // fits kMaxScoreBytes.
   bool Eligible(const ForwardBatch& batch) const;
-  // Runs an eligible, validated batch. `pool` is the KV cache the graphs
-  // read; another one than last time drops the captured graphs.
-  absl::Status Run(const ForwardBatch& batch, const void* pool, const EnqueueFn& enqueue,
+  // Runs an eligible, validated batch. The graphs bake in where `cache`'s
+  // layers start: another pool, or another block count, than last time
+  // drops the captured graphs. A capture that fails disables the graphs
+  // (disabled() is then true and Eligible false): the caller runs the
+  // step eagerly instead.
+  absl::Status Run(const ForwardBatch& batch, KvCache& cache, const EnqueueFn& enqueue,
                    std::vector<float>* logits);
+  bool disabled() const { return disabled_; }
+  int32_t block_size() const { return block_size_; }
 
  private:
   absl::Status Init();
@@ -57,6 +63,7 @@ class DecodeGraphs {
   void Clear();
 
   const ModelConfig config_;
+  const int32_t block_size_;
   const int32_t max_blocks_;  // block table entries per sequence
   const cudaStream_t stream_;
   bool ready_ = false;
@@ -67,7 +74,9 @@ class DecodeGraphs {
   size_t scores_at_ = 0, ids_at_ = 0, pos_at_ = 0, table_at_ = 0, rows_at_ = 0, tables_at_ = 0;
   size_t meta_bytes_ = 0;
   std::vector<cudaGraphExec_t> execs_;  // [n - 1]
-  const void* pool_ = nullptr;
+  const void* pool_ = nullptr;          // what the graphs were captured for
+  int32_t pool_blocks_ = 0;
+  bool disabled_ = false;
 };
 
 }  // namespace pdserve::cuda

@@ -275,6 +275,24 @@ TEST_F(RunnerTest, InvalidBatchesAreRejectedWithoutWriting) {
   EXPECT_EQ(Feed(*runner, *cache, good, 10, 20, blocks), Alone(*runner, good));
 }
 
+// A cache laid out for another model (fewer layers here) would be indexed
+// past its end: refused before anything runs.
+TEST_F(RunnerTest, ACacheOfAnotherShapeIsRefused) {
+  auto runner = NewRunner(1);
+  KvLayout small = KvLayout::ForModel(model_->config, kBlockSize);
+  small.n_layers -= 1;
+  auto cache = KvCache::Create(small, kNumBlocks);
+  ASSERT_TRUE(cache.ok());
+  const std::vector<int32_t> t = RandomTokens(5, vocab(), 3);
+  const auto blocks = Alloc(**cache, 5);
+  ForwardBatch batch;
+  batch.chunks.push_back({absl::MakeConstSpan(t), 0, blocks, true});
+  std::vector<float> logits;
+  const absl::Status s = runner->Forward(batch, **cache, &logits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(logits.empty());
+}
+
 TEST_F(RunnerTest, OnLayerDoneRunsOncePerLayerAfterThatLayersKv) {
   auto runner = NewRunner(2);
   auto cache = NewCache();
