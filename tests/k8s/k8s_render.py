@@ -46,7 +46,8 @@ def render_with_components(k8s_dir, overlay, components):
 
 
 def render_targets(k8s_dir):
-    """Every overlay, and the cpu overlay with each component: {name: objects}."""
+    """Every overlay, and each component on the cpu overlay (a "gpu-" component
+    on the gpu overlay): {name: objects}."""
     out = {}
     overlays_dir = os.path.join(k8s_dir, "overlays")
     for name in sorted(os.listdir(overlays_dir)):
@@ -56,7 +57,8 @@ def render_targets(k8s_dir):
     if os.path.isdir(components_dir):
         for name in sorted(os.listdir(components_dir)):
             if os.path.exists(os.path.join(components_dir, name, "kustomization.yaml")):
-                out[f"cpu+{name}"] = render_with_components(k8s_dir, "cpu", [name])
+                overlay = "gpu" if name.startswith("gpu-") else "cpu"
+                out[f"{overlay}+{name}"] = render_with_components(k8s_dir, overlay, [name])
     return out
 
 
