@@ -9,8 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build}"
 out=device_bundle
-bins=(cuda_model_runner_test device_kv_transfer_test nccl_transfer_test pdserve pdserve-router
-      pdserve-prefill pdserve-decode pdserve_gpu_transfer_bench)
+bins=(cuda_model_runner_test device_kv_transfer_test nccl_transfer_test gpu_serving_test pdserve
+      pdserve-router pdserve-prefill pdserve-decode pdserve_gpu_transfer_bench)
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_CUDA=ON \
   -DPDSERVE_NCCL=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null

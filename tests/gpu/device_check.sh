@@ -8,7 +8,9 @@
 # meant to finish in well under 8 minutes on one H200.
 #   1. GPU tests: CUDA runner vs CPU runner on a SmolLM2-shaped random model
 #      (logits, 32 greedy steps, ragged batch), device KV staging and TCP
-#      between device caches, NCCL self round trip and deadline abort.
+#      between device caches, CUDA IPC between two processes, NCCL self round
+#      trip and deadline abort (and two GPUs when there are), a disaggregated
+#      Generate on one GPU against colocated and in-process tokens.
 #   2. Decode tokens/s at batch 1/8/64 with model-bandwidth utilisation
 #      against 4.8 TB/s, and prefill tokens/s (pdserve bench-engine), eager
 #      and with decode steps replayed from CUDA graphs.
@@ -56,8 +58,10 @@ step() {
   return $rc
 }
 
-# 1. GPU tests.
-for t in cuda_model_runner_test device_kv_transfer_test nccl_transfer_test; do
+# 1. GPU tests (gpu_serving_test starts the worker binaries from the bundle).
+export PDSERVE_BINARY_DIR="$PWD/$BUNDLE"
+[ "$DEVICE" = cpu ] && export PDSERVE_GPU_TEST_DEVICE=cpu
+for t in cuda_model_runner_test device_kv_transfer_test nccl_transfer_test gpu_serving_test; do
   step "$t" 240 "$bin/$t"
   grep -hE "^\[  (PASSED|FAILED|SKIPPED) |GPU_CHECK" "$OUT/$t.log" | sed "s/^/  $t: /" | tee -a "$summary"
 done
