@@ -25,17 +25,22 @@ void KvNcclPeers::Shutdown() {
   retired_.clear();
 }
 
-void KvNcclPeers::Submit(Peer& peer, std::function<absl::Status(KvChannelThread&)> work,
-                         Done done) {
+absl::Status KvNcclPeers::Submit(Peer& peer, std::function<absl::Status(KvChannelThread&)> work,
+                                 Done done) {
   KvChannelThread* thread = peer.thread.get();
-  peer.thread->Submit([thread, work = std::move(work), done = std::move(done), alive = peer.alive,
-                       post = post_](bool cancelled) {
-    if (cancelled) return;  // stopped or forgotten: nobody waits for it
-    const absl::Status st = work(*thread);
-    post([alive, done, st] {
-      if (*alive) done(st);
-    });
-  });
+  const bool queued =
+      peer.thread->Submit([thread, work = std::move(work), done = std::move(done),
+                           alive = peer.alive, post = post_](bool cancelled) mutable {
+        if (cancelled) return;  // stopped or forgotten: nobody waits for it
+        const absl::Status st = work(*thread);
+        // `done` (and the connection it holds) moves to the I/O thread, where
+        // it is also destroyed.
+        post([alive = std::move(alive), done = std::move(done), st] {
+          if (*alive) done(st);
+        });
+      });
+  if (!queued) return absl::UnavailableError("kv receiver: the NCCL channel is stopping");
+  return absl::OkStatus();
 }
 
 absl::Status KvNcclPeers::Hello(const void* conn, const v1::KvFrameHeader& header, Done done) {
@@ -52,7 +57,7 @@ absl::Status KvNcclPeers::Hello(const void* conn, const v1::KvFrameHeader& heade
   Peer& peer = peers_[conn];
   const KvDeviceMemory* memory = cache_->device_memory();
   const absl::Time deadline = absl::Now() + join_timeout_;
-  Submit(
+  return Submit(
       peer,
       [memory, id = header.nccl_id(), deadline](KvChannelThread& thread) -> absl::Status {
         absl::StatusOr<std::unique_ptr<KvPeerChannel>> channel =
@@ -65,27 +70,20 @@ absl::Status KvNcclPeers::Hello(const void* conn, const v1::KvFrameHeader& heade
         return thread.Adopt(std::move(*channel));
       },
       std::move(done));
-  return absl::OkStatus();
 }
 
-void KvNcclPeers::Receive(const void* conn, const v1::KvFrameHeader& header,
-                          std::vector<uint8_t*> dst, Done done) {
+absl::Status KvNcclPeers::Receive(const void* conn, const v1::KvFrameHeader& header,
+                                  std::vector<uint8_t*> dst, Done done) {
   auto it = peers_.find(conn);
   if (it == peers_.end() || shut_down_) {
-    post_([done = std::move(done)] {
-      done(absl::FailedPreconditionError("kv frame: an nccl layer before any NCCL_HELLO"));
-    });
-    return;
+    return absl::FailedPreconditionError("kv frame: an nccl layer before any NCCL_HELLO");
   }
   if (dst.size() != static_cast<size_t>(header.block_indices_size())) {
-    post_([done = std::move(done)] {
-      done(absl::InternalError("kv frame: destination count differs from the frame's blocks"));
-    });
-    return;
+    return absl::InternalError("kv frame: destination count differs from the frame's blocks");
   }
   const size_t bpb = static_cast<size_t>(cache_->layout().bytes_per_layer_block());
   const absl::Duration timeout = frame_timeout_;
-  Submit(
+  return Submit(
       it->second,
       [dst = std::move(dst), bpb, timeout](KvChannelThread& thread) -> absl::Status {
         KvPeerChannel* channel = thread.channel();

@@ -48,10 +48,11 @@ class KvNcclPeers {
   absl::Status Hello(const void* conn, const v1::KvFrameHeader& header, Done done);
   // Receives a PAYLOAD_NCCL frame's blocks into `dst` (one per entry of
   // block_indices; null = receive and drop) in the background; `done` gets
-  // the outcome once every byte is in place. After an error the channel is
+  // the outcome once every byte is in place. An error at once (no `done`)
+  // when the connection has no channel. After any error the channel is
   // dead: close the connection.
-  void Receive(const void* conn, const v1::KvFrameHeader& header, std::vector<uint8_t*> dst,
-               Done done);
+  absl::Status Receive(const void* conn, const v1::KvFrameHeader& header, std::vector<uint8_t*> dst,
+                       Done done);
   // Interrupts conn's receive in progress and waits until its channel can
   // no longer write into any block (bounded: a receive aborts promptly).
   // Its `done` never runs; the channel is dead.
@@ -72,8 +73,9 @@ class KvNcclPeers {
   };
 
   // Runs `work` on the peer's thread; its outcome reaches `done` on the I/O
-  // thread while the peer is alive.
-  void Submit(Peer& peer, std::function<absl::Status(KvChannelThread&)> work, Done done);
+  // thread while the peer is alive. UNAVAILABLE (and no `done`) when the
+  // thread takes no more work.
+  absl::Status Submit(Peer& peer, std::function<absl::Status(KvChannelThread&)> work, Done done);
   // Destroys forgotten peers whose threads have ended.
   void Reap();
 

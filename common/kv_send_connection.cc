@@ -45,7 +45,7 @@ void KvSendConnection::Enqueue(KvOutFrame frame) {
     return;
   }
   if (frame.transfer != nullptr) {
-    if (absl::Status st = frame.transfer->status(); !st.ok()) {
+    if (absl::Status st = frame.transfer->status(); !st.ok() && !frame.on_channel) {
       Release(frame, st);
       return;
     }
@@ -148,9 +148,12 @@ void KvSendConnection::Authenticate(uint64_t generation) {
 
 void KvSendConnection::OnChallenge(uint64_t generation, const error_code& ec) {
   if (generation != generation_) return;
-  if (ec) return Fail(IoError("reading the auth challenge (does the receiver use --kv_secret_file?)", ec));
+  if (ec)
+    return Fail(
+        IoError("reading the auth challenge (does the receiver use --kv_secret_file?)", ec));
   KvNonce receiver{};
-  std::copy_n(reinterpret_cast<const uint8_t*>(handshake_.data()), receiver.size(), receiver.begin());
+  std::copy_n(reinterpret_cast<const uint8_t*>(handshake_.data()), receiver.size(),
+              receiver.begin());
   const auto* mac = reinterpret_cast<const uint8_t*>(handshake_.data()) + kKvNonceBytes;
   if (!options_.auth->Verify(KvAuthRole::kReceiver, nonce_, receiver, mac)) {
     return Fail(absl::UnauthenticatedError(absl::StrCat(
@@ -172,9 +175,9 @@ void KvSendConnection::WriteNext() {
     KvOutFrame f = std::move(queue_.front());
     queue_.pop_front();
     absl::Status st = f.transfer ? f.transfer->status() : absl::OkStatus();
-    // On an nccl connection a layer's bytes are already on the channel: its
-    // header must go too, even for a failed transfer (the receiver drops it).
-    if (st.ok() || (options_.single_use && f.accounted_bytes > 0)) {
+    // A frame whose bytes are already on the channel: its header must go
+    // too, even for a failed transfer (the receiver drops it).
+    if (st.ok() || f.on_channel) {
       inflight_ = std::move(f);
     } else {
       Release(f, st);  // its transfer failed while the frame waited
@@ -261,7 +264,8 @@ void KvSendConnection::HandleAck(const v1::KvAck& ack) {
     std::shared_ptr<KvSendTransfer> transfer = std::move(it->second);
     active_.erase(it);
     transfer->Fail(status);
-    // nccl: its queued headers still go (see WriteNext), so the ends stay in step.
+    // nccl: queued headers whose bytes are on the channel still go (see
+    // WriteNext), so the ends stay in step; the rest are released there.
     if (!options_.single_use) DropTransfer(transfer);
   }
   if (ack.closing()) {
@@ -272,9 +276,9 @@ void KvSendConnection::HandleAck(const v1::KvAck& ack) {
     const bool attach_refused = ack.transfer_id() == 0 && !status.ok();
     const absl::StatusCode code = attach_refused ? status.code() : absl::StatusCode::kUnavailable;
     if (attach_refused && options_.on_attach_refused) options_.on_attach_refused(status);
-    Fail(absl::Status(code, absl::StrCat("kv connection to ", endpoint_,
-                                         ": receiver rejected a frame and closed it: ",
-                                         status.message())));
+    Fail(absl::Status(
+        code, absl::StrCat("kv connection to ", endpoint_,
+                           ": receiver rejected a frame and closed it: ", status.message())));
   }
 }
 
@@ -295,9 +299,9 @@ void KvSendConnection::Fail(const absl::Status& why) {
   ++generation_;
   state_ = State::kDisconnected;
   if (options_.single_use && !dead_.load()) {
-    death_ = absl::Status(why.ok() ? absl::StatusCode::kUnavailable : why.code(),
-                          absl::StrCat("kv connection to ", endpoint_,
-                                                   " (single use) is closed: ", why.message()));
+    death_ = absl::Status(
+        why.ok() ? absl::StatusCode::kUnavailable : why.code(),
+        absl::StrCat("kv connection to ", endpoint_, " (single use) is closed: ", why.message()));
     dead_.store(true);
     if (options_.on_death) options_.on_death();
   }

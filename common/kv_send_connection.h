@@ -70,6 +70,10 @@ struct KvOutFrame {
   // frame references source memory.
   uint64_t accounted_bytes = 0;
   bool is_commit = false;
+  // nccl: the frame's bytes are already on the connection's channel, so its
+  // header must be written even if the transfer failed meanwhile (the
+  // receiver drops it), or the two ends of the channel fall out of step.
+  bool on_channel = false;
 };
 
 class KvSendConnection : public std::enable_shared_from_this<KvSendConnection> {

@@ -15,10 +15,11 @@ KvFramePlan TcpKvReceiverImpl::PullLayer(const ConnPtr& conn, const v1::KvFrameH
     dst.push_back(cache_->LayerBlock(header.layer(), p->reservation->dst_block(logical)));
   }
   if (header.payload_path() == v1::KvFrameHeader::PAYLOAD_NCCL) {
+    const absl::Status st = nccl_peers_.Receive(
+        conn.get(), header, std::move(dst),
+        [this, conn, header](absl::Status st) { OnChannelReceived(conn, header, st); });
+    if (!st.ok()) return Reject(header, st);
     p->channel_writers.insert(conn);
-    nccl_peers_.Receive(conn.get(), header, std::move(dst), [this, conn, header](absl::Status st) {
-      OnChannelReceived(conn, header, st);
-    });
     return DeferPlan();
   }
   // A device-to-device copy on this GPU: short, and it waits on no peer.
@@ -34,13 +35,14 @@ KvFramePlan TcpKvReceiverImpl::PullLayer(const ConnPtr& conn, const v1::KvFrameH
 KvFramePlan TcpKvReceiverImpl::DrainLayer(const ConnPtr& conn, const v1::KvFrameHeader& header,
                                           Match match) {
   std::vector<uint8_t*> drop(header.block_indices_size(), nullptr);
-  nccl_peers_.Receive(conn.get(), header, std::move(drop), [conn, header, match](absl::Status st) {
-    // A broken channel ends the connection; no
-    // reservation was fed by this frame.
-    conn->Resume(st.ok() ? SkipNonCurrent(header, match)
-                         : CloseWith(header.transfer_id(), header.epoch(), st));
-  });
-  return DeferPlan();
+  // A broken channel ends the connection; no reservation was fed by this
+  // frame.
+  const absl::Status st = nccl_peers_.Receive(
+      conn.get(), header, std::move(drop), [conn, header, match](absl::Status st) {
+        conn->Resume(st.ok() ? SkipNonCurrent(header, match)
+                             : CloseWith(header.transfer_id(), header.epoch(), st));
+      });
+  return st.ok() ? DeferPlan() : CloseWith(header.transfer_id(), header.epoch(), st);
 }
 
 void TcpKvReceiverImpl::OnChannelReceived(const ConnPtr& conn, const v1::KvFrameHeader& header,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -64,28 +65,37 @@ class TcpKvSenderImpl final : public TcpKvSender {
   using TransferKey = std::pair<std::string, uint64_t>;  // endpoint, transfer_id
   using ConnKey = std::pair<std::string, KvPath>;
 
+  // A nccl connection and the thread of its channel, which every frame of
+  // the connection after the hello goes through.
+  struct NcclRoute {
+    ConnPtr conn;
+    std::shared_ptr<KvChannelThread> thread;
+  };
+
   absl::StatusOr<ConnPtr> Connection(const KvTransferTarget& target);
-  // Where a transfer's COMMIT or ABORT goes: its path's connection, except
-  // that nccl never opens a new one for that (it would join a channel just
-  // to send a commit or an abort): without an open one, the tcp path's.
+  // Where ABORT (and a commit without layers) goes: the path's connection,
+  // except that nccl never opens one for that (it would join a channel just
+  // to send a control frame): the tcp path's.
   absl::StatusOr<ConnPtr> ControlConnection(const KvTransferTarget& target);
   // nccl: a new single-use connection; its channel is joined on the
-  // channel's own thread, which every later frame of it goes through.
-  absl::StatusOr<ConnPtr> NewNcclConnection(const KvTransferTarget& target,
-                                            const HostPort& address);
+  // channel's own thread.
+  ConnPtr NewNcclConnection(const KvTransferTarget& target, const HostPort& address,
+                            const std::string& channel_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // nccl: the route a transfer's frames take: the one its first layer
+  // took, whatever happened to the connection since (a transfer never
+  // spans two channels), or a new binding to the endpoint's connection.
+  absl::StatusOr<NcclRoute> RouteFor(const KvTransferTarget& target);
+  // The transfer's route, if it has one.
+  std::optional<NcclRoute> BoundRoute(const KvTransferTarget& target);
   // nccl: on the channel's thread, the send of the blocks, then the header.
-  absl::Status SendNcclLayer(const ConnPtr& conn, int layer, KvCache& src_cache,
+  absl::Status SendNcclLayer(const NcclRoute& route, int layer, KvCache& src_cache,
                              absl::Span<const int32_t> src_block_ids, KvOutFrame frame);
-  // The channel thread of a nccl connection, or null.
-  std::shared_ptr<KvChannelThread> ChannelThread(const ConnPtr& conn);
-  // Stops conn's channel thread, if any, and waits until no GPU work of it
-  // reads source blocks any more and its queued frames are handed back.
-  void StopChannel(const ConnPtr& conn);
+  // nccl: the frame goes after everything queued on the channel's thread.
+  absl::Status PostOnChannel(const NcclRoute& route, KvOutFrame frame);
 
   // The transfer's state; created when `create`, else null if there is none.
   absl::StatusOr<TransferPtr> FindTransfer(const KvTransferTarget& target, bool create);
-  // Takes a queue slot and hands the frame to the I/O thread (for a nccl
-  // connection: through its channel thread, behind the sends queued there).
+  // Takes a queue slot and hands the frame to the I/O thread.
   absl::Status Post(const ConnPtr& conn, KvOutFrame frame);
   // Post's halves: the slot and byte accounting, on the caller's thread...
   absl::Status Reserve(const ConnPtr& conn, const KvOutFrame& frame);
@@ -94,8 +104,11 @@ class TcpKvSenderImpl final : public TcpKvSender {
   void Deliver(const ConnPtr& conn, KvOutFrame frame);
   void FailConnection(const ConnPtr& conn, const absl::Status& why);
   // Ends a failed transfer: no frame of it references source memory after
-  // this, D is told (best effort), and its state is forgotten.
-  void Abandon(const ConnPtr& conn, const KvTransferTarget& target, const TransferPtr& transfer,
+  // this, D is told (best effort, over `control`), and its state is
+  // forgotten. A nccl transfer's route ends with it: dropping queued headers
+  // whose bytes are on the channel would put the two ends out of step.
+  void Abandon(const absl::StatusOr<ConnPtr>& control, const std::optional<NcclRoute>& route,
+               const KvTransferTarget& target, const TransferPtr& transfer,
                const absl::Status& why);
   void PostAbortFrame(const ConnPtr& conn, const KvTransferTarget& target,
                       absl::string_view reason);
@@ -113,6 +126,7 @@ class TcpKvSenderImpl final : public TcpKvSender {
   // Channel threads of dead connections, until they have ended.
   std::vector<std::shared_ptr<KvChannelThread>> retired_channels_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<TransferKey, TransferPtr> transfers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<TransferKey, NcclRoute> routes_ ABSL_GUARDED_BY(mu_);
 };
 
 TcpKvSenderImpl::~TcpKvSenderImpl() {
@@ -177,17 +191,17 @@ absl::StatusOr<ConnPtr> TcpKvSenderImpl::Connection(const KvTransferTarget& targ
       return conn;
     }
   }
-  // Joining waits for the receiver: not under mu_.
-  return NewNcclConnection(target, address);
+  // Outside mu_: making an id may take NCCL a moment the first time.
+  ASSIGN_OR_RETURN(std::string id, device_pool_->device_memory()->NewPeerChannelId());
+  absl::MutexLock lock(&mu_);
+  // Another caller may have opened one meanwhile: one connection per pair.
+  auto it = connections_.find(ConnKey{target.endpoint, target.path});
+  if (it != connections_.end() && !it->second->dead()) return it->second;
+  return NewNcclConnection(target, address, id);
 }
 
 absl::StatusOr<ConnPtr> TcpKvSenderImpl::ControlConnection(const KvTransferTarget& target) {
   if (target.path == KvPath::kNccl) {
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = connections_.find(ConnKey{target.endpoint, target.path});
-      if (it != connections_.end() && !it->second->dead()) return it->second;
-    }
     KvTransferTarget tcp = target;
     tcp.path = KvPath::kTcp;
     return Connection(tcp);
@@ -195,10 +209,9 @@ absl::StatusOr<ConnPtr> TcpKvSenderImpl::ControlConnection(const KvTransferTarge
   return Connection(target);
 }
 
-absl::StatusOr<ConnPtr> TcpKvSenderImpl::NewNcclConnection(const KvTransferTarget& target,
-                                                           const HostPort& address) {
+ConnPtr TcpKvSenderImpl::NewNcclConnection(const KvTransferTarget& target, const HostPort& address,
+                                           const std::string& id) {
   const KvDeviceMemory* memory = device_pool_->device_memory();
-  ASSIGN_OR_RETURN(std::string id, memory->NewPeerChannelId());
   // The receiver joins when it reads the hello; both wait for each other,
   // here on the channel's thread. Bounded by the connect timeout too, and
   // cut short when the connection dies (a receiver that refused the hello
@@ -210,12 +223,6 @@ absl::StatusOr<ConnPtr> TcpKvSenderImpl::NewNcclConnection(const KvTransferTarge
     if (std::shared_ptr<KvChannelThread> t = weak.lock()) t->Interrupt();
   };
   auto conn = std::make_shared<KvSendConnection>(io_.context(), address, options);
-  v1::KvFrameHeader hello;
-  hello.set_kind(v1::KvFrameHeader::NCCL_HELLO);
-  hello.set_nccl_id(id);
-  KvOutFrame frame;
-  frame.head = EncodeKvMessage(hello);
-  RETURN_IF_ERROR(Post(conn, std::move(frame)));  // connects and says hello first
   const absl::Time join_by = std::min(target.deadline, absl::Now() + options_.connect_timeout);
   thread->Submit([this, conn, raw = thread.get(), memory, id, join_by,
                   endpoint = target.endpoint](bool cancelled) {
@@ -233,60 +240,89 @@ absl::StatusOr<ConnPtr> TcpKvSenderImpl::NewNcclConnection(const KvTransferTarge
     }
     LOG(INFO) << "kv connection to " << endpoint << " (nccl)";
   });
-  absl::MutexLock lock(&mu_);
+  // The hello goes first: every other frame of the connection passes the
+  // channel's thread, behind the join, which needs the hello to finish.
+  v1::KvFrameHeader hello;
+  hello.set_kind(v1::KvFrameHeader::NCCL_HELLO);
+  hello.set_nccl_id(id);
+  KvOutFrame frame;
+  frame.head = EncodeKvMessage(hello);
+  conn->TryReserveSlot();  // a fresh queue: always room
+  Deliver(conn, std::move(frame));
   connections_[ConnKey{target.endpoint, target.path}] = conn;
   channels_.emplace(conn, std::move(thread));
   return conn;
 }
 
-std::shared_ptr<KvChannelThread> TcpKvSenderImpl::ChannelThread(const ConnPtr& conn) {
+absl::StatusOr<TcpKvSenderImpl::NcclRoute> TcpKvSenderImpl::RouteFor(
+    const KvTransferTarget& target) {
+  if (std::optional<NcclRoute> bound = BoundRoute(target)) return *bound;
+  ASSIGN_OR_RETURN(ConnPtr conn, Connection(target));
   absl::MutexLock lock(&mu_);
-  auto it = channels_.find(conn);
-  return it == channels_.end() ? nullptr : it->second;
+  const TransferKey key{target.endpoint, target.transfer_id};
+  if (auto it = routes_.find(key); it != routes_.end()) return it->second;
+  auto ch = channels_.find(conn);
+  if (ch == channels_.end()) return absl::UnavailableError("kv send: the NCCL channel is gone");
+  return routes_.emplace(key, NcclRoute{conn, ch->second}).first->second;
 }
 
-absl::Status TcpKvSenderImpl::SendNcclLayer(const ConnPtr& conn, int layer, KvCache& src_cache,
+std::optional<TcpKvSenderImpl::NcclRoute> TcpKvSenderImpl::BoundRoute(
+    const KvTransferTarget& target) {
+  absl::MutexLock lock(&mu_);
+  auto it = routes_.find(TransferKey{target.endpoint, target.transfer_id});
+  if (it == routes_.end()) return std::nullopt;
+  return it->second;
+}
+
+absl::Status TcpKvSenderImpl::SendNcclLayer(const NcclRoute& route, int layer, KvCache& src_cache,
                                             absl::Span<const int32_t> src_block_ids,
                                             KvOutFrame frame) {
-  std::shared_ptr<KvChannelThread> thread = ChannelThread(conn);
-  if (thread == nullptr) return absl::UnavailableError("kv send: the NCCL channel is gone");
+  if (route.conn->dead()) return route.conn->death();
   std::vector<const uint8_t*> blocks;
   blocks.reserve(src_block_ids.size());
   for (int32_t b : src_block_ids) blocks.push_back(src_cache.LayerBlock(layer, b));
   const size_t block_bytes = static_cast<size_t>(src_cache.layout().bytes_per_layer_block());
-  RETURN_IF_ERROR(Reserve(conn, frame));
+  RETURN_IF_ERROR(Reserve(route.conn, frame));
   // Held by pointer: the job is copied into a std::function.
   auto held = std::make_shared<KvOutFrame>(std::move(frame));
-  auto job = [this, conn, raw = thread.get(), blocks = std::move(blocks), block_bytes,
-              held](bool cancelled) {
-    absl::Status st;
-    if (cancelled) {
-      st = StoppedChannel(*conn);
+  auto job = [this, conn = route.conn, raw = route.thread.get(), blocks = std::move(blocks),
+              block_bytes, held](bool cancelled) {
+    absl::Status st = cancelled ? StoppedChannel(*conn) : held->transfer->status();
+    if (!st.ok()) {
+      // Neither the bytes nor the header go: the two ends stay in step.
     } else if (raw->channel() == nullptr) {
       st = raw->join_error();
     } else {
       st = raw->channel()->SendBlocks(blocks, block_bytes);
-      // Bytes that may be half on the channel without their header put the
-      // two ends out of step: the connection (and channel) must go.
-      if (!st.ok()) FailConnection(conn, st);
+      if (st.ok()) {
+        held->on_channel = true;  // from now on its header must follow
+      } else {
+        // Bytes that may be half on the channel without their header put
+        // the two ends out of step: the connection (and channel) must go.
+        FailConnection(conn, st);
+      }
     }
     if (!st.ok()) held->transfer->Fail(st);
     Deliver(conn, std::move(*held));  // released there when failed
   };
-  if (!thread->Submit(std::move(job))) {
-    const absl::Status st = absl::UnavailableError("kv send: the NCCL channel is stopped");
+  if (!route.thread->Submit(std::move(job))) {
+    const absl::Status st = StoppedChannel(*route.conn);
     held->transfer->Fail(st);
-    Deliver(conn, std::move(*held));
+    Deliver(route.conn, std::move(*held));
     return st;
   }
   return absl::OkStatus();
 }
 
-void TcpKvSenderImpl::StopChannel(const ConnPtr& conn) {
-  std::shared_ptr<KvChannelThread> thread = ChannelThread(conn);
-  if (thread == nullptr) return;
-  thread->Interrupt();
-  thread->AwaitStopped();
+absl::Status TcpKvSenderImpl::PostOnChannel(const NcclRoute& route, KvOutFrame frame) {
+  RETURN_IF_ERROR(Reserve(route.conn, frame));
+  auto held = std::make_shared<KvOutFrame>(std::move(frame));
+  auto job = [this, conn = route.conn, held](bool cancelled) {
+    if (cancelled && held->transfer != nullptr) held->transfer->Fail(StoppedChannel(*conn));
+    Deliver(conn, std::move(*held));
+  };
+  if (!route.thread->Submit(std::move(job))) Deliver(route.conn, std::move(*held));
+  return absl::OkStatus();
 }
 
 void TcpKvSenderImpl::FailConnection(const ConnPtr& conn, const absl::Status& why) {
@@ -333,18 +369,7 @@ void TcpKvSenderImpl::Deliver(const ConnPtr& conn, KvOutFrame frame) {
 
 absl::Status TcpKvSenderImpl::Post(const ConnPtr& conn, KvOutFrame frame) {
   RETURN_IF_ERROR(Reserve(conn, frame));
-  std::shared_ptr<KvChannelThread> thread = ChannelThread(conn);
-  if (thread == nullptr) {
-    Deliver(conn, std::move(frame));
-    return absl::OkStatus();
-  }
-  // After the channel sends queued before it (a commit after its layers).
-  auto held = std::make_shared<KvOutFrame>(std::move(frame));
-  auto job = [this, conn, held](bool cancelled) {
-    if (cancelled && held->transfer != nullptr) held->transfer->Fail(StoppedChannel(*conn));
-    Deliver(conn, std::move(*held));
-  };
-  if (!thread->Submit(std::move(job))) Deliver(conn, std::move(*held));
+  Deliver(conn, std::move(frame));
   return absl::OkStatus();
 }
 
@@ -353,7 +378,13 @@ absl::Status TcpKvSenderImpl::SendLayer(const KvTransferTarget& target, int laye
                                         KvCache& src_cache,
                                         absl::Span<const int32_t> src_block_ids) {
   RETURN_IF_ERROR(ValidateLayer(layer, logical_blocks, src_cache, src_block_ids));
-  ASSIGN_OR_RETURN(ConnPtr conn, Connection(target));
+  std::optional<NcclRoute> route;
+  ConnPtr conn;
+  if (target.path == KvPath::kNccl) {
+    ASSIGN_OR_RETURN(route, RouteFor(target));
+  } else {
+    ASSIGN_OR_RETURN(conn, Connection(target));
+  }
   ASSIGN_OR_RETURN(TransferPtr transfer, FindTransfer(target, /*create=*/true));
   RETURN_IF_ERROR(transfer->status());
   if (absl::Now() >= target.deadline) {
@@ -388,9 +419,8 @@ absl::Status TcpKvSenderImpl::SendLayer(const KvTransferTarget& target, int laye
   frame.transfer = transfer;
   frame.accounted_bytes = header.payload_bytes();
   const absl::Status st =
-      target.path == KvPath::kNccl
-          ? SendNcclLayer(conn, layer, src_cache, src_block_ids, std::move(frame))
-          : Post(conn, std::move(frame));
+      route.has_value() ? SendNcclLayer(*route, layer, src_cache, src_block_ids, std::move(frame))
+                        : Post(conn, std::move(frame));
   if (!st.ok()) {
     transfer->Fail(st);
     return st;
@@ -399,7 +429,11 @@ absl::Status TcpKvSenderImpl::SendLayer(const KvTransferTarget& target, int laye
 }
 
 absl::Status TcpKvSenderImpl::Commit(const KvTransferTarget& target, const KvCommit& commit) {
-  ASSIGN_OR_RETURN(ConnPtr conn, ControlConnection(target));
+  // A nccl transfer's commit follows its layers on their channel.
+  const std::optional<NcclRoute> route =
+      target.path == KvPath::kNccl ? BoundRoute(target) : std::nullopt;
+  absl::StatusOr<ConnPtr> control = ControlConnection(target);
+  if (!route.has_value() && !control.ok()) return control.status();
   ASSIGN_OR_RETURN(TransferPtr transfer, FindTransfer(target, /*create=*/true));
   absl::Status status = transfer->status();
   if (status.ok()) {
@@ -411,51 +445,55 @@ absl::Status TcpKvSenderImpl::Commit(const KvTransferTarget& target, const KvCom
     frame.transfer = transfer;
     frame.head = EncodeKvMessage(header);
     frame.is_commit = true;
-    status = Post(conn, std::move(frame));
+    status = route.has_value() ? PostOnChannel(*route, std::move(frame))
+                               : Post(*control, std::move(frame));
     if (status.ok()) status = transfer->AwaitAck(target.deadline);
   }
   if (status.ok()) {
     Forget(target);
     return status;
   }
-  Abandon(conn, target, transfer, status);
+  Abandon(control, route, target, transfer, status);
   return status;
 }
 
 void TcpKvSenderImpl::Abort(const KvTransferTarget& target, std::string reason) {
-  absl::StatusOr<ConnPtr> conn = ControlConnection(target);
-  if (!conn.ok()) {
-    LOG(WARNING) << "kv abort of transfer " << target.transfer_id << ": " << conn.status();
-    return;
-  }
+  const absl::StatusOr<ConnPtr> control = ControlConnection(target);
   absl::StatusOr<TransferPtr> transfer = FindTransfer(target, /*create=*/false);
   if (!transfer.ok()) {
     LOG(WARNING) << "kv abort: " << transfer.status();
   } else if (*transfer != nullptr) {
-    Abandon(*conn, target, *transfer, absl::AbortedError(reason));
+    Abandon(control, BoundRoute(target), target, *transfer, absl::AbortedError(reason));
     return;
   }
   // Nothing in flight here, but D may hold a reservation for it.
-  PostAbortFrame(*conn, target, reason);
-}
-
-void TcpKvSenderImpl::Abandon(const ConnPtr& conn, const KvTransferTarget& target,
-                              const TransferPtr& transfer, const absl::Status& why) {
-  transfer->Fail(why);
-  if (ChannelThread(conn) != nullptr) {
-    // Dropping queued headers whose bytes are already on the channel would
-    // put the two ends out of step: end the channel (its thread aborts it,
-    // and with it every GPU read of ours) and the connection; the next
-    // transfer opens new ones.
-    StopChannel(conn);
-    io_.RunSync([&] { conn->Fail(why); });
-    transfer->AwaitReleased();
-    Forget(target);
+  if (!control.ok()) {
+    LOG(WARNING) << "kv abort of transfer " << target.transfer_id << ": " << control.status();
     return;
   }
-  io_.RunSync([&] { conn->DropTransfer(transfer); });
+  PostAbortFrame(*control, target, reason);
+}
+
+void TcpKvSenderImpl::Abandon(const absl::StatusOr<ConnPtr>& control,
+                              const std::optional<NcclRoute>& route, const KvTransferTarget& target,
+                              const TransferPtr& transfer, const absl::Status& why) {
+  transfer->Fail(why);
+  if (route.has_value()) {
+    // Its thread aborts the channel on the way out, and with it every GPU
+    // read of ours; its queued frames are handed back on the way. Other
+    // transfers on the connection fail too (the next ones open a new one).
+    route->thread->Interrupt();
+    route->thread->AwaitStopped();
+    io_.RunSync([&] { route->conn->Fail(why); });
+  } else if (control.ok()) {
+    io_.RunSync([&] { (*control)->DropTransfer(transfer); });
+  }
   transfer->AwaitReleased();
-  PostAbortFrame(conn, target, why.message());
+  if (control.ok()) {
+    PostAbortFrame(*control, target, why.message());
+  } else {
+    LOG(WARNING) << "kv abort of transfer " << target.transfer_id << ": " << control.status();
+  }
   Forget(target);
 }
 
@@ -472,6 +510,7 @@ void TcpKvSenderImpl::PostAbortFrame(const ConnPtr& conn, const KvTransferTarget
 void TcpKvSenderImpl::Forget(const KvTransferTarget& target) {
   absl::MutexLock lock(&mu_);
   transfers_.erase(TransferKey{target.endpoint, target.transfer_id});
+  routes_.erase(TransferKey{target.endpoint, target.transfer_id});
 }
 
 }  // namespace

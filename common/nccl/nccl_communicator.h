@@ -69,6 +69,8 @@ class NcclCommunicator {
   // Idempotent. After it, every call fails with ABORTED.
   void Abort(const std::string& why);
   bool aborted() const { return aborted_; }
+  // Whether the Options' interrupt flag is set.
+  bool interrupted() const { return Interrupted(nullptr); }
   int rank() const { return rank_; }
 
  private:

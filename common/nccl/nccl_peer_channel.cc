@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda/block_copy_kernels.h"
@@ -14,8 +15,14 @@
 namespace pdserve::nccl {
 namespace {
 
-// Bounds one enqueue (NCCL connects to the peer on the first send/recv).
+// Bounds one enqueue (NCCL connects to the peer on the first send/recv),
+// and a wait for room among the frames in flight.
 constexpr absl::Duration kEnqueueTimeout = absl::Seconds(30);
+// Frames a sender may have on the stream before the receiver took the
+// oldest. Headers free their queue slots once written, long before the GPU
+// is done, so without this bound a slow receiver would let launches pile up
+// until cudaLaunchKernel itself blocks, where no interrupt is seen.
+constexpr size_t kMaxFramesInFlight = 32;
 
 class NcclPeerChannel : public KvPeerChannel {
  public:
@@ -30,32 +37,39 @@ class NcclPeerChannel : public KvPeerChannel {
     cudaSetDevice(device_);
     comm_.reset();  // aborts: nothing may still run on the stream
     cudaStreamSynchronize(stream_);
+    for (cudaEvent_t e : sent_) cudaEventDestroy(e);
     cudaStreamDestroy(stream_);
   }
 
   absl::Status SendBlocks(absl::Span<const uint8_t* const> blocks, size_t block_bytes) override {
-    return ForEachRun(blocks.size(), block_bytes, [&](const StagingRun& run) -> absl::Status {
-      cuda::BlockList list;
-      for (size_t i = 0; i < run.num_blocks; ++i) list.ptr[i] = blocks[run.first_block + i];
-      list.n = static_cast<int>(run.num_blocks);
-      cuda::LaunchGatherList(list, block_bytes, staging_.get<uint8_t>(), stream_);
-      PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-      RETURN_IF_ERROR(comm_->Send(staging_.get(), run.bytes(), peer_, stream_));
-      return comm_->Flush(absl::Now() + kEnqueueTimeout);
-    });
+    absl::Status st = AwaitRoom();
+    if (st.ok()) {
+      st = ForEachRun(blocks.size(), block_bytes, [&](const StagingRun& run) -> absl::Status {
+        cuda::BlockList list;
+        for (size_t i = 0; i < run.num_blocks; ++i) list.ptr[i] = blocks[run.first_block + i];
+        list.n = static_cast<int>(run.num_blocks);
+        cuda::LaunchGatherList(list, block_bytes, staging_.get<uint8_t>(), stream_);
+        PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        RETURN_IF_ERROR(comm_->Send(staging_.get(), run.bytes(), peer_, stream_));
+        return comm_->Flush(absl::Now() + kEnqueueTimeout);
+      });
+    }
+    if (st.ok()) st = RecordSent();
+    return AbortOnError(st);
   }
 
   absl::Status RecvBlocks(absl::Span<uint8_t* const> blocks, size_t block_bytes) override {
-    return ForEachRun(blocks.size(), block_bytes, [&](const StagingRun& run) -> absl::Status {
-      RETURN_IF_ERROR(comm_->Recv(staging_.get(), run.bytes(), peer_, stream_));
-      RETURN_IF_ERROR(comm_->Flush(absl::Now() + kEnqueueTimeout));
-      cuda::BlockList list;
-      for (size_t i = 0; i < run.num_blocks; ++i) list.ptr[i] = blocks[run.first_block + i];
-      list.n = static_cast<int>(run.num_blocks);
-      cuda::LaunchScatterList(staging_.get<uint8_t>(), block_bytes, list, stream_);
-      PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-      return absl::OkStatus();
-    });
+    return AbortOnError(
+        ForEachRun(blocks.size(), block_bytes, [&](const StagingRun& run) -> absl::Status {
+          RETURN_IF_ERROR(comm_->Recv(staging_.get(), run.bytes(), peer_, stream_));
+          RETURN_IF_ERROR(comm_->Flush(absl::Now() + kEnqueueTimeout));
+          cuda::BlockList list;
+          for (size_t i = 0; i < run.num_blocks; ++i) list.ptr[i] = blocks[run.first_block + i];
+          list.n = static_cast<int>(run.num_blocks);
+          cuda::LaunchScatterList(staging_.get<uint8_t>(), block_bytes, list, stream_);
+          PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+          return absl::OkStatus();
+        }));
   }
 
   absl::Status Wait(absl::Time deadline) override {
@@ -87,12 +101,57 @@ class NcclPeerChannel : public KvPeerChannel {
     return absl::OkStatus();
   }
 
+  // A failed enqueue leaves earlier runs' kernels on the stream, still
+  // reading or writing blocks: abort and drain before the caller takes the
+  // blocks back.
+  absl::Status AbortOnError(absl::Status st) {
+    if (!st.ok()) Abort(std::string(st.message()));
+    return st;
+  }
+
+  bool interrupted() const { return interrupted_.load() || comm_->interrupted(); }
+
+  // Until fewer than kMaxFramesInFlight sent frames are unfinished.
+  absl::Status AwaitRoom() {
+    const absl::Time deadline = absl::Now() + kEnqueueTimeout;
+    while (!sent_.empty()) {
+      const cudaError_t q = cudaEventQuery(sent_.front());
+      if (q == cudaSuccess) {
+        cudaEventDestroy(sent_.front());
+        sent_.pop_front();
+        continue;
+      }
+      if (q != cudaErrorNotReady) return cuda::CudaStatus(q, "cudaEventQuery");
+      if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();  // not an error
+      if (sent_.size() < kMaxFramesInFlight) return absl::OkStatus();
+      if (interrupted()) return absl::CancelledError("nccl: send interrupted");
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError("nccl: the receiver took no frame in time");
+      }
+      absl::SleepFor(absl::Microseconds(50));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RecordSent() {
+    cudaEvent_t e = nullptr;
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    if (absl::Status st = cuda::CudaStatus(cudaEventRecord(e, stream_), "cudaEventRecord");
+        !st.ok()) {
+      cudaEventDestroy(e);
+      return st;
+    }
+    sent_.push_back(e);
+    return absl::OkStatus();
+  }
+
   const int device_;
   const int peer_;
   std::unique_ptr<NcclCommunicator> comm_;
   cudaStream_t stream_;
   cuda::DeviceBuffer staging_;
   std::atomic<bool> interrupted_{false};
+  std::deque<cudaEvent_t> sent_;  // one per sent frame, oldest first
 };
 
 }  // namespace

@@ -39,6 +39,7 @@ struct FakeDeviceCounters {
   std::atomic<bool> refuse_peers{false};
   std::atomic<bool> no_channels{false};  // SupportsPeerChannels() false
   std::atomic<bool> lose_sends{false};   // channel sends never arrive
+  std::atomic<int> send_delay_ms{0};     // each channel send takes this long
 };
 
 // The two ends of fake peer channels, by id: each rank's inbox of messages
@@ -77,6 +78,7 @@ class FakePeerChannel : public KvPeerChannel {
   ~FakePeerChannel() override { Abort("closed"); }
 
   absl::Status SendBlocks(absl::Span<const uint8_t* const> blocks, size_t block_bytes) override {
+    absl::SleepFor(absl::Milliseconds(counters_->send_delay_ms.load()));
     std::string msg;
     for (const uint8_t* b : blocks) msg.append(reinterpret_cast<const char*>(b), block_bytes);
     if (counters_->lose_sends) return absl::OkStatus();

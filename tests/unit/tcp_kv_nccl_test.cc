@@ -202,6 +202,39 @@ TEST_F(TcpKvNcclTest, ShutdownInterruptsAReceiveInProgress) {
   sender_->Abort(target, "test");
 }
 
+// A transfer that fails while its frames wait on the channel's thread
+// (here: D cancelled it, and its next header came back NOT_FOUND) sends
+// neither their bytes nor their headers; frames whose bytes went keep their
+// headers. Either way the channel stays in step, so another transfer on the
+// same connection still lands intact.
+TEST_F(TcpKvNcclTest, AFailedTransfersQueuedFramesLeaveTheChannelInStep) {
+  const int layers = src_->layout().n_layers;
+  DoneProbe a, b;
+  ASSERT_TRUE(
+      receiver_->Expect(1, 1, {2}, layers, absl::Now() + absl::Seconds(10), a.Callback()).ok());
+  ASSERT_TRUE(
+      receiver_->Expect(2, 1, {5}, layers, absl::Now() + absl::Seconds(10), b.Callback()).ok());
+  const KvTransferTarget ta = Target(1), tb = Target(2);
+  ASSERT_TRUE(sender_->SendLayer(tb, 0, {0}, *src_, {8}).ok());
+  receiver_->Cancel(1);
+  EXPECT_EQ(a.Wait().status().code(), absl::StatusCode::kCancelled);
+  // Slow sends: A's frames pile up on the channel's thread while the
+  // NOT_FOUND for its first one comes back.
+  src_counters_.send_delay_ms = 20;
+  for (int l = 0; l < layers; ++l) {
+    if (!sender_->SendLayer(ta, l, {0}, *src_, {3}).ok()) break;
+  }
+  // B's frames queue behind A's on the same connection and channel.
+  for (int l = 1; l < layers; ++l) ASSERT_TRUE(sender_->SendLayer(tb, l, {0}, *src_, {8}).ok());
+  const absl::Status committed = sender_->Commit(tb, KvCommit{layers, 0, 7});
+  src_counters_.send_delay_ms = 0;
+  ASSERT_TRUE(committed.ok()) << committed;
+  ASSERT_TRUE(b.Wait().ok());
+  ExpectBlocksCopied(*src_, {8}, *dst_, {5});
+  sender_->Abort(ta, "test");
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+}
+
 // P joins on the channel's thread: SendLayer returns while the join still
 // waits for a receiver that never answers, and Abort interrupts the join
 // instead of waiting out its (here ten-minute) deadline.
