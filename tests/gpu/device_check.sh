@@ -47,10 +47,21 @@ say "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 say "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
 say "libs: ${nvlibs:-cuBLAS/NCCL not found under site-packages}"
 
+# The whole script stays inside BUDGET_S (a device call is cut at its own
+# timeout, and the summary so far is what comes back): each step's limit is
+# capped by what is left, and steps that would get under 20 s are skipped.
+BUDGET_S="${BUDGET_S:-470}"
+
 # step NAME LIMIT_S CMD...: runs CMD with a time limit, logs to $OUT/NAME.log.
 step() {
   local name="$1" limit="$2"
   shift 2
+  local left=$((BUDGET_S - SECONDS))
+  if [ "$left" -lt 20 ]; then
+    say "step $name: skipped (budget of ${BUDGET_S} s spent)"
+    return 124
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
   local t0=$SECONDS
   timeout --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
   local rc=$?
@@ -89,11 +100,17 @@ gen_flags=(--gen_max_tokens=24 --ignore_eos)
 cluster() {  # cluster NAME PORT EXTRA_UP_FLAGS...: up, one generate, stop
   local name="$1" port="$2"
   shift 2
+  local left=$((BUDGET_S - SECONDS))
+  if [ "$left" -lt 40 ]; then
+    say "step generate_$name: skipped (budget of ${BUDGET_S} s spent)"
+    return
+  fi
+  local wait_s=$((left - 30 < 120 ? left - 30 : 120))
   "$bin/pdserve" up --model="$model" --device="$DEVICE" --threads=1 --router_port="$port" \
     --log_dir="$OUT/up-$name" "$@" >"$OUT/up-$name.log" 2>&1 &
   local pid=$!
   local ok=1
-  for _ in $(seq 120); do
+  for _ in $(seq "$wait_s"); do
     grep -q "serving; press Ctrl-C" "$OUT/up-$name.log" && ok=0 && break
     kill -0 $pid 2>/dev/null || break
     sleep 1
