@@ -31,6 +31,14 @@ absl::Status StoppedChannel(const KvSendConnection& conn) {
   return conn.dead() ? conn.death() : absl::CancelledError("kv send: the NCCL channel was stopped");
 }
 
+// How a shared nccl connection dies because one transfer on it failed: the
+// others get UNAVAILABLE (retryable elsewhere), never that transfer's own
+// code (NOT_FOUND, INVALID_ARGUMENT, ... would end their requests for good).
+absl::Status EndedBy(uint64_t transfer_id, const absl::Status& why) {
+  return absl::UnavailableError(absl::StrCat("kv connection ended: transfer ", transfer_id,
+                                             " on it failed: ", why.message()));
+}
+
 // What every connection shares; path-specific fields are set per connection.
 KvSendConnectionOptions ConnectionOptions(const TcpKvSenderOptions& o) {
   KvSendConnectionOptions c;
@@ -73,6 +81,11 @@ class TcpKvSenderImpl final : public TcpKvSender {
   };
 
   absl::StatusOr<ConnPtr> Connection(const KvTransferTarget& target);
+  // Forgets a dead connection. Its channel (nccl) is aborted by its thread,
+  // which ends on its own: nothing waits for it here, but the thread is kept
+  // (it still hands frames to io_) until it has ended.
+  void Retire(absl::flat_hash_map<ConnKey, ConnPtr>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Where ABORT (and a commit without layers) goes: the path's connection,
   // except that nccl never opens one for that (it would join a channel just
   // to send a control frame): the tcp path's.
@@ -162,19 +175,7 @@ absl::StatusOr<ConnPtr> TcpKvSenderImpl::Connection(const KvTransferTarget& targ
     const ConnKey key{target.endpoint, target.path};
     auto it = connections_.find(key);
     if (it != connections_.end() && !it->second->dead()) return it->second;
-    if (it != connections_.end()) {
-      // A dead nccl connection's channel is aborted by its thread, which
-      // ends on its own; nothing waits for it here, but the thread is kept
-      // (it still hands frames to io_) until it has ended.
-      std::erase_if(retired_channels_,
-                    [](const std::shared_ptr<KvChannelThread>& t) { return t->stopped(); });
-      if (auto ch = channels_.find(it->second); ch != channels_.end()) {
-        ch->second->Interrupt();
-        retired_channels_.push_back(std::move(ch->second));
-        channels_.erase(ch);
-      }
-      connections_.erase(it);
-    }
+    if (it != connections_.end()) Retire(it);
     if (target.path != KvPath::kNccl) {
       KvSendConnectionOptions options = options_;
       if (target.path == KvPath::kCudaIpc) {
@@ -197,7 +198,19 @@ absl::StatusOr<ConnPtr> TcpKvSenderImpl::Connection(const KvTransferTarget& targ
   // Another caller may have opened one meanwhile: one connection per pair.
   auto it = connections_.find(ConnKey{target.endpoint, target.path});
   if (it != connections_.end() && !it->second->dead()) return it->second;
+  if (it != connections_.end()) Retire(it);
   return NewNcclConnection(target, address, id);
+}
+
+void TcpKvSenderImpl::Retire(absl::flat_hash_map<ConnKey, ConnPtr>::iterator it) {
+  std::erase_if(retired_channels_,
+                [](const std::shared_ptr<KvChannelThread>& t) { return t->stopped(); });
+  if (auto ch = channels_.find(it->second); ch != channels_.end()) {
+    ch->second->Interrupt();
+    retired_channels_.push_back(std::move(ch->second));
+    channels_.erase(ch);
+  }
+  connections_.erase(it);
 }
 
 absl::StatusOr<ConnPtr> TcpKvSenderImpl::ControlConnection(const KvTransferTarget& target) {
@@ -257,13 +270,22 @@ ConnPtr TcpKvSenderImpl::NewNcclConnection(const KvTransferTarget& target, const
 absl::StatusOr<TcpKvSenderImpl::NcclRoute> TcpKvSenderImpl::RouteFor(
     const KvTransferTarget& target) {
   if (std::optional<NcclRoute> bound = BoundRoute(target)) return *bound;
-  ASSIGN_OR_RETURN(ConnPtr conn, Connection(target));
-  absl::MutexLock lock(&mu_);
-  const TransferKey key{target.endpoint, target.transfer_id};
-  if (auto it = routes_.find(key); it != routes_.end()) return it->second;
-  auto ch = channels_.find(conn);
-  if (ch == channels_.end()) return absl::UnavailableError("kv send: the NCCL channel is gone");
-  return routes_.emplace(key, NcclRoute{conn, ch->second}).first->second;
+  // A connection that died just now (its join failed, say) carries none of
+  // this transfer's frames yet: one more try opens a fresh one.
+  for (int attempt = 0;; ++attempt) {
+    ASSIGN_OR_RETURN(ConnPtr conn, Connection(target));
+    absl::MutexLock lock(&mu_);
+    const TransferKey key{target.endpoint, target.transfer_id};
+    if (auto it = routes_.find(key); it != routes_.end()) return it->second;
+    auto ch = channels_.find(conn);
+    if (ch != channels_.end() && !conn->dead()) {
+      return routes_.emplace(key, NcclRoute{conn, ch->second}).first->second;
+    }
+    if (attempt == 1) {
+      return conn->dead() ? conn->death()
+                          : absl::UnavailableError("kv send: the NCCL channel is gone");
+    }
+  }
 }
 
 std::optional<TcpKvSenderImpl::NcclRoute> TcpKvSenderImpl::BoundRoute(
@@ -299,7 +321,7 @@ absl::Status TcpKvSenderImpl::SendNcclLayer(const NcclRoute& route, int layer, K
       } else {
         // Bytes that may be half on the channel without their header put
         // the two ends out of step: the connection (and channel) must go.
-        FailConnection(conn, st);
+        FailConnection(conn, EndedBy(held->transfer->transfer_id(), st));
       }
     }
     if (!st.ok()) held->transfer->Fail(st);
@@ -484,7 +506,8 @@ void TcpKvSenderImpl::Abandon(const absl::StatusOr<ConnPtr>& control,
     // transfers on the connection fail too (the next ones open a new one).
     route->thread->Interrupt();
     route->thread->AwaitStopped();
-    io_.RunSync([&] { route->conn->Fail(why); });
+    const absl::Status ended = EndedBy(transfer->transfer_id(), why);
+    io_.RunSync([&] { route->conn->Fail(ended); });
   } else if (control.ok()) {
     io_.RunSync([&] { (*control)->DropTransfer(transfer); });
   }

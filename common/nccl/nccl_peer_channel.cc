@@ -18,11 +18,13 @@ namespace {
 // Bounds one enqueue (NCCL connects to the peer on the first send/recv),
 // and a wait for room among the frames in flight.
 constexpr absl::Duration kEnqueueTimeout = absl::Seconds(30);
-// Frames a sender may have on the stream before the receiver took the
-// oldest. Headers free their queue slots once written, long before the GPU
-// is done, so without this bound a slow receiver would let launches pile up
-// until cudaLaunchKernel itself blocks, where no interrupt is seen.
-constexpr size_t kMaxFramesInFlight = 32;
+// Staging runs (a gather kernel and an ncclSend each) a sender may have on
+// the stream before the receiver took the oldest. Headers free their queue
+// slots once written, long before the GPU is done, so without this bound a
+// slow receiver would let launches pile up until cudaLaunchKernel itself
+// blocks (the launch queue holds about a thousand), where no interrupt is
+// seen.
+constexpr size_t kMaxRunsInFlight = 32;
 
 class NcclPeerChannel : public KvPeerChannel {
  public:
@@ -42,20 +44,18 @@ class NcclPeerChannel : public KvPeerChannel {
   }
 
   absl::Status SendBlocks(absl::Span<const uint8_t* const> blocks, size_t block_bytes) override {
-    absl::Status st = AwaitRoom();
-    if (st.ok()) {
-      st = ForEachRun(blocks.size(), block_bytes, [&](const StagingRun& run) -> absl::Status {
-        cuda::BlockList list;
-        for (size_t i = 0; i < run.num_blocks; ++i) list.ptr[i] = blocks[run.first_block + i];
-        list.n = static_cast<int>(run.num_blocks);
-        cuda::LaunchGatherList(list, block_bytes, staging_.get<uint8_t>(), stream_);
-        PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-        RETURN_IF_ERROR(comm_->Send(staging_.get(), run.bytes(), peer_, stream_));
-        return comm_->Flush(absl::Now() + kEnqueueTimeout);
-      });
-    }
-    if (st.ok()) st = RecordSent();
-    return AbortOnError(st);
+    return AbortOnError(
+        ForEachRun(blocks.size(), block_bytes, [&](const StagingRun& run) -> absl::Status {
+          RETURN_IF_ERROR(AwaitRoom());
+          cuda::BlockList list;
+          for (size_t i = 0; i < run.num_blocks; ++i) list.ptr[i] = blocks[run.first_block + i];
+          list.n = static_cast<int>(run.num_blocks);
+          cuda::LaunchGatherList(list, block_bytes, staging_.get<uint8_t>(), stream_);
+          PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+          RETURN_IF_ERROR(comm_->Send(staging_.get(), run.bytes(), peer_, stream_));
+          RETURN_IF_ERROR(comm_->Flush(absl::Now() + kEnqueueTimeout));
+          return RecordSent();
+        }));
   }
 
   absl::Status RecvBlocks(absl::Span<uint8_t* const> blocks, size_t block_bytes) override {
@@ -111,7 +111,7 @@ class NcclPeerChannel : public KvPeerChannel {
 
   bool interrupted() const { return interrupted_.load() || comm_->interrupted(); }
 
-  // Until fewer than kMaxFramesInFlight sent frames are unfinished.
+  // Until fewer than kMaxRunsInFlight sent runs are unfinished.
   absl::Status AwaitRoom() {
     const absl::Time deadline = absl::Now() + kEnqueueTimeout;
     while (!sent_.empty()) {
@@ -123,7 +123,7 @@ class NcclPeerChannel : public KvPeerChannel {
       }
       if (q != cudaErrorNotReady) return cuda::CudaStatus(q, "cudaEventQuery");
       if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();  // not an error
-      if (sent_.size() < kMaxFramesInFlight) return absl::OkStatus();
+      if (sent_.size() < kMaxRunsInFlight) return absl::OkStatus();
       if (interrupted()) return absl::CancelledError("nccl: send interrupted");
       if (absl::Now() >= deadline) {
         return absl::DeadlineExceededError("nccl: the receiver took no frame in time");
@@ -151,7 +151,7 @@ class NcclPeerChannel : public KvPeerChannel {
   cudaStream_t stream_;
   cuda::DeviceBuffer staging_;
   std::atomic<bool> interrupted_{false};
-  std::deque<cudaEvent_t> sent_;  // one per sent frame, oldest first
+  std::deque<cudaEvent_t> sent_;  // one per sent run, oldest first
 };
 
 }  // namespace
