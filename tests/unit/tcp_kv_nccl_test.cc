@@ -235,6 +235,32 @@ TEST_F(TcpKvNcclTest, AFailedTransfersQueuedFramesLeaveTheChannelInStep) {
   EXPECT_EQ(receiver_->num_pending(), 0u);
 }
 
+// When one transfer's failure ends the connection it shares, the others on
+// it fail with UNAVAILABLE (the router retries those elsewhere), not with
+// the failed transfer's own code.
+TEST_F(TcpKvNcclTest, AnotherTransfersFailureEndsThisOneAsUnavailable) {
+  const int layers = src_->layout().n_layers;
+  DoneProbe a, b;
+  ASSERT_TRUE(
+      receiver_->Expect(1, 1, {2}, layers, absl::Now() + absl::Seconds(10), a.Callback()).ok());
+  ASSERT_TRUE(
+      receiver_->Expect(2, 1, {5}, layers, absl::Now() + absl::Seconds(10), b.Callback()).ok());
+  const KvTransferTarget ta = Target(1), tb = Target(2);
+  ASSERT_TRUE(sender_->SendLayer(tb, 0, {0}, *src_, {8}).ok());
+  ASSERT_TRUE(sender_->SendLayer(ta, 0, {0}, *src_, {3}).ok());
+  receiver_->Cancel(1);
+  const absl::Status failed = sender_->Commit(ta, KvCommit{layers, 0, 1});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.code(), absl::StatusCode::kUnavailable) << failed;
+  absl::Status st;
+  for (int l = 1; l < layers && st.ok(); ++l) st = sender_->SendLayer(tb, l, {0}, *src_, {8});
+  if (st.ok()) st = sender_->Commit(tb, KvCommit{layers, 0, 7});
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  receiver_->Cancel(2);
+  EXPECT_FALSE(b.Wait().ok());
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+}
+
 // P joins on the channel's thread: SendLayer returns while the join still
 // waits for a receiver that never answers, and Abort interrupts the join
 // instead of waiting out its (here ten-minute) deadline.
