@@ -40,6 +40,7 @@ absl::Status KvChannelThread::Adopt(std::unique_ptr<KvPeerChannel> channel) {
   absl::MutexLock lock(&mu_);
   if (interrupted_) return absl::CancelledError("kv channel: interrupted while joining");
   channel_ = std::move(channel);
+  joined_.store(true);
   return absl::OkStatus();
 }
 

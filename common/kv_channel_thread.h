@@ -54,6 +54,9 @@ class KvChannelThread {
   // this object (the channel, which may keep it, is destroyed first).
   const std::atomic<bool>* interrupted_flag() const { return &interrupted_flag_; }
 
+  // Whether a channel was adopted (the join succeeded). Any thread.
+  bool joined() const { return joined_.load(); }
+
   // Inside a job: the joined channel, or null before Adopt.
   KvPeerChannel* channel() { return channel_.get(); }
   // Inside a job: takes a joined channel. CANCELLED (the channel is
@@ -79,6 +82,7 @@ class KvChannelThread {
   std::unique_ptr<KvPeerChannel> channel_;
   absl::Status join_error_;  // this thread only
   std::atomic<bool> interrupted_flag_{false};
+  std::atomic<bool> joined_{false};
   std::thread thread_;  // last: it starts in the constructor
 };
 

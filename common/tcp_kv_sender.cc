@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/host_port.h"
 #include "common/io_thread.h"
 #include "common/kv_channel_thread.h"
@@ -105,6 +106,11 @@ class TcpKvSenderImpl final : public TcpKvSender {
                              absl::Span<const int32_t> src_block_ids, KvOutFrame frame);
   // nccl: the frame goes after everything queued on the channel's thread.
   absl::Status PostOnChannel(const NcclRoute& route, KvOutFrame frame);
+  // nccl: waits, behind everything queued on the channel's thread, until
+  // every byte sent on the channel so far has left (so no GPU work reads a
+  // source block any more). False when it cannot: not joined yet, stopped,
+  // or the wait failed (the channel is then dead).
+  bool DrainChannel(const NcclRoute& route);
 
   // The transfer's state; created when `create`, else null if there is none.
   absl::StatusOr<TransferPtr> FindTransfer(const KvTransferTarget& target, bool create);
@@ -336,6 +342,21 @@ absl::Status TcpKvSenderImpl::SendNcclLayer(const NcclRoute& route, int layer, K
   return absl::OkStatus();
 }
 
+bool TcpKvSenderImpl::DrainChannel(const NcclRoute& route) {
+  if (!route.thread->joined()) return false;
+  absl::Notification drained;
+  absl::Status st = absl::CancelledError("kv send: the NCCL channel was stopped");
+  const absl::Duration timeout = options_.idle_timeout;
+  const bool queued = route.thread->Submit([&, raw = route.thread.get()](bool cancelled) {
+    if (!cancelled && raw->channel() != nullptr) st = raw->channel()->Wait(absl::Now() + timeout);
+    drained.Notify();
+  });
+  if (!queued) return false;
+  drained.WaitForNotification();  // bounded: the wait has a deadline
+  if (!st.ok()) LOG(WARNING) << "kv: the NCCL channel to " << route.conn->endpoint() << ": " << st;
+  return st.ok();
+}
+
 absl::Status TcpKvSenderImpl::PostOnChannel(const NcclRoute& route, KvOutFrame frame) {
   RETURN_IF_ERROR(Reserve(route.conn, frame));
   auto held = std::make_shared<KvOutFrame>(std::move(frame));
@@ -500,15 +521,21 @@ void TcpKvSenderImpl::Abandon(const absl::StatusOr<ConnPtr>& control,
                               const std::optional<NcclRoute>& route, const KvTransferTarget& target,
                               const TransferPtr& transfer, const absl::Status& why) {
   transfer->Fail(why);
-  if (route.has_value()) {
-    // Its thread aborts the channel on the way out, and with it every GPU
-    // read of ours; its queued frames are handed back on the way. Other
-    // transfers on the connection fail too (the next ones open a new one).
-    route->thread->Interrupt();
-    route->thread->AwaitStopped();
+  // A failed transfer's frames still queued on the channel's thread send
+  // nothing, and those whose bytes went keep their headers, so a channel
+  // that drains stays usable for the other transfers on it. One that cannot
+  // is ended: its thread aborts it on the way out, and with it every GPU
+  // read of ours; the other transfers on it fail (the next ones reconnect).
+  if (route.has_value() && !DrainChannel(*route)) {
+    // The connection first, so the frames the thread hands back fail with
+    // its death (UNAVAILABLE), then the wait for the thread: no GPU read of
+    // ours outlives this call (nor the abandon of any other transfer on it,
+    // which waits for the same thread).
     const absl::Status ended = EndedBy(transfer->transfer_id(), why);
     io_.RunSync([&] { route->conn->Fail(ended); });
-  } else if (control.ok()) {
+    route->thread->Interrupt();
+    route->thread->AwaitStopped();
+  } else if (!route.has_value() && control.ok()) {
     io_.RunSync([&] { (*control)->DropTransfer(transfer); });
   }
   transfer->AwaitReleased();

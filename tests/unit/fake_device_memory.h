@@ -35,6 +35,7 @@ struct FakeDeviceCounters {
   std::atomic<int> channel_blocks{0};  // blocks received over peer channels
   std::atomic<int> channel_waits{0};   // Wait calls that started
   std::atomic<int> joins_started{0};
+  std::atomic<int> channel_sends{0};  // SendBlocks calls that put bytes out (or lost them)
   std::atomic<bool> fail_from_host{false};
   std::atomic<bool> refuse_peers{false};
   std::atomic<bool> no_channels{false};  // SupportsPeerChannels() false
@@ -51,6 +52,7 @@ class FakeChannelHub {
     int joined = 0;  // bit per rank
     bool aborted = false;
     std::deque<std::string> inbox[2];
+    int lost[2] = {0, 0};  // sends to rank r that will never be received
   };
   static FakeChannelHub& Get() {
     static FakeChannelHub* hub = new FakeChannelHub;
@@ -81,10 +83,14 @@ class FakePeerChannel : public KvPeerChannel {
     absl::SleepFor(absl::Milliseconds(counters_->send_delay_ms.load()));
     std::string msg;
     for (const uint8_t* b : blocks) msg.append(reinterpret_cast<const char*>(b), block_bytes);
-    if (counters_->lose_sends) return absl::OkStatus();
     absl::MutexLock lock(&pair_->mu);
     if (pair_->aborted) return absl::AbortedError("fake channel aborted");
-    pair_->inbox[1 - rank_].push_back(std::move(msg));
+    if (counters_->lose_sends) {
+      ++pair_->lost[1 - rank_];
+    } else {
+      pair_->inbox[1 - rank_].push_back(std::move(msg));
+    }
+    ++counters_->channel_sends;
     return absl::OkStatus();
   }
   absl::Status RecvBlocks(absl::Span<uint8_t* const> blocks, size_t block_bytes) override {
@@ -93,6 +99,21 @@ class FakePeerChannel : public KvPeerChannel {
   }
   absl::Status Wait(absl::Time deadline) override {
     ++counters_->channel_waits;
+    // Like NCCL, a send is finished only once the peer received it.
+    {
+      absl::MutexLock lock(&pair_->mu);
+      FakeChannelHub::Pair* pair = pair_.get();
+      const int peer = 1 - rank_;
+      auto taken = [pair, peer]() {
+        return pair->aborted || (pair->inbox[peer].empty() && pair->lost[peer] == 0);
+      };
+      if (!pair_->mu.AwaitWithDeadline(absl::Condition(&taken), deadline)) {
+        pair_->aborted = true;
+        return absl::DeadlineExceededError("fake channel: the peer took nothing");
+      }
+      if (interrupted_) return absl::CancelledError("fake channel interrupted");
+      if (pair_->aborted) return absl::AbortedError("fake channel aborted");
+    }
     for (const Pending& p : pending_) {
       std::string msg;
       {

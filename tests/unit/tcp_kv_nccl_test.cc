@@ -44,6 +44,7 @@ class TcpKvNcclTest : public ::testing::Test {
     TcpKvSenderOptions so;
     so.device_pool = src_.get();
     so.connect_timeout = absl::Seconds(2);
+    so.idle_timeout = absl::Seconds(2);  // also bounds an abandon's drain
     auto sender = TcpKvSender::Create(so);
     ASSERT_TRUE(sender.ok()) << sender.status();
     sender_ = std::move(sender).value();
@@ -235,10 +236,10 @@ TEST_F(TcpKvNcclTest, AFailedTransfersQueuedFramesLeaveTheChannelInStep) {
   EXPECT_EQ(receiver_->num_pending(), 0u);
 }
 
-// When one transfer's failure ends the connection it shares, the others on
-// it fail with UNAVAILABLE (the router retries those elsewhere), not with
-// the failed transfer's own code.
-TEST_F(TcpKvNcclTest, AnotherTransfersFailureEndsThisOneAsUnavailable) {
+// One transfer's failure on a shared connection costs the others nothing:
+// its abandon drains the channel (every byte already sent gets received)
+// instead of ending it, and another transfer on it still lands intact.
+TEST_F(TcpKvNcclTest, AnotherTransfersFailureLeavesTheChannelToTheOthers) {
   const int layers = src_->layout().n_layers;
   DoneProbe a, b;
   ASSERT_TRUE(
@@ -249,13 +250,47 @@ TEST_F(TcpKvNcclTest, AnotherTransfersFailureEndsThisOneAsUnavailable) {
   ASSERT_TRUE(sender_->SendLayer(tb, 0, {0}, *src_, {8}).ok());
   ASSERT_TRUE(sender_->SendLayer(ta, 0, {0}, *src_, {3}).ok());
   receiver_->Cancel(1);
-  const absl::Status failed = sender_->Commit(ta, KvCommit{layers, 0, 1});
-  ASSERT_FALSE(failed.ok());
-  EXPECT_NE(failed.code(), absl::StatusCode::kUnavailable) << failed;
+  EXPECT_FALSE(sender_->Commit(ta, KvCommit{layers, 0, 1}).ok());
+  for (int l = 1; l < layers; ++l) ASSERT_TRUE(sender_->SendLayer(tb, l, {0}, *src_, {8}).ok());
+  const absl::Status st = sender_->Commit(tb, KvCommit{layers, 0, 7});
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_TRUE(b.Wait().ok());
+  ExpectBlocksCopied(*src_, {8}, *dst_, {5});
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+}
+
+// A channel that cannot drain (D stopped taking its bytes) is ended by the
+// abandon instead, and the other transfers on it fail with UNAVAILABLE (the
+// router retries those elsewhere), never with the failed one's own code.
+TEST_F(TcpKvNcclTest, AChannelThatCannotDrainEndsTheOthersAsUnavailable) {
+  StartReceiver(dst_.get(), absl::Milliseconds(300));
+  const int layers = src_->layout().n_layers;
+  DoneProbe a, b;
+  ASSERT_TRUE(
+      receiver_->Expect(1, 1, {2}, layers, absl::Now() + absl::Seconds(10), a.Callback()).ok());
+  ASSERT_TRUE(
+      receiver_->Expect(2, 1, {5}, layers, absl::Now() + absl::Seconds(10), b.Callback()).ok());
+  const KvTransferTarget ta = Target(1), tb = Target(2);
+  ASSERT_TRUE(sender_->SendLayer(tb, 0, {0}, *src_, {8}).ok());
+  // The channel is up once B's first frame is in.
+  for (int i = 0; i < 2000 && dst_counters_.channel_blocks.load() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_GT(dst_counters_.channel_blocks.load(), 0);
+  src_counters_.lose_sends = true;  // A's bytes never arrive
+  const int sends = src_counters_.channel_sends.load();
+  ASSERT_TRUE(sender_->SendLayer(ta, 0, {0}, *src_, {3}).ok());
+  for (int i = 0; i < 2000 && src_counters_.channel_sends.load() == sends; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_GT(src_counters_.channel_sends.load(), sends);
+  sender_->Abort(ta, "test");
+  src_counters_.lose_sends = false;
   absl::Status st;
   for (int l = 1; l < layers && st.ok(); ++l) st = sender_->SendLayer(tb, l, {0}, *src_, {8});
   if (st.ok()) st = sender_->Commit(tb, KvCommit{layers, 0, 7});
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  receiver_->Cancel(1);
   receiver_->Cancel(2);
   EXPECT_FALSE(b.Wait().ok());
   EXPECT_EQ(receiver_->num_pending(), 0u);
