@@ -61,10 +61,24 @@ class TcpKvNcclTest : public ::testing::Test {
     return SendAllLayers(*sender_, t, *src_, src, 9);
   }
 
+  // Reserves dst for transfer `id` (epoch 1, every layer).
+  absl::Status Reserve(uint64_t id, const std::vector<int32_t>& dst, DoneProbe& probe,
+                       absl::Duration within = absl::Seconds(10)) {
+    return receiver_->Expect(id, 1, dst, src_->layout().n_layers, absl::Now() + within,
+                             probe.Callback());
+  }
+
+  // Until `counter` exceeds `above` (bounded); whether it did.
+  static bool AwaitAbove(const std::atomic<int>& counter, int above) {
+    for (int i = 0; i < 2000 && counter.load() <= above; ++i) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return counter.load() > above;
+  }
+
   absl::Status Transfer(uint64_t id, const std::vector<int32_t>& src,
                         const std::vector<int32_t>& dst, DoneProbe& probe) {
-    absl::Status st = receiver_->Expect(id, 1, dst, src_->layout().n_layers,
-                                        absl::Now() + absl::Seconds(10), probe.Callback());
+    const absl::Status st = Reserve(id, dst, probe);
     return st.ok() ? Send(Target(id), src) : st;
   }
 
@@ -109,10 +123,7 @@ TEST_F(TcpKvNcclTest, UnwantedFramesKeepTheChannelInStep) {
 TEST_F(TcpKvNcclTest, ReceiverThatCannotUseNcclRefusesTheHelloWithAReason) {
   StartReceiver(host_.get(), absl::Seconds(10));
   DoneProbe probe;
-  ASSERT_TRUE(receiver_
-                  ->Expect(1, 1, {0}, src_->layout().n_layers, absl::Now() + absl::Seconds(10),
-                           probe.Callback())
-                  .ok());
+  ASSERT_TRUE(Reserve(1, {0}, probe).ok());
   const absl::Status st = Send(Target(1), {0});
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
   EXPECT_THAT(st.message(), HasSubstr("NCCL"));
@@ -148,10 +159,7 @@ TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
   StartReceiver(dst_.get(), absl::Minutes(10));
   src_counters_.lose_sends = true;
   DoneProbe stalled;
-  ASSERT_TRUE(receiver_
-                  ->Expect(1, 1, {2, 3}, src_->layout().n_layers, absl::Now() + absl::Minutes(10),
-                           stalled.Callback())
-                  .ok());
+  ASSERT_TRUE(Reserve(1, {2, 3}, stalled, absl::Minutes(10)).ok());
   const KvTransferTarget stalled_target = Target(1);
   ASSERT_TRUE(sender_->SendLayer(stalled_target, 0, {0, 1}, *src_, {4, 5}).ok());
 
@@ -159,10 +167,7 @@ TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
   ASSERT_TRUE(tcp_sender.ok());
   std::unique_ptr<KvCache> host_src = MakeCache(12, 0x5a);
   DoneProbe other;
-  ASSERT_TRUE(receiver_
-                  ->Expect(2, 1, {7}, src_->layout().n_layers, absl::Now() + absl::Minutes(10),
-                           other.Callback())
-                  .ok());
+  ASSERT_TRUE(Reserve(2, {7}, other, absl::Minutes(10)).ok());
   KvTransferTarget tcp_target = Target(2);
   tcp_target.path = KvPath::kTcp;
   ASSERT_TRUE(SendAllLayers(**tcp_sender, tcp_target, *host_src, {6}, 4).ok());
@@ -187,17 +192,11 @@ TEST_F(TcpKvNcclTest, ShutdownInterruptsAReceiveInProgress) {
   StartReceiver(dst_.get(), absl::Minutes(10));
   src_counters_.lose_sends = true;
   DoneProbe stalled;
-  ASSERT_TRUE(receiver_
-                  ->Expect(1, 1, {2}, src_->layout().n_layers, absl::Now() + absl::Minutes(10),
-                           stalled.Callback())
-                  .ok());
+  ASSERT_TRUE(Reserve(1, {2}, stalled, absl::Minutes(10)).ok());
   const KvTransferTarget target = Target(1);
   ASSERT_TRUE(sender_->SendLayer(target, 0, {0}, *src_, {4}).ok());
   // Wait until D has read the header (it then receives on the channel).
-  for (int i = 0; i < 2000 && dst_counters_.channel_waits.load() == 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_GT(dst_counters_.channel_waits.load(), 0);
+  ASSERT_TRUE(AwaitAbove(dst_counters_.channel_waits, 0));
   receiver_.reset();
   EXPECT_EQ(stalled.Wait().status().code(), absl::StatusCode::kCancelled);
   sender_->Abort(target, "test");
@@ -211,10 +210,8 @@ TEST_F(TcpKvNcclTest, ShutdownInterruptsAReceiveInProgress) {
 TEST_F(TcpKvNcclTest, AFailedTransfersQueuedFramesLeaveTheChannelInStep) {
   const int layers = src_->layout().n_layers;
   DoneProbe a, b;
-  ASSERT_TRUE(
-      receiver_->Expect(1, 1, {2}, layers, absl::Now() + absl::Seconds(10), a.Callback()).ok());
-  ASSERT_TRUE(
-      receiver_->Expect(2, 1, {5}, layers, absl::Now() + absl::Seconds(10), b.Callback()).ok());
+  ASSERT_TRUE(Reserve(1, {2}, a).ok());
+  ASSERT_TRUE(Reserve(2, {5}, b).ok());
   const KvTransferTarget ta = Target(1), tb = Target(2);
   ASSERT_TRUE(sender_->SendLayer(tb, 0, {0}, *src_, {8}).ok());
   receiver_->Cancel(1);
@@ -242,10 +239,8 @@ TEST_F(TcpKvNcclTest, AFailedTransfersQueuedFramesLeaveTheChannelInStep) {
 TEST_F(TcpKvNcclTest, AnotherTransfersFailureLeavesTheChannelToTheOthers) {
   const int layers = src_->layout().n_layers;
   DoneProbe a, b;
-  ASSERT_TRUE(
-      receiver_->Expect(1, 1, {2}, layers, absl::Now() + absl::Seconds(10), a.Callback()).ok());
-  ASSERT_TRUE(
-      receiver_->Expect(2, 1, {5}, layers, absl::Now() + absl::Seconds(10), b.Callback()).ok());
+  ASSERT_TRUE(Reserve(1, {2}, a).ok());
+  ASSERT_TRUE(Reserve(2, {5}, b).ok());
   const KvTransferTarget ta = Target(1), tb = Target(2);
   ASSERT_TRUE(sender_->SendLayer(tb, 0, {0}, *src_, {8}).ok());
   ASSERT_TRUE(sender_->SendLayer(ta, 0, {0}, *src_, {3}).ok());
@@ -266,24 +261,16 @@ TEST_F(TcpKvNcclTest, AChannelThatCannotDrainEndsTheOthersAsUnavailable) {
   StartReceiver(dst_.get(), absl::Milliseconds(300));
   const int layers = src_->layout().n_layers;
   DoneProbe a, b;
-  ASSERT_TRUE(
-      receiver_->Expect(1, 1, {2}, layers, absl::Now() + absl::Seconds(10), a.Callback()).ok());
-  ASSERT_TRUE(
-      receiver_->Expect(2, 1, {5}, layers, absl::Now() + absl::Seconds(10), b.Callback()).ok());
+  ASSERT_TRUE(Reserve(1, {2}, a).ok());
+  ASSERT_TRUE(Reserve(2, {5}, b).ok());
   const KvTransferTarget ta = Target(1), tb = Target(2);
   ASSERT_TRUE(sender_->SendLayer(tb, 0, {0}, *src_, {8}).ok());
   // The channel is up once B's first frame is in.
-  for (int i = 0; i < 2000 && dst_counters_.channel_blocks.load() == 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_GT(dst_counters_.channel_blocks.load(), 0);
+  ASSERT_TRUE(AwaitAbove(dst_counters_.channel_blocks, 0));
   src_counters_.lose_sends = true;  // A's bytes never arrive
   const int sends = src_counters_.channel_sends.load();
   ASSERT_TRUE(sender_->SendLayer(ta, 0, {0}, *src_, {3}).ok());
-  for (int i = 0; i < 2000 && src_counters_.channel_sends.load() == sends; ++i) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_GT(src_counters_.channel_sends.load(), sends);
+  ASSERT_TRUE(AwaitAbove(src_counters_.channel_sends, sends));
   sender_->Abort(ta, "test");
   src_counters_.lose_sends = false;
   absl::Status st;
@@ -312,10 +299,7 @@ TEST_F(TcpKvNcclTest, TheSenderJoinsOffTheCallersThreadAndAbortInterruptsIt) {
   const int joins = src_counters_.joins_started.load();
   ASSERT_TRUE((*sender)->SendLayer(t, 0, {0}, *src_, {1}).ok());
   ASSERT_TRUE((*sender)->SendLayer(t, 1, {0}, *src_, {1}).ok());
-  for (int i = 0; i < 2000 && src_counters_.joins_started.load() == joins; ++i) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_GT(src_counters_.joins_started.load(), joins);
+  ASSERT_TRUE(AwaitAbove(src_counters_.joins_started, joins));
   (*sender)->Abort(t, "test");
   // The transfer is gone: a new epoch of it may start at once.
   t.epoch = 2;
