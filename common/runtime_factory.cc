@@ -29,24 +29,23 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig
     return std::make_unique<CpuModelRunner>(config, weights, options.threads);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModelRunner> runner,
-                   cuda::CudaModelRunner::Create(
-                       config, *weights, {options.device.ordinal, options.cuda_graphs}));
+                   cuda::CudaModelRunner::Create(config, *weights,
+                                                 {options.device.ordinal, options.cuda_graphs}));
   return std::unique_ptr<ModelRunner>(std::move(runner));
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
-                                                       const KvLayout& layout,
-                                                       int32_t num_blocks) {
+                                                       const KvLayout& layout, int32_t num_blocks) {
   if (!device.is_cuda()) return KvCache::Create(layout, num_blocks);
   cuda::PeerChannelMaker channels;
 #if PDSERVE_HAVE_NCCL
   channels.new_id = nccl::NewNcclChannelId;
   channels.join = nccl::JoinNcclChannel;
 #endif
-  ASSIGN_OR_RETURN(std::unique_ptr<KvDeviceMemory> memory,
-                   cuda::AllocateKvDeviceMemory(device.ordinal,
-                                                KvCache::PoolBytes(layout, num_blocks),
-                                                std::move(channels)));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<KvDeviceMemory> memory,
+      cuda::AllocateKvDeviceMemory(device.ordinal, KvCache::PoolBytes(layout, num_blocks),
+                                   std::move(channels)));
   return KvCache::Create(layout, num_blocks, std::move(memory));
 }
 
@@ -56,9 +55,10 @@ bool CudaBuilt() { return false; }
 
 absl::Status CheckDeviceUsable(const DeviceSpec& device) {
   if (!device.is_cuda()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "device ", device.ToString(), ": this build has no CUDA support (rebuild with nvcc on PATH "
-      "or -DPDSERVE_CUDA=ON)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("device ", device.ToString(),
+                   ": this build has no CUDA support (rebuild with nvcc on PATH "
+                   "or -DPDSERVE_CUDA=ON)"));
 }
 
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig& config,
@@ -69,21 +69,38 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
-                                                       const KvLayout& layout,
-                                                       int32_t num_blocks) {
+                                                       const KvLayout& layout, int32_t num_blocks) {
   RETURN_IF_ERROR(CheckDeviceUsable(device));
   return KvCache::Create(layout, num_blocks);
 }
 
 #endif  // PDSERVE_HAVE_CUDA
 
-absl::StatusOr<EngineRuntime> CreateEngineRuntime(const ModelConfig& config,
-                                                  const ModelWeights* weights,
-                                                  const KvLayout& layout, int32_t kv_blocks,
-                                                  const RunnerOptions& options) {
+absl::Status EngineRuntimeFlags::Validate() const {
+  if (threads < 1 || threads > 256) return absl::InvalidArgumentError("--threads out of range");
+  if (absl::Status st = DeviceSpec::Parse(device).status(); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", st.message()));
+  }
+  if (kv_blocks < 1) return absl::InvalidArgumentError("--kv_blocks must be positive");
+  if (block_size < 1 || block_size > 1024) {
+    return absl::InvalidArgumentError("--block_size out of range");
+  }
+  if (absl::Status st = ValidateKvDtype(kv_dtype); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv_dtype: ", st.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EngineRuntime> CreateEngineRuntime(const Model& model,
+                                                  const EngineRuntimeFlags& flags) {
+  ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(flags.device));
+  const KvLayout layout = KvLayout::ForModel(model.config(), flags.block_size, flags.kv_dtype);
   EngineRuntime rt;
-  ASSIGN_OR_RETURN(rt.cache, CreateKvCache(options.device, layout, kv_blocks));
-  ASSIGN_OR_RETURN(rt.runner, CreateModelRunner(config, weights, options));
+  ASSIGN_OR_RETURN(rt.cache, CreateKvCache(device, layout, flags.kv_blocks));
+  ASSIGN_OR_RETURN(rt.runner, CreateModelRunner(model.config(), &model.weights(),
+                                                {.device = device,
+                                                 .threads = flags.threads,
+                                                 .cuda_graphs = flags.cuda_graphs}));
   return rt;
 }
 

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "common/device_spec.h"
 #include "common/kv_cache.h"
+#include "common/model.h"
 #include "common/model_runner.h"
 #include "common/model_weights.h"
 
@@ -35,18 +37,28 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig
 
 // A KV pool in the device's memory (host memory for cpu).
 absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
-                                                       const KvLayout& layout,
-                                                       int32_t num_blocks);
+                                                       const KvLayout& layout, int32_t num_blocks);
 
 // What an engine runs on: a KV pool and a model runner on one device.
 struct EngineRuntime {
   std::unique_ptr<KvCache> cache;
   std::unique_ptr<ModelRunner> runner;
 };
-absl::StatusOr<EngineRuntime> CreateEngineRuntime(const ModelConfig& config,
-                                                  const ModelWeights* weights,
-                                                  const KvLayout& layout, int32_t kv_blocks,
-                                                  const RunnerOptions& options);
+// The runtime as a worker's (or `pdserve run`'s) flags describe it.
+struct EngineRuntimeFlags {
+  std::string device = "cpu";  // as --device spells it (common/device_spec.h)
+  int threads = 2;
+  bool cuda_graphs = false;
+  int32_t kv_blocks = 1024;
+  int32_t block_size = 16;
+  std::string kv_dtype = "f16";
+
+  // INVALID_ARGUMENT naming the flag that is out of range.
+  absl::Status Validate() const;
+};
+// `model` must outlive the runtime (the runner reads its weights).
+absl::StatusOr<EngineRuntime> CreateEngineRuntime(const Model& model,
+                                                  const EngineRuntimeFlags& flags);
 
 }  // namespace pdserve
 

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
-#include "common/rpc/worker_drain.h"
 #include "common/kv_path.h"
+#include "common/rpc/worker_drain.h"
 #include "common/runtime_factory.h"
 #include "common/status_macros.h"
 #include "decode_worker/decode_metrics.h"
@@ -15,21 +15,12 @@ namespace pdserve {
 
 absl::Status DecodeWorkerConfig::Validate() const {
   if (model_path.empty()) return absl::InvalidArgumentError("--model is required");
-  if (threads < 1 || threads > 256) return absl::InvalidArgumentError("--threads out of range");
-  if (absl::Status st = DeviceSpec::Parse(device).status(); !st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--device: ", st.message()));
-  }
-  if (kv_blocks < 1) return absl::InvalidArgumentError("--kv_blocks must be positive");
-  if (block_size < 1 || block_size > 1024) {
-    return absl::InvalidArgumentError("--block_size out of range");
-  }
-  if (absl::Status st = ValidateKvDtype(kv_dtype); !st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--kv_dtype: ", st.message()));
-  }
+  RETURN_IF_ERROR(runtime().Validate());
   if (max_batch_tokens < 1 || max_batch < 1) {
     return absl::InvalidArgumentError("--max_batch_tokens and --max_batch must be positive");
   }
-  if (kv_wait <= absl::ZeroDuration()) return absl::InvalidArgumentError("--kv_wait_ms must be positive");
+  if (kv_wait <= absl::ZeroDuration())
+    return absl::InvalidArgumentError("--kv_wait_ms must be positive");
   if (metrics_port < 0 || metrics_port > 65535) {
     return absl::InvalidArgumentError("--metrics_port out of range");
   }
@@ -54,22 +45,14 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   std::unique_ptr<DecodeWorker> w(new DecodeWorker);
   w->config_ = c;
   ASSIGN_OR_RETURN(w->model_, Model::Load(c.model_path));
-  const KvLayout layout = KvLayout::ForModel(w->model_->config(), c.block_size, c.kv_dtype);
-  ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(c.device));
-  ASSIGN_OR_RETURN(EngineRuntime rt,
-                   CreateEngineRuntime(w->model_->config(), &w->model_->weights(), layout,
-                                       c.kv_blocks,
-                                       {.device = device,
-                                        .threads = c.threads,
-                                        .cuda_graphs = c.cuda_graphs}));
+  ASSIGN_OR_RETURN(EngineRuntime rt, CreateEngineRuntime(*w->model_, c.runtime()));
   w->cache_ = std::move(rt.cache);
   w->runner_ = std::move(rt.runner);
   TcpKvReceiverOptions ro;
   ro.listen_address = c.kv_listen;
   ASSIGN_OR_RETURN(ro.auth, LoadKvAuthKey(c.kv_secret_file));
   ASSIGN_OR_RETURN(w->receiver_, TcpKvReceiver::Create(w->cache_.get(), ro));
-  auto engine = std::make_unique<Engine>(&w->model_->tokenizer(), w->runner_.get(),
-                                         w->cache_.get(),
+  auto engine = std::make_unique<Engine>(&w->model_->tokenizer(), w->runner_.get(), w->cache_.get(),
                                          Engine::Options{.max_batch_tokens = c.max_batch_tokens,
                                                          .max_running = c.max_batch,
                                                          .prefix_cache = c.prefix_cache});
@@ -77,7 +60,7 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   w->ctx_.model = w->model_.get();
   w->ctx_.loop = w->loop_.get();
   w->ctx_.receiver = w->receiver_.get();
-  w->ctx_.layout = layout;
+  w->ctx_.layout = w->cache_->layout();
   w->ctx_.worker_id = c.worker_id.empty() ? absl::StrCat("decode-", getpid()) : c.worker_id;
   w->ctx_.kv_endpoint = AdvertisedKvEndpoint(c, w->receiver_->port());
   w->ctx_.kv_transports = AcceptedKvTransports(

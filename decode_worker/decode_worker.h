@@ -9,11 +9,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/model_runner.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
+#include "common/model_runner.h"
 #include "common/rpc/grpc_server.h"
 #include "common/rpc/tls_credentials.h"
+#include "common/runtime_factory.h"
 #include "common/tcp_kv_receiver.h"
 #include "decode_worker/decode_context.h"
 #include "decode_worker/decode_service.h"
@@ -52,6 +53,15 @@ struct DecodeWorkerConfig {
   // cached prefix and receive only the rest (delta transfer).
   bool prefix_cache = true;
 
+  // The engine's device, runner and KV pool flags.
+  EngineRuntimeFlags runtime() const {
+    return {.device = device,
+            .threads = threads,
+            .cuda_graphs = cuda_graphs,
+            .kv_blocks = kv_blocks,
+            .block_size = block_size,
+            .kv_dtype = kv_dtype};
+  }
   absl::Status Validate() const;
 };
 

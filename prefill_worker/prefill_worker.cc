@@ -3,35 +3,28 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/rpc/worker_drain.h"
 #include "common/kv_path.h"
+#include "common/rpc/worker_drain.h"
 #include "common/runtime_factory.h"
 #include "common/status_macros.h"
-#include "prefill_worker/prefill_metrics.h"
 #include "glog/logging.h"
+#include "prefill_worker/prefill_metrics.h"
 
 namespace pdserve {
 
 absl::Status PrefillWorkerConfig::Validate() const {
   if (model_path.empty()) return absl::InvalidArgumentError("--model is required");
-  if (threads < 1 || threads > 256) return absl::InvalidArgumentError("--threads out of range");
-  absl::StatusOr<DeviceSpec> spec = DeviceSpec::Parse(device);
-  if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--device: ", spec.status().message()));
+  RETURN_IF_ERROR(runtime().Validate());
+  const DeviceSpec spec = *DeviceSpec::Parse(device);  // checked just above
   absl::StatusOr<KvTransportFlag> transport = ParseKvTransportFlag(kv_transport);
   if (!transport.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--kv_transport: ", transport.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_transport: ", transport.status().message()));
   }
   if ((*transport == KvTransportFlag::kCudaIpc || *transport == KvTransportFlag::kNccl) &&
-      !spec->is_cuda()) {
+      !spec.is_cuda()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--kv_transport=", kv_transport, " needs --device=cuda"));
-  }
-  if (kv_blocks < 1) return absl::InvalidArgumentError("--kv_blocks must be positive");
-  if (block_size < 1 || block_size > 1024) {
-    return absl::InvalidArgumentError("--block_size out of range");
-  }
-  if (absl::Status st = ValidateKvDtype(kv_dtype); !st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--kv_dtype: ", st.message()));
   }
   if (max_batch_tokens < 1 || max_batch < 1 || commit_threads < 1) {
     return absl::InvalidArgumentError(
@@ -48,14 +41,7 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   std::unique_ptr<PrefillWorker> w(new PrefillWorker);
   w->config_ = c;
   ASSIGN_OR_RETURN(w->model_, Model::Load(c.model_path));
-  const KvLayout layout = KvLayout::ForModel(w->model_->config(), c.block_size, c.kv_dtype);
-  ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(c.device));
-  ASSIGN_OR_RETURN(EngineRuntime rt,
-                   CreateEngineRuntime(w->model_->config(), &w->model_->weights(), layout,
-                                       c.kv_blocks,
-                                       {.device = device,
-                                        .threads = c.threads,
-                                        .cuda_graphs = c.cuda_graphs}));
+  ASSIGN_OR_RETURN(EngineRuntime rt, CreateEngineRuntime(*w->model_, c.runtime()));
   w->cache_ = std::move(rt.cache);
   w->runner_ = std::move(rt.runner);
   TcpKvSenderOptions kv_options;
@@ -76,14 +62,14 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   eo.on_layer_done = [exporter](int layer, const std::vector<Engine::LayerChunk>& chunks) {
     exporter->OnLayer(layer, chunks);
   };
-  auto engine = std::make_unique<Engine>(&w->model_->tokenizer(), w->runner_.get(),
-                                         w->cache_.get(), eo);
+  auto engine =
+      std::make_unique<Engine>(&w->model_->tokenizer(), w->runner_.get(), w->cache_.get(), eo);
   w->loop_ = std::make_unique<EngineLoop>(std::move(engine));
   w->exporter_->AttachLoop(w->loop_.get());
   w->ctx_.model = w->model_.get();
   w->ctx_.loop = w->loop_.get();
   w->ctx_.exporter = exporter;
-  w->ctx_.layout = layout;
+  w->ctx_.layout = w->cache_->layout();
   w->ctx_.worker_id = c.worker_id.empty() ? absl::StrCat("prefill-", getpid()) : c.worker_id;
   w->service_ = std::make_unique<PrefillService>(&w->ctx_);
   if (c.metrics_port > 0) {

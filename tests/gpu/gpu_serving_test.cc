@@ -92,12 +92,7 @@ class GpuServingTest : public ::testing::Test {
     auto model = Model::Load(*model_path_);
     EXPECT_TRUE(model.ok()) << model.status();
     if (!model.ok()) return {};
-    RunnerOptions ro;
-    if (!DryRun()) ro.device = DeviceSpec{DeviceSpec::Kind::kCuda, 0};
-    ro.threads = 1;
-    const Model& m = **model;
-    auto rt = CreateEngineRuntime(m.config(), &m.weights(), KvLayout::ForModel(m.config(), 16),
-                                  512, ro);
+    auto rt = CreateEngineRuntime(**model, {.device = Device(), .threads = 1, .kv_blocks = 512});
     EXPECT_TRUE(rt.ok()) << rt.status();
     if (!rt.ok()) return {};
     Engine engine(&(*model)->tokenizer(), rt->runner.get(), rt->cache.get(), {});

@@ -76,6 +76,28 @@ class TcpKvNcclTest : public ::testing::Test {
     return counter.load() > above;
   }
 
+  // A receiver with a long frame timeout and a transfer 1 whose first frame
+  // (logical 0 from src block 4 into `dst`) is sent but never arrives: D
+  // sits in its channel receive. Returns the transfer's target.
+  KvTransferTarget StartStalled(const std::vector<int32_t>& dst, DoneProbe& probe) {
+    StartReceiver(dst_.get(), absl::Minutes(10));
+    src_counters_.lose_sends = true;
+    EXPECT_TRUE(Reserve(1, dst, probe, absl::Minutes(10)).ok());
+    const KvTransferTarget t = Target(1);
+    std::vector<int32_t> logical(dst.size()), src(dst.size());
+    for (size_t i = 0; i < dst.size(); ++i) logical[i] = static_cast<int32_t>(i), src[i] = 4 + i;
+    EXPECT_TRUE(sender_->SendLayer(t, 0, logical, *src_, src).ok());
+    return t;
+  }
+
+  // Transfers A (1 -> D block 2) and B (2 -> D block 5) on one connection,
+  // B's first layer (src block 8) already sent.
+  void StartSharedPair(DoneProbe& a, DoneProbe& b) {
+    ASSERT_TRUE(Reserve(1, {2}, a).ok());
+    ASSERT_TRUE(Reserve(2, {5}, b).ok());
+    ASSERT_TRUE(sender_->SendLayer(Target(2), 0, {0}, *src_, {8}).ok());
+  }
+
   absl::Status Transfer(uint64_t id, const std::vector<int32_t>& src,
                         const std::vector<int32_t>& dst, DoneProbe& probe) {
     const absl::Status st = Reserve(id, dst, probe);
@@ -156,12 +178,8 @@ TEST_F(TcpKvNcclTest, LostBytesEndTheTransferAndANewChannelServesTheNext) {
 // stalled transfer interrupts its receive (long before the frame timeout)
 // and the next nccl transfer gets a fresh channel.
 TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
-  StartReceiver(dst_.get(), absl::Minutes(10));
-  src_counters_.lose_sends = true;
   DoneProbe stalled;
-  ASSERT_TRUE(Reserve(1, {2, 3}, stalled, absl::Minutes(10)).ok());
-  const KvTransferTarget stalled_target = Target(1);
-  ASSERT_TRUE(sender_->SendLayer(stalled_target, 0, {0, 1}, *src_, {4, 5}).ok());
+  const KvTransferTarget stalled_target = StartStalled({2, 3}, stalled);
 
   auto tcp_sender = TcpKvSender::Create();
   ASSERT_TRUE(tcp_sender.ok());
@@ -189,12 +207,8 @@ TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
 // The receiver going away while a channel is receiving stops the receive
 // and ends the reservation, without waiting for the frame timeout.
 TEST_F(TcpKvNcclTest, ShutdownInterruptsAReceiveInProgress) {
-  StartReceiver(dst_.get(), absl::Minutes(10));
-  src_counters_.lose_sends = true;
   DoneProbe stalled;
-  ASSERT_TRUE(Reserve(1, {2}, stalled, absl::Minutes(10)).ok());
-  const KvTransferTarget target = Target(1);
-  ASSERT_TRUE(sender_->SendLayer(target, 0, {0}, *src_, {4}).ok());
+  const KvTransferTarget target = StartStalled({2}, stalled);
   // Wait until D has read the header (it then receives on the channel).
   ASSERT_TRUE(AwaitAbove(dst_counters_.channel_waits, 0));
   receiver_.reset();
@@ -210,10 +224,8 @@ TEST_F(TcpKvNcclTest, ShutdownInterruptsAReceiveInProgress) {
 TEST_F(TcpKvNcclTest, AFailedTransfersQueuedFramesLeaveTheChannelInStep) {
   const int layers = src_->layout().n_layers;
   DoneProbe a, b;
-  ASSERT_TRUE(Reserve(1, {2}, a).ok());
-  ASSERT_TRUE(Reserve(2, {5}, b).ok());
+  ASSERT_NO_FATAL_FAILURE(StartSharedPair(a, b));
   const KvTransferTarget ta = Target(1), tb = Target(2);
-  ASSERT_TRUE(sender_->SendLayer(tb, 0, {0}, *src_, {8}).ok());
   receiver_->Cancel(1);
   EXPECT_EQ(a.Wait().status().code(), absl::StatusCode::kCancelled);
   // Slow sends: A's frames pile up on the channel's thread while the
@@ -239,10 +251,8 @@ TEST_F(TcpKvNcclTest, AFailedTransfersQueuedFramesLeaveTheChannelInStep) {
 TEST_F(TcpKvNcclTest, AnotherTransfersFailureLeavesTheChannelToTheOthers) {
   const int layers = src_->layout().n_layers;
   DoneProbe a, b;
-  ASSERT_TRUE(Reserve(1, {2}, a).ok());
-  ASSERT_TRUE(Reserve(2, {5}, b).ok());
+  ASSERT_NO_FATAL_FAILURE(StartSharedPair(a, b));
   const KvTransferTarget ta = Target(1), tb = Target(2);
-  ASSERT_TRUE(sender_->SendLayer(tb, 0, {0}, *src_, {8}).ok());
   ASSERT_TRUE(sender_->SendLayer(ta, 0, {0}, *src_, {3}).ok());
   receiver_->Cancel(1);
   EXPECT_FALSE(sender_->Commit(ta, KvCommit{layers, 0, 1}).ok());
@@ -261,10 +271,8 @@ TEST_F(TcpKvNcclTest, AChannelThatCannotDrainEndsTheOthersAsUnavailable) {
   StartReceiver(dst_.get(), absl::Milliseconds(300));
   const int layers = src_->layout().n_layers;
   DoneProbe a, b;
-  ASSERT_TRUE(Reserve(1, {2}, a).ok());
-  ASSERT_TRUE(Reserve(2, {5}, b).ok());
+  ASSERT_NO_FATAL_FAILURE(StartSharedPair(a, b));
   const KvTransferTarget ta = Target(1), tb = Target(2);
-  ASSERT_TRUE(sender_->SendLayer(tb, 0, {0}, *src_, {8}).ok());
   // The channel is up once B's first frame is in.
   ASSERT_TRUE(AwaitAbove(dst_counters_.channel_blocks, 0));
   src_counters_.lose_sends = true;  // A's bytes never arrive
