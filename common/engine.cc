@@ -180,6 +180,16 @@ void Engine::Cancel(int64_t seq_id) {
   ReapFinished();
 }
 
+std::vector<int32_t> Engine::CancelAndTakeBlocks(int64_t seq_id) {
+  auto it = sequences_.find(seq_id);
+  if (it == sequences_.end()) return TakeHeldBlocks(seq_id);
+  Finish(*it->second, FinishReason::kCancelled);
+  std::vector<int32_t> blocks = std::move(it->second->blocks);
+  it->second->blocks.clear();
+  ReapFinished();
+  return blocks;
+}
+
 int32_t Engine::num_running() const {
   int32_t n = 0;
   for (const auto& [id, seq] : sequences_) n += seq->running() ? 1 : 0;

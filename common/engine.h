@@ -86,6 +86,12 @@ class Engine {
   // Ends a sequence now (its callback sees kCancelled) and frees its blocks.
   // Unknown ids are ignored: the sequence may just have finished.
   void Cancel(int64_t seq_id);
+  // Cancel, except that the blocks go to the caller (FreeBlocks() once
+  // nothing reads them any more) instead of back to the pool: a prefill
+  // worker's transport may still be reading them. A hold_kv_on_finish
+  // sequence that already finished gives its held blocks (TakeHeldBlocks).
+  // Empty for unknown ids.
+  std::vector<int32_t> CancelAndTakeBlocks(int64_t seq_id);
 
   // True while some sequence can make progress in Step().
   bool HasWork() const;

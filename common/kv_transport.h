@@ -58,10 +58,12 @@ struct KvCommit {
 
 // Sender side (prefill worker).
 //
-// Thread-safety: implementations are thread-safe; in practice P's engine
-// thread calls them. No call waits on the network except Commit (and Abort /
-// a failed Commit wait for the transport's own I/O thread to let go of the
-// source blocks, which never blocks on a peer).
+// Thread-safety: implementations are thread-safe. P's engine thread calls
+// SendLayer, which never waits on the network; Commit and Abort run on the
+// exporter's threads (prefill_worker/kv_exporter.h), because Commit waits
+// for D's ack and Abort / a failed Commit wait until no source block is read
+// any more: for the transport's I/O thread to let go of them, and on the
+// nccl path for the channel's sends to drain (bounded by the idle timeout).
 //
 // Memory contract: SendLayer may return before the bytes are on the wire and
 // reads the source blocks later, straight from KvCache memory. The caller

@@ -70,16 +70,15 @@ void KvExporter::Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t
                         DoneFn done) {
   auto it = transfers_.find(seq_id);
   if (it == transfers_.end()) {
-    loop_->Post([blocks](Engine& e) { e.FreeBlocks(blocks); });
+    FreeLater(std::move(blocks));
     done(absl::InternalError("no transfer registered for the sequence"));
     return;
   }
   Transfer t = std::move(it->second);
   transfers_.erase(it);
   const absl::Time queued = absl::Now();
-  std::lock_guard<std::mutex> lock(mu_);
-  commits_.push_back([this, t = std::move(t), first_token, blocks = std::move(blocks),
-                      done = std::move(done), queued]() mutable {
+  Enqueue([this, t = std::move(t), first_token, blocks = std::move(blocks), done = std::move(done),
+           queued]() mutable {
     absl::Status s = t.error;
     if (s.ok()) {
       KvCommit commit;
@@ -89,21 +88,40 @@ void KvExporter::Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t
     }
     if (!s.ok()) sender_->Abort(t.target, std::string(s.message()));
     // Only now may the blocks be reused: the sender no longer reads them.
-    loop_->Post([blocks](Engine& e) { e.FreeBlocks(blocks); });
+    FreeLater(std::move(blocks));
     if (!s.ok()) {
       done(s);
       return;
     }
     done(KvExportResult{t.bytes, absl::Now() - queued});
   });
+}
+
+void KvExporter::Cancel(int64_t seq_id, const std::string& reason, std::vector<int32_t> blocks) {
+  auto it = transfers_.find(seq_id);
+  if (it == transfers_.end()) {
+    FreeLater(std::move(blocks));  // nothing was sent from them
+    return;
+  }
+  KvTransferTarget target = it->second.target;
+  transfers_.erase(it);
+  Enqueue([this, target = std::move(target), reason, blocks = std::move(blocks)]() mutable {
+    sender_->Abort(target, reason);
+    FreeLater(std::move(blocks));
+  });
+}
+
+void KvExporter::Enqueue(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    commits_.push_back(std::move(job));
+  }
   cv_.notify_one();
 }
 
-void KvExporter::Cancel(int64_t seq_id, const std::string& reason) {
-  auto it = transfers_.find(seq_id);
-  if (it == transfers_.end()) return;
-  sender_->Abort(it->second.target, reason);
-  transfers_.erase(it);
+void KvExporter::FreeLater(std::vector<int32_t> blocks) {
+  if (blocks.empty()) return;
+  loop_->Post([blocks = std::move(blocks)](Engine& e) { e.FreeBlocks(blocks); });
 }
 
 void KvExporter::CommitLoop() {

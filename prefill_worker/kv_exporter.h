@@ -9,7 +9,8 @@
 // waits for the decode worker's ack) runs on the exporter's own threads so
 // the engine never blocks on the network, and `done` receives the outcome.
 // Blocks go back to the engine (FreeBlocks on the engine thread) only after
-// the commit or abort returned, so the sender never reads a reused block.
+// the commit or abort returned, so the sender never reads a reused block;
+// aborts, like commits, run on the exporter's threads.
 //
 // Delta transfer: blocks below the target's skip (the decode worker holds
 // them) are never sent. Blocks the engine took from this worker's own
@@ -60,9 +61,11 @@ class KvExporter {
   void OnLayer(int layer, const std::vector<Engine::LayerChunk>& chunks);
   // First token sampled: commit in the background, then free `blocks`.
   void Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t> blocks, DoneFn done);
-  // The request died before Finish: abort the transfer (blocks are the
-  // engine's to free, it has cancelled the sequence).
-  void Cancel(int64_t seq_id, const std::string& reason);
+  // The request died before Finish: abort the transfer in the background,
+  // then free `blocks` (the sequence's, from Engine::CancelAndTakeBlocks).
+  // An abort may wait for the transport to let go of the blocks (an NCCL
+  // channel's sends to drain), which the engine thread must not.
+  void Cancel(int64_t seq_id, const std::string& reason, std::vector<int32_t> blocks);
   // KV payload bytes queued so far, all transfers (any thread).
   uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
 
@@ -76,6 +79,10 @@ class KvExporter {
   };
   // Queues layer `layer` of logical blocks [t.next_block, end_block).
   void SendBlocks(Transfer& t, int layer, const std::vector<int32_t>& table, int32_t end_block);
+  // Runs `job` on a commit thread.
+  void Enqueue(std::function<void()> job);
+  // Hands blocks back to the engine, once the sender reads them no more.
+  void FreeLater(std::vector<int32_t> blocks);
   void CommitLoop();
 
   KvSender* const sender_;

@@ -164,16 +164,17 @@ PrefillCall::PrefillCall(PrefillContext* ctx, grpc::CallbackServerContext* rpc,
   if (!posted) state_->Finish(absl::UnavailableError("prefill worker stopping"), nullptr);
 }
 
-// Abort the transfer before the engine frees the blocks: the sender must
-// not read a block after it is reused.
+// The sequence ends now, but its blocks go back to the pool only once the
+// exporter's abort returned: the sender must not read a block after it is
+// reused, and the engine thread must not wait for the sender.
 void PrefillCall::OnCancel() {
   std::shared_ptr<State> st = state_;
   st->cancelled.store(true);
   PrefillContext* ctx = ctx_;
   ctx->loop->Post([ctx, st](Engine& e) {
     if (st->seq_id == 0) return;
-    ctx->exporter->Cancel(st->seq_id, "prefill cancelled by the router");
-    e.Cancel(st->seq_id);
+    ctx->exporter->Cancel(st->seq_id, "prefill cancelled by the router",
+                          e.CancelAndTakeBlocks(st->seq_id));
   });
   st->Finish(absl::CancelledError("prefill cancelled by the client"), nullptr);
 }
