@@ -47,15 +47,7 @@ std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& 
 class EnginePrefixCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    RandomModelSpec spec;
-    spec.n_layers = 2;
-    spec.n_embd = 64;
-    spec.n_heads = 4;
-    spec.n_kv_heads = 2;
-    spec.n_vocab = 300;
-    spec.context_length = 128;
-    spec.seed = 5;
-    model_ = test::LoadTestModel(spec);
+    model_ = test::LoadTestModel(test::SmallEngineSpec(5));
     ASSERT_NE(model_, nullptr);
     auto tok = Tokenizer::FromGguf(*model_->gguf);
     ASSERT_TRUE(tok.ok()) << tok.status();

@@ -75,15 +75,7 @@ class FakeSender : public KvSender {
 class KvExporterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    RandomModelSpec spec;
-    spec.n_layers = 2;
-    spec.n_embd = 64;
-    spec.n_heads = 4;
-    spec.n_kv_heads = 2;
-    spec.n_vocab = 300;
-    spec.context_length = 256;
-    spec.seed = 11;
-    model_ = test::LoadTestModel(spec);
+    model_ = test::LoadTestModel(test::SmallEngineSpec(11, 256));
     ASSERT_NE(model_, nullptr);
     auto tok = Tokenizer::FromGguf(*model_->gguf);
     ASSERT_TRUE(tok.ok()) << tok.status();

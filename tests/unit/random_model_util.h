@@ -23,6 +23,20 @@ struct TestModel {
   ModelWeights weights;
 };
 
+// The small model the engine tests run: 2 layers, 64 wide, 4 query heads
+// over 2 KV heads, a 300-token vocabulary.
+inline RandomModelSpec SmallEngineSpec(uint64_t seed, int context_length = 128) {
+  RandomModelSpec spec;
+  spec.n_layers = 2;
+  spec.n_embd = 64;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 2;
+  spec.n_vocab = 300;
+  spec.context_length = context_length;
+  spec.seed = seed;
+  return spec;
+}
+
 // nullptr (with a test failure recorded) if any stage fails.
 inline std::unique_ptr<TestModel> LoadTestModel(const RandomModelSpec& spec) {
   auto bytes = MakeRandomModelGguf(spec);
