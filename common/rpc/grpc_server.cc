@@ -22,6 +22,11 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
                                                           : grpc::InsecureServerCredentials(),
                            &port);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  // gRPC listens with SO_REUSEPORT by default: a second process on a taken
+  // port would start "fine" and the kernel would split new connections
+  // between the two (a stale worker beside its restarted copy silently
+  // takes half the traffic). A taken port must fail the start instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   for (grpc::Service* s : options.services) builder.RegisterService(s);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
