@@ -190,40 +190,43 @@ std::vector<int32_t> Engine::CancelAndTakeBlocks(int64_t seq_id) {
   return blocks;
 }
 
-int32_t Engine::num_running() const {
-  int32_t n = 0;
-  for (const auto& [id, seq] : sequences_) n += seq->running() ? 1 : 0;
-  return n;
-}
+// The batch's members are what the next step takes, so "running" matches
+// what actually runs: a sequence past max_running (or the token budget)
+// waits, even if its prompt is done.
+int32_t Engine::num_running() const { return static_cast<int32_t>(Schedule().size()); }
 
-int32_t Engine::num_waiting() const {
-  int32_t n = 0;
-  for (const auto& [id, seq] : sequences_) n += seq->running() ? 0 : 1;
-  return n;
-}
+int32_t Engine::num_waiting() const { return num_sequences() - num_running(); }
 
 // Decode tokens first (they are latency-critical and cost one token each),
 // then prefill chunks in admission order until the token budget is spent.
-void Engine::BuildBatch(ForwardBatch* batch, std::vector<Sequence*>* owners) {
+std::vector<Engine::Slot> Engine::Schedule() const {
+  std::vector<Slot> slots;
   int32_t budget = options_.max_batch_tokens;
-  int32_t slots = options_.max_running;
-  for (auto& [id, seq] : sequences_) {
-    if (!seq->running() || budget == 0 || slots == 0) continue;
-    const int32_t pos = seq->num_computed;
-    batch->chunks.push_back({absl::MakeConstSpan(&seq->tokens[pos], 1), pos, seq->blocks, true});
-    owners->push_back(seq.get());
+  auto full = [&] { return budget == 0 || static_cast<int32_t>(slots.size()) == options_.max_running; };
+  for (const auto& [id, seq] : sequences_) {
+    if (full()) return slots;
+    if (!seq->running()) continue;
+    slots.push_back({seq.get(), 1});
     --budget;
-    --slots;
   }
-  for (auto& [id, seq] : sequences_) {
-    if (!seq->prefilling() || budget == 0 || slots == 0) continue;
-    const int32_t pos = seq->num_computed;
-    const int32_t n = std::min(budget, seq->prompt_len() - pos);
-    const bool last = pos + n == seq->prompt_len();
-    batch->chunks.push_back({absl::MakeConstSpan(&seq->tokens[pos], n), pos, seq->blocks, last});
-    owners->push_back(seq.get());
+  for (const auto& [id, seq] : sequences_) {
+    if (full()) return slots;
+    if (!seq->prefilling()) continue;
+    const int32_t n = std::min(budget, seq->prompt_len() - seq->num_computed);
+    slots.push_back({seq.get(), n});
     budget -= n;
-    --slots;
+  }
+  return slots;
+}
+
+void Engine::BuildBatch(ForwardBatch* batch, std::vector<Sequence*>* owners) {
+  for (const Slot& slot : Schedule()) {
+    Sequence& seq = *slot.seq;
+    const int32_t pos = seq.num_computed;
+    const bool last = pos + slot.n_tokens >= seq.prompt_len();  // a decode token always is
+    batch->chunks.push_back(
+        {absl::MakeConstSpan(&seq.tokens[pos], slot.n_tokens), pos, seq.blocks, last});
+    owners->push_back(&seq);
   }
 }
 

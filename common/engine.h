@@ -101,12 +101,21 @@ class Engine {
   int64_t queued_prompt_tokens() const;
   const KvCache& cache() const { return *cache_; }
   const PrefixStats& prefix_stats() const { return prefix_stats_; }
+  // Sequences the next step takes (decode tokens within max_running, then
+  // prefill chunks within the token budget), and all the others: past
+  // those limits, or waiting for their KV.
   int32_t num_running() const;
   int32_t num_waiting() const;
   // Runs one forward step over the current batch.
   absl::Status Step();
 
  private:
+  // One member of the next step's batch: a decode token or a prefill chunk.
+  struct Slot {
+    Sequence* seq;
+    int32_t n_tokens;
+  };
+  std::vector<Slot> Schedule() const;
   void BuildBatch(ForwardBatch* batch, std::vector<Sequence*>* owners);
   absl::StatusOr<std::unique_ptr<Sequence>> Admit(SequenceOptions opts,
                                                   std::function<void(const TokenEvent&)> cb);

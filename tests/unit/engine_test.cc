@@ -216,8 +216,7 @@ TEST_F(EngineTest, AdmissionBeyondThePoolChangesNothing) {
   auto second = engine.Add(Seq(2, 2, 2), cb);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(engine.num_waiting(), 1);
-  EXPECT_EQ(engine.num_running(), 0);
+  EXPECT_EQ(engine.num_sequences(), 1);
   EXPECT_EQ(calls, 0);
   while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
   EXPECT_EQ(calls, 20);
@@ -312,23 +311,51 @@ TEST_F(EngineTest, SeededSamplingIsIndependentOfBatching) {
   }
 }
 
-TEST_F(EngineTest, RunningAndWaitingCounts) {
+// "Running" is what the next step takes: prefill chunks within the token
+// budget, decode tokens within max_running; everything else waits.
+TEST_F(EngineTest, RunningAndWaitingCountTheNextStepsBatch) {
   auto cache = NewCache();
   Engine::Options opts;
   opts.max_batch_tokens = 16;
   Engine engine(tokenizer_.get(), runner_.get(), cache.get(), opts);
   ASSERT_TRUE(engine.Add(Seq(40, 3, 1), [](const TokenEvent&) {}).ok());
   ASSERT_TRUE(engine.Add(Seq(4, 3, 2), [](const TokenEvent&) {}).ok());
-  EXPECT_EQ(engine.num_waiting(), 2);
-  EXPECT_EQ(engine.num_running(), 0);
-  ASSERT_TRUE(engine.Step().ok());  // 16 tokens of the first prompt only
-  EXPECT_EQ(engine.num_waiting(), 2);
+  EXPECT_EQ(engine.num_running(), 1);  // 16 tokens of the first prompt only
+  EXPECT_EQ(engine.num_waiting(), 1);
   ASSERT_TRUE(engine.Step().ok());
-  ASSERT_TRUE(engine.Step().ok());  // first: 8 left + second: 4 -> both running
+  EXPECT_EQ(engine.num_running(), 1);
+  ASSERT_TRUE(engine.Step().ok());  // next: the first's last 8 + the second's 4
+  EXPECT_EQ(engine.num_running(), 2);
   EXPECT_EQ(engine.num_waiting(), 0);
+  ASSERT_TRUE(engine.Step().ok());  // both decode now
   EXPECT_EQ(engine.num_running(), 2);
   while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
   EXPECT_EQ(engine.num_running(), 0);
+  EXPECT_EQ(engine.num_waiting(), 0);
+}
+
+// Past max_running a finished prompt waits for a slot, and is counted so.
+TEST_F(EngineTest, MaxRunningCapsTheBatchAndTheRunningCount) {
+  auto cache = NewCache();
+  Engine::Options opts;
+  opts.max_running = 1;
+  Engine engine(tokenizer_.get(), runner_.get(), cache.get(), opts);
+  std::vector<int> tokens(2, 0);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(engine.Add(Seq(4, 3, i + 1), [&tokens, i](const TokenEvent& e) {
+                  if (e.token >= 0) ++tokens[i];
+                }).ok());
+  }
+  for (int step = 0; step < 3; ++step) {  // the first: prefill + 2 decode tokens
+    EXPECT_EQ(engine.num_running(), 1) << step;
+    EXPECT_EQ(engine.num_waiting(), 1) << step;
+    ASSERT_TRUE(engine.Step().ok());
+  }
+  EXPECT_EQ(tokens[0], 3);
+  EXPECT_EQ(tokens[1], 0);
+  while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
+  EXPECT_EQ(tokens[1], 3);
+  EXPECT_EQ(engine.num_running() + engine.num_waiting(), 0);
 }
 
 }  // namespace
