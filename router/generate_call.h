@@ -155,6 +155,8 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
   // protocol (the call then failed).
   bool AcceptFirstEvent(bool reserved, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeComplete(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finished.usage.cached_prompt_tokens.
+  int32_t CachedPromptTokens() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const grpc::Status& status, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The decode worker broke the protocol: INTERNAL, naming it.
   void FailProtocol(absl::string_view what, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

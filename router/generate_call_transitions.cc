@@ -3,6 +3,7 @@
 // plumbing: construction, reactions, locking and the Actions they issue.
 #include "router/generate_call.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -75,6 +76,16 @@ void GenerateCall::HandleFinished(const v1::DecodeFinished& f, Actions* a) {
   MaybeComplete(a);
 }
 
+// The decode worker's prefix-cache hit on the prompt: announced in Reserved
+// when the KV comes from a prefill worker, reported at the end when the
+// decode worker prefilled itself. A failover's prompt includes the tokens
+// generated before it, which are not the client's prompt.
+int32_t GenerateCall::CachedPromptTokens() const {
+  if (!local_prefill_) return static_cast<int32_t>(cached_prefix_tokens_);
+  return static_cast<int32_t>(std::min<size_t>(decode_finished_.timings().prefill_cached_tokens(),
+                                               request_.prompt_tokens.size()));
+}
+
 void GenerateCall::MaybeComplete(Actions* a) {
   if (terminal_ || !decode_done_ || prefill_in_flight_) return;
   TokenRelay::Output tail = relay_->Flush();
@@ -85,7 +96,7 @@ void GenerateCall::MaybeComplete(Actions* a) {
   finished->set_reason(reason_);
   finished->mutable_usage()->set_prompt_tokens(static_cast<int32_t>(request_.prompt_tokens.size()));
   finished->mutable_usage()->set_completion_tokens(relay_->completion_tokens());
-  finished->mutable_usage()->set_cached_prompt_tokens(static_cast<int32_t>(cached_prefix_tokens_));
+  finished->mutable_usage()->set_cached_prompt_tokens(CachedPromptTokens());
   *finished->mutable_timings() =
       timeline_.Merge(decode_finished_.timings(), prefill_ok_ ? &prefill_->response() : nullptr,
                       local_prefill_, absl::Now());

@@ -280,7 +280,7 @@ absl::StatusOr<Placement> PlaceRequest(const RegistrySnapshot& snapshot,
   PromptKeys keys(query.decode.prompt);
   placement.decode_cached_tokens = keys.HitTokens(**decode);
   if (query.colocated) {
-    placement.why = "colocated mode";
+    placement.why = query.forced_why;
     placement.reason = "forced";
     return placement;
   }

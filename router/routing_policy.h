@@ -109,7 +109,8 @@ absl::StatusOr<const WorkerState*> PickPrefill(const RegistrySnapshot& snapshot,
 struct PlacementQuery {
   DecodeQuery decode;
   PrefillQuery prefill;
-  bool colocated = false;
+  bool colocated = false;  // local prefill is forced
+  const char* forced_why = "colocated mode";  // for logs: what forced it
   int32_t local_prefill_max_tokens = 0;
   int64_t prefill_saturation_tokens = 0;
 };

@@ -228,6 +228,10 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     f->set_completion_tokens(n);
     f->mutable_timings()->set_decode_admission_ms(1.5);
     f->mutable_timings()->set_first_decode_step_ms(2.5);
+    // A local prefill's hit is reported here (a remote one's in Reserved).
+    if (request.local_prefill()) {
+      f->mutable_timings()->set_prefill_cached_tokens(options_.cached_prefix_tokens);
+    }
     writer->Write(e);
     return grpc::Status::OK;
   }

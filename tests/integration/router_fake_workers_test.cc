@@ -206,6 +206,19 @@ TEST_F(RouterFakeWorkersTest, PrefillsLocallyWithoutAPrefillTier) {
   EXPECT_EQ(out.finished.usage().completion_tokens(), 2);
 }
 
+// usage.cached_prompt_tokens is the decode worker's hit on either path.
+TEST_F(RouterFakeWorkersTest, LocalPrefillReportsTheDecodeWorkersCacheHit) {
+  auto options = DecodeOptions("abc");
+  options.cached_prefix_tokens = 3;
+  FakeDecodeWorker d(options, &bus_);
+  StartRouter({d.address()}, {});
+  const Outcome out = Generate(Text("tell me"));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.finished.timings().prefill_mode(), "local");
+  EXPECT_EQ(out.finished.timings().prefill_cached_tokens(), 3u);
+  EXPECT_EQ(out.finished.usage().cached_prompt_tokens(), 3);
+}
+
 TEST_F(RouterFakeWorkersTest, ShortPromptsAndColocatedModePrefillLocally) {
   FakeDecodeWorker d(DecodeOptions("ok"), &bus_);
   FakePrefillWorker p(PrefillOptions(), &bus_);
