@@ -23,6 +23,20 @@ bool IsRetryableWorkerFailure(const grpc::Status& status, bool deadline_passed) 
   }
 }
 
+bool IsWorkerHealthFailure(const grpc::Status& status, bool deadline_passed) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::DATA_LOSS:
+      return true;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:  // the attempt's timeout: it hung
+      return !deadline_passed;
+    default:
+      return false;
+  }
+}
+
 bool IsRetryableDecodeFailure(const grpc::Status& status, bool deadline_passed) {
   const grpc::StatusCode code = status.error_code();
   return code != grpc::StatusCode::DEADLINE_EXCEEDED &&

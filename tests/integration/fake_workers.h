@@ -259,7 +259,8 @@ class FakePrefillWorker final : public v1::PrefillWorker::Service {
   struct Options {
     std::string fingerprint;
     uint64_t queued_prompt_tokens = 0;
-    bool fail = false;  // UNAVAILABLE at once
+    bool fail = false;  // fail_code at once
+    grpc::StatusCode fail_code = grpc::StatusCode::UNAVAILABLE;
     bool hang = false;  // never answer until cancelled
     // Commit the KV, then fail: the decode worker has it but the ack (and
     // the response) never arrive.
@@ -313,7 +314,7 @@ class FakePrefillWorker final : public v1::PrefillWorker::Service {
       absl::MutexLock lock(&mu_);
       last_request_ = *request;
     }
-    if (options_.fail) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "prefill crashed");
+    if (options_.fail) return grpc::Status(options_.fail_code, "prefill failed (fake)");
     if (options_.hang) {
       WaitCancelled(ctx);
       ++cancelled_calls_;

@@ -137,6 +137,25 @@ class RouterFakeWorkersTest : public ::testing::Test {
   }
 
   static std::string* model_path_;
+  // `requests` requests to a cluster with a prefill worker that fails
+  // every prefill with `code` and a healthy one (ejection only skips a
+  // worker while another is usable); how many reached the failing one.
+  int FailingPrefillCalls(grpc::StatusCode code, int requests) {
+    FakeDecodeWorker d(DecodeOptions("hello"), &bus_);
+    auto failing = PrefillOptions();
+    failing.fail = true;
+    failing.fail_code = code;
+    FakePrefillWorker bad(failing, &bus_);
+    FakePrefillWorker good(PrefillOptions(), &bus_);
+    StartRouter({d.address()}, {bad.address(), good.address()});
+    for (int i = 0; i < requests; ++i) {
+      const Outcome out = Generate(Text("go"));
+      EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+    }
+    router_.reset();
+    return bad.prefill_calls();
+  }
+
   static Model* model_;
   FakeKvBus bus_;
   std::unique_ptr<RouterServer> router_;
@@ -513,6 +532,18 @@ TEST_F(RouterFakeWorkersTest, NoPrefillWorkerLeftForARetryFallsBackToLocalPrefil
   EXPECT_TRUE(d.last_request().local_prefill());
   // The remote attempt's reservation was given up.
   EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
+}
+
+// The circuit breaker (3 consecutive failures by default) counts what says
+// the worker broke, not its verdicts on requests: a prefill worker whose
+// pool cannot hold some prompts keeps getting requests.
+TEST_F(RouterFakeWorkersTest, RequestVerdictsDoNotEjectAPrefillWorker) {
+  EXPECT_GT(FailingPrefillCalls(grpc::StatusCode::RESOURCE_EXHAUSTED, 12), 3);
+}
+
+// The contrast: one that keeps failing as if it were down is ejected.
+TEST_F(RouterFakeWorkersTest, RepeatedUnavailablePrefillsEjectTheWorker) {
+  EXPECT_EQ(FailingPrefillCalls(grpc::StatusCode::UNAVAILABLE, 12), 3);
 }
 
 TEST_F(RouterFakeWorkersTest, HungPrefillWorkerTimesOutWithinTheKvWait) {

@@ -12,31 +12,35 @@ struct Row {
   bool deadline_passed;
   bool prefill_retry;
   bool decode_failover;
+  bool counts_against_worker;  // circuit breaker, prefill side
 };
 
 TEST(RetryPolicyTest, RetryableFailuresTable) {
   using C = grpc::StatusCode;
   const Row rows[] = {
-      {C::UNAVAILABLE, false, true, true},          // process died
-      {C::UNKNOWN, false, true, true},              // stream reset
-      {C::INTERNAL, false, true, true},             // transport error
-      {C::ABORTED, false, true, true},              // transfer aborted
-      {C::DATA_LOSS, false, true, true},            // cut mid-payload
-      {C::CANCELLED, false, true, true},            // worker's server cancelled
-      {C::DEADLINE_EXCEEDED, false, true, false},   // attempt timeout / KV wait
-      {C::RESOURCE_EXHAUSTED, false, true, false},  // that worker is full
-      {C::INVALID_ARGUMENT, false, false, false},   // the request is bad
-      {C::OUT_OF_RANGE, false, false, false},
-      {C::FAILED_PRECONDITION, false, false, false},  // incompatible pair
-      {C::NOT_FOUND, false, false, false},
-      {C::OK, false, false, false},
-      {C::UNAVAILABLE, true, false, false},  // the request's deadline is over
+      {C::UNAVAILABLE, false, true, true, true},           // process died
+      {C::UNKNOWN, false, true, true, true},               // stream reset
+      {C::INTERNAL, false, true, true, true},              // transport error
+      {C::ABORTED, false, true, true, false},              // transfer aborted
+      {C::DATA_LOSS, false, true, true, true},             // cut mid-payload
+      {C::CANCELLED, false, true, true, false},            // worker's server cancelled
+      {C::DEADLINE_EXCEEDED, false, true, false, true},    // attempt timeout / KV wait
+      {C::RESOURCE_EXHAUSTED, false, true, false, false},  // that worker is full
+      {C::INVALID_ARGUMENT, false, false, false, false},   // the request is bad
+      {C::OUT_OF_RANGE, false, false, false, false},
+      {C::FAILED_PRECONDITION, false, false, false, false},  // incompatible pair
+      {C::NOT_FOUND, false, false, false, false},
+      {C::OK, false, false, false, false},
+      {C::UNAVAILABLE, true, false, false, true},         // the request's deadline is over
+      {C::DEADLINE_EXCEEDED, true, false, false, false},  // ... and that is why it failed
   };
   for (const Row& r : rows) {
     const grpc::Status s(r.code, "x");
     EXPECT_EQ(IsRetryableWorkerFailure(s, r.deadline_passed), r.prefill_retry)
         << r.code << " deadline_passed=" << r.deadline_passed;
     EXPECT_EQ(IsRetryableDecodeFailure(s, r.deadline_passed), r.decode_failover)
+        << r.code << " deadline_passed=" << r.deadline_passed;
+    EXPECT_EQ(IsWorkerHealthFailure(s, r.deadline_passed), r.counts_against_worker)
         << r.code << " deadline_passed=" << r.deadline_passed;
   }
 }
