@@ -138,6 +138,8 @@ void GenerateCall::Place(Actions* a) {
   timeline_.MarkDecodeAsked(absl::Now());
   a->start_decode = decode_;
   a->decode_stub = std::move(stub);
+  last_decode_event_ = absl::Now();
+  ArmWatchdog(a);
   LOG(INFO) << "[" << id_ << "] decode worker " << decode_worker_.address << ", "
             << (local_prefill_ ? "local" : "remote") << " prefill ("
             << (generated.empty() ? placement->why : "continuing after a decode failover")
@@ -149,6 +151,7 @@ bool GenerateCall::OnDecodeEvent(DecodeStream* stream, const v1::DecodeEvent& ev
   bool keep_reading = true;
   {
     absl::MutexLock lock(&mu_);
+    if (stream == decode_) last_decode_event_ = absl::Now();
     if (stream == decode_ && !terminal_ && !decode_done_) {
       switch (event.event_case()) {
         case v1::DecodeEvent::kReserved:
@@ -241,7 +244,11 @@ void GenerateCall::OnCancel() {
     absl::MutexLock lock(&mu_);
     client_gone_ = true;
     out_.DropPending();
-    const bool expired = server_context_->deadline() <= std::chrono::system_clock::now();
+    // The client's own deadline timer fires a moment before ours (its
+    // deadline reached us as a timeout, measured from our receive time):
+    // a cancel that close to the deadline is the deadline.
+    const bool expired = server_context_->deadline() <=
+                         std::chrono::system_clock::now() + std::chrono::milliseconds(50);
     Fail(expired ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "client deadline exceeded")
                  : grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled"),
          &a);
@@ -280,6 +287,8 @@ void GenerateCall::Pump(Actions* a) {
   ResponseQueue::Next next = out_.TakeNext();
   a->write = next.write;
   a->finish = std::move(next.finish);
+  // The stream ends: the watchdog lets go of the call at once.
+  if (a->finish.has_value() && watchdog_ != nullptr) a->cancel_watchdog = watchdog_;
 }
 
 void GenerateCall::Run(Actions& a) {
@@ -288,6 +297,11 @@ void GenerateCall::Run(Actions& a) {
     PrefillCall* call = a.start_prefill;
     call->Start(std::move(a.prefill_stub),
                 [this, call](grpc::Status s) { OnPrefillDone(call, s); });
+  }
+  if (a.start_watchdog != nullptr) {
+    a.start_watchdog->Set(
+        std::chrono::system_clock::now() + absl::ToChronoMicroseconds(a.watchdog_delay),
+        [this](bool fired) { OnWatchdog(fired); });
   }
   if (a.start_backoff != nullptr) {
     const uint64_t placement = a.backoff_placement;
@@ -306,6 +320,7 @@ void GenerateCall::Run(Actions& a) {
   if (a.cancel_retry != nullptr) a.cancel_retry->Cancel();
   if (a.cancel_decode != nullptr) a.cancel_decode->Cancel();
   if (a.resume_decode != nullptr) a.resume_decode->Resume();
+  if (a.cancel_watchdog != nullptr) a.cancel_watchdog->Cancel();
   if (a.write != nullptr) StartWrite(a.write);
   if (a.finish.has_value()) Finish(*a.finish);
 }

@@ -28,8 +28,9 @@
 // Finish and every server reaction), one per client RPC it started
 // (released at the end of that RPC's completion: DecodeStream::OnDone,
 // the Prefill and RetryTransfer callbacks), one per backoff alarm (released
-// when it fires; alarms are short and never cancelled), and one for Start()
-// itself. So no reaction can
+// when it fires; alarms are short and never cancelled), one while the decode
+// watchdog is armed (released when it fires or is cancelled at Finish), and
+// one for Start() itself. So no reaction can
 // run on a deleted object, and the decode streams, prefill call and their
 // contexts outlive every RPC that uses them.
 #ifndef PDSERVE_ROUTER_GENERATE_CALL_H_
@@ -101,6 +102,9 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
     TransferRetryCall* start_retry = nullptr;
     std::shared_ptr<v1::DecodeWorker::Stub> retry_stub;
     uint64_t retry_placement = 0;
+    grpc::Alarm* start_watchdog = nullptr;
+    absl::Duration watchdog_delay;
+    grpc::Alarm* cancel_watchdog = nullptr;
     grpc::Alarm* start_backoff = nullptr;
     absl::Duration backoff_delay;
     uint64_t backoff_placement = 0;
@@ -120,6 +124,7 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
   void OnDecodeDone(DecodeStream* stream, const grpc::Status& status) override;
   void OnPrefillDone(PrefillCall* call, const grpc::Status& status);
   void OnBackoffDone(uint64_t placement);
+  void OnWatchdog(bool fired);
   void OnRetryTransferDone(uint64_t placement, TransferRetryCall* call,
                            const grpc::Status& status);
 
@@ -151,6 +156,15 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
   bool WaitForDecodeWorker(const grpc::Status& placement_failure, Actions* a)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordWorkerFailure(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Decode watchdog (generate_call_watchdog.cc): a decode worker that hangs
+  // (SIGSTOP, a wedged host) keeps its streams open but silent, so only the
+  // request deadline would end them. While an attempt runs, every
+  // stale_after the watchdog checks whether both the stream and the
+  // worker's load reports went silent; then the attempt fails over as if
+  // the stream had broken.
+  void ArmWatchdog(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why the current decode attempt counts as hung, or OK.
+  grpc::Status DecodeSilence(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first event of the accepted decode attempt; false if it breaks the
   // protocol (the call then failed).
   bool AcceptFirstEvent(bool reserved, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -237,6 +251,14 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
   ResponseQueue out_ ABSL_GUARDED_BY(mu_);
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
+
+  // The decode watchdog's alarms, used in turn: each arm makes a new one in
+  // the slot whose callback ran long ago (one is never re-Set).
+  std::unique_ptr<grpc::Alarm> watchdogs_[2] ABSL_GUARDED_BY(mu_);
+  int watchdog_slot_ ABSL_GUARDED_BY(mu_) = 0;
+  grpc::Alarm* watchdog_ ABSL_GUARDED_BY(mu_) = nullptr;  // armed, if any
+  // The current attempt's last event (or its start).
+  absl::Time last_decode_event_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pdserve

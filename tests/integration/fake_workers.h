@@ -77,12 +77,13 @@ struct FakeControl {
   v1::WorkerInfo info;
   v1::LoadReport load;
   std::atomic<bool> stopping{false};
+  std::atomic<bool> frozen{false};  // the process is stopped: no report leaves
 
   grpc::Status WatchLoad(grpc::ServerContext* ctx, const v1::WatchLoadRequest* request,
                          grpc::ServerWriter<v1::LoadReport>* writer) {
     const auto interval = std::chrono::milliseconds(std::max<uint32_t>(request->interval_ms(), 5));
     while (!ctx->IsCancelled() && !stopping.load()) {
-      if (!writer->Write(load)) break;
+      if (!frozen.load() && !writer->Write(load)) break;
       std::this_thread::sleep_for(interval);
     }
     return grpc::Status::OK;
@@ -100,6 +101,9 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     bool refuse = false;  // RESOURCE_EXHAUSTED at once
     bool hang = false;    // after Reserved/commit, never produce a token
     int die_after = -1;   // UNAVAILABLE after this many tokens
+    // After this many tokens the whole worker goes silent, as under SIGSTOP:
+    // its streams stay open, but no event and no load report leaves it.
+    int freeze_after = -1;
     int port = 0;         // 0: any free port
     // Any 127.0.0.0/8 address: several fakes can share one port, as the
     // pods behind one DNS name do.
@@ -212,6 +216,11 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     for (; n < static_cast<int>(options_.output.size()) && n - first < request.max_tokens(); ++n) {
       if (n == options_.die_after) {
         return grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode worker crashed");
+      }
+      if (n == options_.freeze_after) {
+        control_.frozen = true;
+        WaitCancelled(ctx);
+        return Cancelled(ctx, grpc::Status::CANCELLED);
       }
       v1::DecodeEvent e;
       e.mutable_tokens()->add_ids(options_.output[n]);

@@ -589,6 +589,43 @@ TEST_F(RouterFakeWorkersTest, DecodeDyingMidStreamFailsOverWithoutLostOrRepeated
   EXPECT_EQ(prompt, want);
 }
 
+// A decode worker that hangs (SIGSTOP) keeps its stream open but silent,
+// load reports included: the watchdog fails the request over within about
+// stale_after instead of leaving it to the client's deadline.
+TEST_F(RouterFakeWorkersTest, AHungDecodeWorkersStreamFailsOver) {
+  auto hanging = DecodeOptions("abcdefgh");
+  hanging.freeze_after = 3;
+  FakeDecodeWorker d1(hanging, &bus_);
+  auto healthy = DecodeOptions("abcdefgh");
+  healthy.free_blocks = 50;  // least_loaded places on d1 first
+  FakeDecodeWorker d2(healthy, &bus_);
+  StartRouter({d1.address(), d2.address()}, {});
+  v1::GenerateRequest request = Text("go", 6);
+  request.set_return_token_ids(true);
+  const Outcome out = Generate(request);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  const std::vector<int32_t> all = Encode("abcdefgh");
+  EXPECT_EQ(out.token_ids, std::vector<int32_t>(all.begin(), all.begin() + 6));
+  EXPECT_EQ(d2.last_request().first_index(), 3);
+  EXPECT_TRUE(Eventually([&] { return d1.cancelled_calls() == 1; }));
+}
+
+// The watchdog leaves a stream alone while its worker keeps reporting,
+// however long the worker takes between events.
+TEST_F(RouterFakeWorkersTest, ASlowButLiveDecodeWorkerIsNotAbandoned) {
+  auto slow = DecodeOptions("abc");
+  slow.token_delay = absl::Milliseconds(1500);  // > stale_after (3 x 20 ms + 1 s)
+  FakeDecodeWorker d1(slow, &bus_);
+  auto other = DecodeOptions("abc");
+  other.free_blocks = 50;
+  FakeDecodeWorker d2(other, &bus_);
+  StartRouter({d1.address(), d2.address()}, {});
+  const Outcome out = Generate(Text("go", 3));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.text, "abc");
+  EXPECT_EQ(d2.decode_calls(), 0);
+}
+
 TEST_F(RouterFakeWorkersTest, FailoverWaitsForARestartingDecodeWorker) {
   auto dying = DecodeOptions("abcdefgh");
   dying.die_after = 3;
