@@ -38,6 +38,13 @@ absl::StatusOr<std::unique_ptr<Sequence>> Engine::Admit(
     }
   }
   if (opts.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be at least 1");
+  // Output indices (first_index + generated) stay within int32 and mean
+  // something: a continuation's first index is the tokens already made,
+  // which are part of its prompt.
+  if (opts.first_index < 0 || opts.first_index > ctx) {
+    return absl::InvalidArgumentError(absl::StrCat("first_index ", opts.first_index,
+                                                   " is outside [0, context ", ctx, "]"));
+  }
   RETURN_IF_ERROR(ValidateSamplingParams(opts.sampling));
   const int64_t total = static_cast<int64_t>(opts.prompt.size()) + opts.max_tokens;
   if (total > ctx) {

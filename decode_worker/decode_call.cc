@@ -216,11 +216,6 @@ DecodeCall::DecodeCall(DecodeContext* ctx, grpc::CallbackServerContext* rpc,
     state_->outbox.Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode worker is draining"));
     return;
   }
-  if (req.first_index() < 0) {
-    state_->outbox.Close(
-        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first_index must not be negative"));
-    return;
-  }
   absl::Duration wait = req.kv_wait_ms() > 0 ? absl::Milliseconds(req.kv_wait_ms())
                                              : ctx->default_kv_wait;
   wait = std::min(wait, ctx->max_kv_wait);

@@ -260,6 +260,10 @@ TEST_F(EngineTest, InvalidRequestsAreRejectedAndChangeNothing) {
   bad.back().sampling.top_p = std::numeric_limits<float>::quiet_NaN();
   bad.push_back(Seq(5, 4, 1));
   bad.back().sampling.top_k = -2;
+  bad.push_back(Seq(5, 4, 1));
+  bad.back().first_index = -1;
+  bad.push_back(Seq(5, 4, 1));
+  bad.back().first_index = std::numeric_limits<int32_t>::max();  // indices would overflow
   int calls = 0;
   for (size_t i = 0; i < bad.size(); ++i) {
     auto id = engine.Add(bad[i], [&](const TokenEvent&) { ++calls; });
