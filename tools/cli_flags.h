@@ -13,6 +13,7 @@ ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(std::string, device);
 ABSL_DECLARE_FLAG(bool, cuda_graphs);
 ABSL_DECLARE_FLAG(int32_t, kv_blocks);
+ABSL_DECLARE_FLAG(std::string, kv_dtype);
 ABSL_DECLARE_FLAG(int32_t, max_batch_tokens);
 ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(bool, ignore_eos);

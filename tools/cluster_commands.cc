@@ -76,6 +76,7 @@ absl::Status UpCommand() {
   o.threads_per_worker = absl::GetFlag(FLAGS_threads);
   o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
   o.extra_worker_flags.push_back("--device=" + absl::GetFlag(FLAGS_device));
+  o.extra_worker_flags.push_back("--kv_dtype=" + absl::GetFlag(FLAGS_kv_dtype));
   if (absl::GetFlag(FLAGS_cuda_graphs)) o.extra_worker_flags.push_back("--cuda_graphs");
   o.extra_prefill_flags.push_back("--kv_transport=" + absl::GetFlag(FLAGS_kv_transport));
   ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(o));

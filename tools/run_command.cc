@@ -41,7 +41,8 @@ absl::Status RunCommand() {
                    CreateEngineRuntime(*model, {.device = absl::GetFlag(FLAGS_device),
                                                 .threads = absl::GetFlag(FLAGS_threads),
                                                 .cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs),
-                                                .kv_blocks = absl::GetFlag(FLAGS_kv_blocks)}));
+                                                .kv_blocks = absl::GetFlag(FLAGS_kv_blocks),
+                                                .kv_dtype = absl::GetFlag(FLAGS_kv_dtype)}));
   Engine engine(&model->tokenizer(), rt.runner.get(), rt.cache.get(),
                 {.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens), .max_running = 1});
   SequenceOptions opts;
