@@ -188,13 +188,16 @@ void Engine::Cancel(int64_t seq_id) {
 }
 
 std::vector<int32_t> Engine::CancelAndTakeBlocks(int64_t seq_id) {
-  auto it = sequences_.find(seq_id);
-  if (it == sequences_.end()) return TakeHeldBlocks(seq_id);
-  Finish(*it->second, FinishReason::kCancelled);
-  std::vector<int32_t> blocks = std::move(it->second->blocks);
-  it->second->blocks.clear();
-  ReapFinished();
-  return blocks;
+  if (auto it = sequences_.find(seq_id); it != sequences_.end()) {
+    Sequence& seq = *it->second;
+    Finish(seq, FinishReason::kCancelled);
+    if (!seq.options.hold_kv_on_finish) {  // held here, so ReapFinished frees nothing
+      held_blocks_[seq_id] = std::move(seq.blocks);
+      seq.blocks.clear();
+    }
+    ReapFinished();
+  }
+  return TakeHeldBlocks(seq_id);
 }
 
 // The batch's members are what the next step takes, so "running" matches
@@ -310,7 +313,7 @@ void Engine::ReapFinished() {
       continue;
     }
     Sequence& seq = *it->second;
-    if (seq.options.hold_kv_on_finish && seq.finish != FinishReason::kCancelled) {
+    if (seq.options.hold_kv_on_finish) {
       held_blocks_[seq.id] = std::move(seq.blocks);
     } else {
       cache_->allocator().UnrefAll(seq.blocks);

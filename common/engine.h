@@ -79,8 +79,9 @@ class Engine {
   // The prompt's KV is in the reserved blocks and `first_token` was sampled
   // by the prefill worker: emit it and join the running batch.
   absl::Status CommitPrefilled(int64_t seq_id, int32_t first_token);
-  // Prefill side: blocks of finished hold_kv_on_finish sequences, now owned
-  // by the caller, who returns them with FreeBlocks() after the transfer.
+  // Prefill side: blocks of ended hold_kv_on_finish sequences (finished,
+  // cancelled, or ended by a failed step), now owned by the caller, who
+  // returns them with FreeBlocks() after the transfer.
   std::vector<int32_t> TakeHeldBlocks(int64_t seq_id);
   void FreeBlocks(const std::vector<int32_t>& blocks);
   // Ends a sequence now (its callback sees kCancelled) and frees its blocks.
@@ -89,7 +90,7 @@ class Engine {
   // Cancel, except that the blocks go to the caller (FreeBlocks() once
   // nothing reads them any more) instead of back to the pool: a prefill
   // worker's transport may still be reading them. A hold_kv_on_finish
-  // sequence that already finished gives its held blocks (TakeHeldBlocks).
+  // sequence that already ended gives its held blocks (TakeHeldBlocks).
   // Empty for unknown ids.
   std::vector<int32_t> CancelAndTakeBlocks(int64_t seq_id);
 

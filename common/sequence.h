@@ -30,8 +30,9 @@ struct SequenceOptions {
   SamplingParams sampling;
   int32_t max_tokens = 16;
   bool ignore_eos = false;
-  // Prefill workers: keep the KV blocks when the sequence finishes; they are
-  // handed over with Engine::TakeHeldBlocks() and freed after the transfer.
+  // Prefill workers: keep the KV blocks however the sequence ends (its
+  // layers may be in flight to a decode worker); they are handed over with
+  // Engine::TakeHeldBlocks() and freed after the transfer or its abort.
   bool hold_kv_on_finish = false;
   // Index of the first generated token: non-zero when a request moved from
   // another decode worker continues (the prompt then ends with the tokens

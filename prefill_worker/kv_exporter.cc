@@ -1,21 +1,70 @@
 #include "prefill_worker/kv_exporter.h"
 
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+
 #include "glog/logging.h"
 
 namespace pdserve {
 
+class KvExporter::Lane {
+ public:
+  explicit Lane(int num_threads) {
+    for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { Loop(); });
+  }
+  // Runs the jobs still queued, then joins.
+  ~Lane() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+  void Post(std::function<void()> job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    while (true) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
 KvExporter::KvExporter(KvSender* sender, KvCache* cache, int num_commit_threads)
-    : sender_(sender), cache_(cache), num_layers_(cache->layout().n_layers) {
-  for (int i = 0; i < num_commit_threads; ++i) threads_.emplace_back([this] { CommitLoop(); });
-}
+    : sender_(sender),
+      cache_(cache),
+      num_layers_(cache->layout().n_layers),
+      commits_(std::make_unique<Lane>(num_commit_threads)),
+      aborts_(std::make_unique<Lane>(1)) {}
 
 KvExporter::~KvExporter() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  for (std::thread& t : threads_) t.join();
+  aborts_.reset();
+  commits_.reset();
 }
 
 void KvExporter::Register(int64_t seq_id, const KvTransferTarget& target, int32_t prompt_len,
@@ -77,7 +126,7 @@ void KvExporter::Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t
   Transfer t = std::move(it->second);
   transfers_.erase(it);
   const absl::Time queued = absl::Now();
-  Enqueue([this, t = std::move(t), first_token, blocks = std::move(blocks), done = std::move(done),
+  commits_->Post([this, t = std::move(t), first_token, blocks = std::move(blocks), done = std::move(done),
            queued]() mutable {
     absl::Status s = t.error;
     if (s.ok()) {
@@ -97,7 +146,8 @@ void KvExporter::Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t
   });
 }
 
-void KvExporter::Cancel(int64_t seq_id, const std::string& reason, std::vector<int32_t> blocks) {
+void KvExporter::Cancel(Engine& engine, int64_t seq_id, const std::string& reason) {
+  std::vector<int32_t> blocks = engine.CancelAndTakeBlocks(seq_id);
   auto it = transfers_.find(seq_id);
   if (it == transfers_.end()) {
     FreeLater(std::move(blocks));  // nothing was sent from them
@@ -105,37 +155,15 @@ void KvExporter::Cancel(int64_t seq_id, const std::string& reason, std::vector<i
   }
   KvTransferTarget target = it->second.target;
   transfers_.erase(it);
-  Enqueue([this, target = std::move(target), reason, blocks = std::move(blocks)]() mutable {
+  aborts_->Post([this, target = std::move(target), reason, blocks = std::move(blocks)]() mutable {
     sender_->Abort(target, reason);
     FreeLater(std::move(blocks));
   });
 }
 
-void KvExporter::Enqueue(std::function<void()> job) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    commits_.push_back(std::move(job));
-  }
-  cv_.notify_one();
-}
-
 void KvExporter::FreeLater(std::vector<int32_t> blocks) {
   if (blocks.empty()) return;
   loop_->Post([blocks = std::move(blocks)](Engine& e) { e.FreeBlocks(blocks); });
-}
-
-void KvExporter::CommitLoop() {
-  while (true) {
-    std::function<void()> job;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !commits_.empty(); });
-      if (commits_.empty()) return;
-      job = std::move(commits_.front());
-      commits_.pop_front();
-    }
-    job();
-  }
 }
 
 }  // namespace pdserve

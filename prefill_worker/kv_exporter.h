@@ -9,8 +9,10 @@
 // waits for the decode worker's ack) runs on the exporter's own threads so
 // the engine never blocks on the network, and `done` receives the outcome.
 // Blocks go back to the engine (FreeBlocks on the engine thread) only after
-// the commit or abort returned, so the sender never reads a reused block;
-// aborts, like commits, run on the exporter's threads.
+// the commit or abort returned, so the sender never reads a reused block.
+// Aborts of cancelled prefills run on a thread of their own, never behind
+// commits waiting for their acks (a hung decode worker's commits can hold
+// every commit thread until their deadlines).
 //
 // Delta transfer: blocks below the target's skip (the decode worker holds
 // them) are never sent. Blocks the engine took from this worker's own
@@ -22,12 +24,9 @@
 #define PDSERVE_PREFILL_WORKER_KV_EXPORTER_H_
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
-#include <thread>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -61,11 +60,12 @@ class KvExporter {
   void OnLayer(int layer, const std::vector<Engine::LayerChunk>& chunks);
   // First token sampled: commit in the background, then free `blocks`.
   void Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t> blocks, DoneFn done);
-  // The request died before Finish: abort the transfer in the background,
-  // then free `blocks` (the sequence's, from Engine::CancelAndTakeBlocks).
-  // An abort may wait for the transport to let go of the blocks (an NCCL
-  // channel's sends to drain), which the engine thread must not.
-  void Cancel(int64_t seq_id, const std::string& reason, std::vector<int32_t> blocks);
+  // The request died before Finish (cancelled, or its step failed): ends
+  // the sequence in `engine` if it still runs, aborts the transfer in the
+  // background, then frees the sequence's blocks. An abort may wait for the
+  // transport to let go of them (an NCCL channel's sends to drain), which
+  // the engine thread must not. A no-op once Finish took the sequence.
+  void Cancel(Engine& engine, int64_t seq_id, const std::string& reason);
   // KV payload bytes queued so far, all transfers (any thread).
   uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
 
@@ -79,11 +79,10 @@ class KvExporter {
   };
   // Queues layer `layer` of logical blocks [t.next_block, end_block).
   void SendBlocks(Transfer& t, int layer, const std::vector<int32_t>& table, int32_t end_block);
-  // Runs `job` on a commit thread.
-  void Enqueue(std::function<void()> job);
+  class Lane;  // jobs and the threads that run them in order (kv_exporter.cc)
+
   // Hands blocks back to the engine, once the sender reads them no more.
   void FreeLater(std::vector<int32_t> blocks);
-  void CommitLoop();
 
   KvSender* const sender_;
   KvCache* const cache_;
@@ -92,11 +91,8 @@ class KvExporter {
   std::map<int64_t, Transfer> transfers_;  // engine thread only
   std::atomic<uint64_t> bytes_sent_{0};
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> commits_;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
+  std::unique_ptr<Lane> commits_;  // Finish: the commit, and the abort after a failed one
+  std::unique_ptr<Lane> aborts_;   // Cancel
 };
 
 }  // namespace pdserve

@@ -98,6 +98,11 @@ void StartCommit(PrefillContext* ctx, const std::shared_ptr<State>& st, Engine& 
 
 void OnTokenEvent(PrefillContext* ctx, const std::shared_ptr<State>& st, const TokenEvent& ev) {
   if (ev.finish == FinishReason::kCancelled) {
+    // Cancelled, or its step failed: the transfer is aborted and the held
+    // blocks freed after it, once the step is over (this runs inside it).
+    ctx->loop->Post([ctx, st](Engine& e) {
+      ctx->exporter->Cancel(e, st->seq_id, "prefill ended before its first token");
+    });
     st->Finish(absl::CancelledError("prefill cancelled"), nullptr);
     return;
   }
@@ -173,8 +178,7 @@ void PrefillCall::OnCancel() {
   PrefillContext* ctx = ctx_;
   ctx->loop->Post([ctx, st](Engine& e) {
     if (st->seq_id == 0) return;
-    ctx->exporter->Cancel(st->seq_id, "prefill cancelled by the router",
-                          e.CancelAndTakeBlocks(st->seq_id));
+    ctx->exporter->Cancel(e, st->seq_id, "prefill cancelled by the router");
   });
   st->Finish(absl::CancelledError("prefill cancelled by the client"), nullptr);
 }

@@ -151,8 +151,11 @@ bool GenerateCall::OnDecodeEvent(DecodeStream* stream, const v1::DecodeEvent& ev
   bool keep_reading = true;
   {
     absl::MutexLock lock(&mu_);
-    if (stream == decode_) last_decode_event_ = absl::Now();
-    if (stream == decode_ && !terminal_ && !decode_done_) {
+    // An attempt given up (watchdog, fallback) may still deliver events
+    // while the request waits for a new placement: they are not its own.
+    const bool current = stream == decode_ && decode_active_;
+    if (current) last_decode_event_ = absl::Now();
+    if (current && !terminal_ && !decode_done_) {
       switch (event.event_case()) {
         case v1::DecodeEvent::kReserved:
           HandleReserved(event.reserved(), &a);
@@ -168,7 +171,7 @@ bool GenerateCall::OnDecodeEvent(DecodeStream* stream, const v1::DecodeEvent& ev
           break;
       }
     }
-    if (!terminal_ && out_.pending() >= kPauseReadsAt) {
+    if (current && !terminal_ && out_.pending() >= kPauseReadsAt) {
       VLOG(1) << "[" << id_ << "] client is slow: pausing reads from " << stream->address();
       keep_reading = false;
       read_paused_ = true;
@@ -183,7 +186,8 @@ void GenerateCall::OnDecodeDone(DecodeStream* stream, const grpc::Status& status
   Actions a;
   {
     absl::MutexLock lock(&mu_);
-    if (stream == decode_) {
+    // The end of an attempt already given up was handled when it was.
+    if (stream == decode_ && decode_active_) {
       decode_active_ = false;
       read_paused_ = false;
       if (!terminal_) HandleDecodeEnd(status, &a);

@@ -26,16 +26,18 @@ grpc::Status GenerateCall::DecodeSilence(absl::Time now) const {
   // A worker that left the pool (DNS) may still finish its streams.
   const WorkerState* w = snapshot->FindDecode(decode_worker_.address);
   if (w == nullptr) return grpc::Status::OK;
+  // Only a worker whose reports stopped as long ago counts: a load stream
+  // that is merely reconnecting, or an entry re-added (no report yet),
+  // says nothing about the worker.
+  if (w->last_report == absl::InfinitePast()) return grpc::Status::OK;
   const absl::Duration unreported = now - w->last_report;
-  if (w->live && unreported <= snapshot->stale_after) return grpc::Status::OK;
+  if (unreported <= snapshot->stale_after) return grpc::Status::OK;
   return grpc::Status(
       grpc::StatusCode::UNAVAILABLE,
       absl::StrCat("decode worker ", decode_worker_.address, " went silent: no event for ",
                    absl::FormatDuration(absl::Trunc(quiet, absl::Milliseconds(1))),
-                   w->live ? absl::StrCat(", no load report for ",
-                                          absl::FormatDuration(
-                                              absl::Trunc(unreported, absl::Milliseconds(1))))
-                           : ", its load stream is down"));
+                   ", no load report for ",
+                   absl::FormatDuration(absl::Trunc(unreported, absl::Milliseconds(1)))));
 }
 
 void GenerateCall::OnWatchdog(bool fired) {

@@ -610,6 +610,24 @@ TEST_F(RouterFakeWorkersTest, AHungDecodeWorkersStreamFailsOver) {
   EXPECT_TRUE(Eventually([&] { return d1.cancelled_calls() == 1; }));
 }
 
+// With nowhere to fail over to, the hung attempt is given up once: the
+// request waits for a decode worker, then fails with the placement error,
+// not with a failover budget spent twice on one hang.
+TEST_F(RouterFakeWorkersTest, AHungOnlyDecodeWorkerCostsOneFailover) {
+  auto hanging = DecodeOptions("abcdefgh");
+  hanging.freeze_after = 3;
+  FakeDecodeWorker d(hanging, &bus_);
+  RouterConfig config;
+  config.decode_failovers = 1;
+  config.failover_wait_ms = 300;
+  StartRouter({d.address()}, {}, config);
+  const Outcome out = Generate(Text("go", 6));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(out.status.error_message().find("budget"), std::string::npos)
+      << out.status.error_message();
+  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
+}
+
 // The watchdog leaves a stream alone while its worker keeps reporting,
 // however long the worker takes between events.
 TEST_F(RouterFakeWorkersTest, ASlowButLiveDecodeWorkerIsNotAbandoned) {

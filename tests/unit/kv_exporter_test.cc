@@ -2,9 +2,11 @@
 // held (as an NCCL abort waits for its channel to drain): a cancelled
 // prefill never holds up the engine thread, and its blocks go back to the
 // pool only after the abort returned, whether the sequence was still
-// prefilling or had already finished and held its blocks.
+// prefilling, had already finished and held its blocks, or was ended by a
+// failed step.
 #include "prefill_worker/kv_exporter.h"
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -44,7 +46,7 @@ class FakeSender : public KvSender {
       absl::MutexLock lock(&mu_);
       aborted_.push_back(target.transfer_id);
     }
-    abort_entered_.Notify();
+    if (!abort_entered_.HasBeenNotified()) abort_entered_.Notify();
     if (hold_abort_ != nullptr) hold_abort_->WaitForNotification();
   }
 
@@ -72,6 +74,23 @@ class FakeSender : public KvSender {
   absl::Notification* hold_abort_ = nullptr;
 };
 
+// The CPU runner, with a fault knob: fail the next forward steps.
+class FaultyRunner : public ModelRunner {
+ public:
+  explicit FaultyRunner(ModelRunner* inner) : inner_(inner) {}
+  const ModelConfig& config() const override { return inner_->config(); }
+  absl::Status Forward(const ForwardBatch& batch, KvCache& cache,
+                       std::vector<float>* logits) override {
+    if (fail_.load()) return absl::InternalError("injected step failure");
+    return inner_->Forward(batch, cache, logits);
+  }
+  void FailSteps(bool fail) { fail_.store(fail); }
+
+ private:
+  ModelRunner* inner_;
+  std::atomic<bool> fail_{false};
+};
+
 class KvExporterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -81,6 +100,7 @@ class KvExporterTest : public ::testing::Test {
     ASSERT_TRUE(tok.ok()) << tok.status();
     tokenizer_ = std::move(*tok);
     runner_ = std::make_unique<CpuModelRunner>(model_->config, &model_->weights, 1);
+    faulty_ = std::make_unique<FaultyRunner>(runner_.get());
     auto cache = KvCache::Create(KvLayout::ForModel(model_->config, kBlockSize), kBlocks);
     ASSERT_TRUE(cache.ok()) << cache.status();
     cache_ = std::move(*cache);
@@ -93,7 +113,7 @@ class KvExporterTest : public ::testing::Test {
       exporter_->OnLayer(layer, chunks);
     };
     loop_ = std::make_unique<EngineLoop>(
-        std::make_unique<Engine>(tokenizer_.get(), runner_.get(), cache_.get(), o));
+        std::make_unique<Engine>(tokenizer_.get(), faulty_.get(), cache_.get(), o));
     exporter_->AttachLoop(loop_.get());
   }
 
@@ -144,6 +164,7 @@ class KvExporterTest : public ::testing::Test {
   std::unique_ptr<test::TestModel> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<CpuModelRunner> runner_;
+  std::unique_ptr<FaultyRunner> faulty_;
   std::unique_ptr<KvCache> cache_;
   FakeSender sender_;
   absl::Notification release_abort_;
@@ -156,7 +177,7 @@ TEST_F(KvExporterTest, CancelMidPrefillAbortsOffTheEngineThreadAndFreesBlocksAft
   ASSERT_TRUE(RunOnEngine([&](Engine& e) {
     const int64_t id = AddAndRegister(e, o, 7);
     ASSERT_TRUE(e.Step().ok());  // the first chunk: its layers are sent
-    exporter_->Cancel(id, "cancelled by the test", e.CancelAndTakeBlocks(id));
+    exporter_->Cancel(e, id, "cancelled by the test");
   })) << "the engine thread waited for the abort";
   ASSERT_TRUE(sender_.AwaitAbortEntered());
   EXPECT_GT(sender_.layers(), 0);
@@ -178,7 +199,7 @@ TEST_F(KvExporterTest, CancelOfAFinishedPrefillTakesItsHeldBlocks) {
   ASSERT_TRUE(RunOnEngine([&](Engine& e) {
     id = AddAndRegister(e, o, 9);
     while (e.HasWork()) ASSERT_TRUE(e.Step().ok());
-    exporter_->Cancel(id, "cancelled by the test", e.CancelAndTakeBlocks(id));
+    exporter_->Cancel(e, id, "cancelled by the test");
   }));
   ASSERT_TRUE(sender_.AwaitAbortEntered());
   absl::Notification finished;
@@ -199,13 +220,36 @@ TEST_F(KvExporterTest, CancelOfAFinishedPrefillTakesItsHeldBlocks) {
   EXPECT_EQ(sender_.commits(), 0);
 }
 
+// A step that fails after some layers went out ends the sequence; its
+// blocks stay held until the exporter's abort returned.
+TEST_F(KvExporterTest, AFailedStepsBlocksWaitForTheAbort) {
+  const SequenceOptions o = Prompt(64);
+  int64_t id = 0;
+  ASSERT_TRUE(RunOnEngine([&](Engine& e) {
+    id = AddAndRegister(e, o, 5);
+    ASSERT_TRUE(e.Step().ok());
+    faulty_->FailSteps(true);
+    EXPECT_FALSE(e.Step().ok());
+    EXPECT_EQ(e.num_sequences(), 0);  // ended by the failure
+  }));
+  faulty_->FailSteps(false);
+  EXPECT_LT(FreeBlocks(), kBlocks);  // held: the layers sent may still be read
+  ASSERT_TRUE(RunOnEngine([&](Engine& e) { exporter_->Cancel(e, id, "step failed"); }));
+  ASSERT_TRUE(sender_.AwaitAbortEntered());
+  EXPECT_LT(FreeBlocks(), kBlocks);
+  release_abort_.Notify();
+  EXPECT_TRUE(loop_->WaitIdle(absl::Now() + kWait));
+  EXPECT_EQ(FreeBlocks(), kBlocks);
+  EXPECT_EQ(sender_.aborted(), std::vector<uint64_t>{5});
+}
+
 // A cancel of a sequence the exporter never saw still frees its blocks.
 TEST_F(KvExporterTest, CancelOfAnUnregisteredSequenceFreesItsBlocks) {
   const SequenceOptions o = Prompt(40);
   ASSERT_TRUE(RunOnEngine([&](Engine& e) {
     absl::StatusOr<int64_t> id = e.Add(o, [](const TokenEvent&) {});
     ASSERT_TRUE(id.ok()) << id.status();
-    exporter_->Cancel(*id, "cancelled by the test", e.CancelAndTakeBlocks(*id));
+    exporter_->Cancel(e, *id, "cancelled by the test");
   }));
   EXPECT_TRUE(loop_->WaitIdle(absl::Now() + kWait));
   EXPECT_EQ(FreeBlocks(), kBlocks);
