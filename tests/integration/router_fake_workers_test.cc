@@ -156,6 +156,31 @@ class RouterFakeWorkersTest : public ::testing::Test {
     return bad.prefill_calls();
   }
 
+  // A 6-token request placed on a decode worker with `broken` options
+  // (least_loaded picks it: the healthy second one has fewer free blocks).
+  struct FailoverRun {
+    Outcome out;
+    v1::DecodeRequest moved;   // what the healthy worker was asked last
+    int broken_cancelled = 0;  // a hung worker's streams cancelled by the router
+  };
+  FailoverRun RunFailover(FakeDecodeWorker::Options broken) {
+    const bool hangs = broken.freeze_after >= 0;  // the router cancels its stream
+    FakeDecodeWorker d1(std::move(broken), &bus_);
+    auto healthy = DecodeOptions("abcdefgh");
+    healthy.free_blocks = 50;
+    FakeDecodeWorker d2(healthy, &bus_);
+    StartRouter({d1.address(), d2.address()}, {});
+    v1::GenerateRequest request = Text("go", 6);
+    request.set_return_token_ids(true);
+    FailoverRun run;
+    run.out = Generate(request);
+    run.moved = d2.last_request();
+    if (hangs) Eventually([&] { return d1.cancelled_calls() > 0; });
+    run.broken_cancelled = d1.cancelled_calls();
+    router_.reset();
+    return run;
+  }
+
   static Model* model_;
   FakeKvBus bus_;
   std::unique_ptr<RouterServer> router_;
@@ -566,24 +591,17 @@ TEST_F(RouterFakeWorkersTest, HungPrefillWorkerTimesOutWithinTheKvWait) {
 TEST_F(RouterFakeWorkersTest, DecodeDyingMidStreamFailsOverWithoutLostOrRepeatedTokens) {
   auto dying = DecodeOptions("abcdefgh");
   dying.die_after = 3;
-  FakeDecodeWorker d1(dying, &bus_);
-  auto healthy = DecodeOptions("abcdefgh");
-  healthy.free_blocks = 50;  // least_loaded places on d1 first
-  FakeDecodeWorker d2(healthy, &bus_);
-  StartRouter({d1.address(), d2.address()}, {});
-  v1::GenerateRequest request = Text("go", 6);
-  request.set_return_token_ids(true);
-  const Outcome out = Generate(request);
-  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  const FailoverRun run = RunFailover(dying);
+  ASSERT_TRUE(run.out.status.ok()) << run.out.status.error_message();
   const std::vector<int32_t> all = Encode("abcdefgh");
   ASSERT_GE(all.size(), 6u);
-  EXPECT_EQ(out.token_ids, std::vector<int32_t>(all.begin(), all.begin() + 6));
-  EXPECT_EQ(out.finished.usage().completion_tokens(), 6);
-  const v1::DecodeRequest moved = d2.last_request();
-  EXPECT_EQ(moved.first_index(), 3);
-  EXPECT_EQ(moved.max_tokens(), 3);
-  EXPECT_TRUE(moved.local_prefill());
-  const std::vector<int32_t> prompt(moved.prompt_tokens().begin(), moved.prompt_tokens().end());
+  EXPECT_EQ(run.out.token_ids, std::vector<int32_t>(all.begin(), all.begin() + 6));
+  EXPECT_EQ(run.out.finished.usage().completion_tokens(), 6);
+  EXPECT_EQ(run.moved.first_index(), 3);
+  EXPECT_EQ(run.moved.max_tokens(), 3);
+  EXPECT_TRUE(run.moved.local_prefill());
+  const std::vector<int32_t> prompt(run.moved.prompt_tokens().begin(),
+                                    run.moved.prompt_tokens().end());
   std::vector<int32_t> want = Encode("go");
   want.insert(want.end(), all.begin(), all.begin() + 3);  // what d1 produced
   EXPECT_EQ(prompt, want);
@@ -595,19 +613,12 @@ TEST_F(RouterFakeWorkersTest, DecodeDyingMidStreamFailsOverWithoutLostOrRepeated
 TEST_F(RouterFakeWorkersTest, AHungDecodeWorkersStreamFailsOver) {
   auto hanging = DecodeOptions("abcdefgh");
   hanging.freeze_after = 3;
-  FakeDecodeWorker d1(hanging, &bus_);
-  auto healthy = DecodeOptions("abcdefgh");
-  healthy.free_blocks = 50;  // least_loaded places on d1 first
-  FakeDecodeWorker d2(healthy, &bus_);
-  StartRouter({d1.address(), d2.address()}, {});
-  v1::GenerateRequest request = Text("go", 6);
-  request.set_return_token_ids(true);
-  const Outcome out = Generate(request);
-  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  const FailoverRun run = RunFailover(hanging);
+  ASSERT_TRUE(run.out.status.ok()) << run.out.status.error_message();
   const std::vector<int32_t> all = Encode("abcdefgh");
-  EXPECT_EQ(out.token_ids, std::vector<int32_t>(all.begin(), all.begin() + 6));
-  EXPECT_EQ(d2.last_request().first_index(), 3);
-  EXPECT_TRUE(Eventually([&] { return d1.cancelled_calls() == 1; }));
+  EXPECT_EQ(run.out.token_ids, std::vector<int32_t>(all.begin(), all.begin() + 6));
+  EXPECT_EQ(run.moved.first_index(), 3);
+  EXPECT_EQ(run.broken_cancelled, 1);
 }
 
 // With nowhere to fail over to, the hung attempt is given up once: the
