@@ -95,8 +95,11 @@ void GenerateCall::Place(Actions* a) {
   q.prefill.ejected = q.decode.ejected;
   q.prefill.now = now;
   q.colocated = env_.config->colocated || !generated.empty() || force_local_prefill_;
-  if (!env_.config->colocated) {
-    q.forced_why = force_local_prefill_ ? "no usable prefill worker left" : "a decode failover";
+  if (!env_.config->colocated && force_local_prefill_) {
+    q.forced_why = "no usable prefill worker left";
+    q.forced_reason = "prefill_fallback";
+  } else if (!env_.config->colocated) {
+    q.forced_why = "a decode failover";
   }
   q.local_prefill_max_tokens = env_.config->local_prefill_max_tokens;
   q.prefill_saturation_tokens = env_.config->prefill_saturation_tokens;

@@ -82,7 +82,7 @@ void GenerateCall::HandlePrefillFailure(const grpc::Status& status, Actions* a) 
     return;
   }
   const bool deadline_passed = std::chrono::system_clock::now() >= deadline_;
-  if (IsWorkerHealthFailure(status, deadline_passed)) RecordWorkerFailure(address);
+  if (IsWorkerHealthFailure(status)) RecordWorkerFailure(address);
   if (!decode_active_ || prefill_retries_ >= retry_.prefill_retries ||
       !IsRetryableWorkerFailure(status, deadline_passed)) {
     grpc::Status failure = WorkerFailureStatus("prefill", address, status);

@@ -15,6 +15,8 @@ bool IsRetryableWorkerFailure(const grpc::Status& status, bool deadline_passed) 
     case grpc::StatusCode::DEADLINE_EXCEEDED:   // the attempt's own timeout (hung)
     case grpc::StatusCode::RESOURCE_EXHAUSTED:  // that worker's queue is full
     case grpc::StatusCode::CANCELLED:           // the worker's server cancelled
+    case grpc::StatusCode::UNAUTHENTICATED:     // a KV secret this pair does not share:
+    case grpc::StatusCode::PERMISSION_DENIED:   // another worker, or local prefill, can serve
       return true;
     default:
       // Bad input, incompatibility, NOT_FOUND: the request itself is at fault
@@ -23,16 +25,17 @@ bool IsRetryableWorkerFailure(const grpc::Status& status, bool deadline_passed) 
   }
 }
 
-bool IsWorkerHealthFailure(const grpc::Status& status, bool deadline_passed) {
+bool IsWorkerHealthFailure(const grpc::Status& status) {
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::UNKNOWN:
     case grpc::StatusCode::INTERNAL:
     case grpc::StatusCode::DATA_LOSS:
       return true;
-    case grpc::StatusCode::DEADLINE_EXCEEDED:  // the attempt's timeout: it hung
-      return !deadline_passed;
     default:
+      // DEADLINE_EXCEEDED included: an attempt also times out while the
+      // prompt waits in a busy worker's queue. A worker that really hung
+      // stops its load reports and leaves the pool on its own.
       return false;
   }
 }
@@ -41,6 +44,7 @@ bool IsRetryableDecodeFailure(const grpc::Status& status, bool deadline_passed) 
   const grpc::StatusCode code = status.error_code();
   return code != grpc::StatusCode::DEADLINE_EXCEEDED &&
          code != grpc::StatusCode::RESOURCE_EXHAUSTED &&
+         code != grpc::StatusCode::UNAUTHENTICATED && code != grpc::StatusCode::PERMISSION_DENIED &&
          IsRetryableWorkerFailure(status, deadline_passed);
 }
 

@@ -46,12 +46,13 @@ bool IsRetryableWorkerFailure(const grpc::Status& status, bool deadline_passed);
 bool IsRetryableDecodeFailure(const grpc::Status& status, bool deadline_passed);
 
 // Whether a failed prefill attempt counts against its worker in the circuit
-// breaker: the worker (or the path to it) broke or hung. A verdict on the
-// request (RESOURCE_EXHAUSTED for a prompt the pool cannot hold, bad input,
-// incompatibility), a KV transfer the decode side ended, or the request's
-// own deadline says nothing about the worker's health: a few such requests
-// must not eject a healthy worker.
-bool IsWorkerHealthFailure(const grpc::Status& status, bool deadline_passed);
+// breaker: the worker (or the path to it) broke. A verdict on the request
+// (RESOURCE_EXHAUSTED for a prompt the pool cannot hold, bad input,
+// incompatibility, a KV secret it does not share), a KV transfer the decode
+// side ended, or a timeout (a busy worker's queue times attempts out too)
+// says nothing about its health: such requests must not eject a healthy
+// worker.
+bool IsWorkerHealthFailure(const grpc::Status& status);
 
 // Delay before retry number `retry` (1 = the first); `jitter` in [0, 1).
 absl::Duration RetryBackoff(const RetryOptions& options, int retry, double jitter);

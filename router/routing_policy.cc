@@ -1,6 +1,7 @@
 #include "router/routing_policy.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -270,10 +271,16 @@ absl::StatusOr<const WorkerState*> PickPrefill(const RegistrySnapshot& snapshot,
   return LeastLoadedPrefill(usable, query.ticket);
 }
 
-absl::StatusOr<Placement> PlaceRequest(const RegistrySnapshot& snapshot,
-                                       const PlacementQuery& query) {
+namespace {
+
+// PlaceRequest on the best decode worker of `query`; `*chosen` is that
+// worker, or null when none was picked.
+absl::StatusOr<Placement> PlaceOnBestDecode(const RegistrySnapshot& snapshot,
+                                            const PlacementQuery& query,
+                                            const WorkerState** chosen) {
   absl::StatusOr<const WorkerState*> decode = PickDecode(snapshot, query.decode);
   if (!decode.ok()) return decode.status();
+  *chosen = *decode;
   Placement placement;
   placement.decode = *decode;
   placement.local_prefill = true;
@@ -281,7 +288,7 @@ absl::StatusOr<Placement> PlaceRequest(const RegistrySnapshot& snapshot,
   placement.decode_cached_tokens = keys.HitTokens(**decode);
   if (query.colocated) {
     placement.why = query.forced_why;
-    placement.reason = "forced";
+    placement.reason = query.forced_reason;
     return placement;
   }
   if (Uncached(query.decode.prompt_tokens, placement.decode_cached_tokens) <=
@@ -306,6 +313,28 @@ absl::StatusOr<Placement> PlaceRequest(const RegistrySnapshot& snapshot,
   placement.why = "a compatible prefill worker is live";
   placement.reason = "prefill_worker_available";
   return placement;
+}
+
+}  // namespace
+
+absl::StatusOr<Placement> PlaceRequest(const RegistrySnapshot& snapshot,
+                                       const PlacementQuery& query) {
+  // A decode worker that no live prefill worker pairs with (another KV
+  // dtype or layout, as in a pool being switched over tier by tier) gives
+  // way to the next best one; only when none pairs is the incompatibility
+  // the answer. Each round excludes one more worker, so this ends.
+  PlacementQuery q = query;
+  std::optional<absl::Status> incompatible;
+  while (true) {
+    const WorkerState* chosen = nullptr;
+    absl::StatusOr<Placement> placement = PlaceOnBestDecode(snapshot, q, &chosen);
+    if (placement.ok()) return placement;
+    if (chosen == nullptr || !absl::IsFailedPrecondition(placement.status())) {
+      return incompatible.value_or(placement.status());
+    }
+    if (!incompatible.has_value()) incompatible = placement.status();
+    q.decode.excluded.push_back(chosen->address);
+  }
 }
 
 }  // namespace pdserve

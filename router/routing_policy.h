@@ -104,13 +104,16 @@ absl::StatusOr<const WorkerState*> PickPrefill(const RegistrySnapshot& snapshot,
 // has at most `local_prefill_max_tokens` tokens (0 = never), when no
 // prefill worker is live, and when every usable compatible prefill worker
 // has at least `prefill_saturation_tokens` prompt tokens queued (0 =
-// never); live but incompatible prefill workers are an error
-// (FAILED_PRECONDITION), never a silent fallback.
+// never). A decode worker that only incompatible live prefill workers
+// could serve (another KV dtype, layout, model) gives way to the next best
+// decode worker; when none pairs, that is an error (FAILED_PRECONDITION),
+// never a silent fallback to local prefill.
 struct PlacementQuery {
   DecodeQuery decode;
   PrefillQuery prefill;
   bool colocated = false;  // local prefill is forced
   const char* forced_why = "colocated mode";  // for logs: what forced it
+  const char* forced_reason = "forced";       // Placement::reason then
   int32_t local_prefill_max_tokens = 0;
   int64_t prefill_saturation_tokens = 0;
 };
@@ -118,8 +121,9 @@ struct Placement {
   const WorkerState* decode = nullptr;  // points into the snapshot
   bool local_prefill = false;
   const char* why = "";  // for logs: why this prefill mode
-  // For pdserve_router_prefill_decisions_total{reason}: "forced",
-  // "short_uncached_prompt", "no_prefill_worker", "prefill_saturated" (local)
+  // For pdserve_router_prefill_decisions_total{reason}: "forced"
+  // (--colocated, decode failover), "prefill_fallback" (no prefill worker
+  // left for a retry), "short_uncached_prompt", "no_prefill_worker", "prefill_saturated" (local)
   // or "prefill_worker_available" (remote).
   const char* reason = "";
   // The decode worker's estimated prefix hit (prefix_hit.h), in tokens.

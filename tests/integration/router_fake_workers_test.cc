@@ -566,6 +566,23 @@ TEST_F(RouterFakeWorkersTest, RequestVerdictsDoNotEjectAPrefillWorker) {
   EXPECT_GT(FailingPrefillCalls(grpc::StatusCode::RESOURCE_EXHAUSTED, 12), 3);
 }
 
+// A prefill worker that does not share the decode worker's KV secret
+// (UNAUTHENTICATED) is tried no further for the request: it falls back to
+// local prefill instead of failing.
+TEST_F(RouterFakeWorkersTest, AnUnauthenticatedPrefillFallsBackToLocalPrefill) {
+  FakeDecodeWorker d(DecodeOptions("hello"), &bus_);
+  auto other_secret = PrefillOptions();
+  other_secret.fail = true;
+  other_secret.fail_code = grpc::StatusCode::UNAUTHENTICATED;
+  FakePrefillWorker p(other_secret, &bus_);
+  StartRouter({d.address()}, {p.address()});
+  const Outcome out = Generate(Text("go"));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.text, "hello");
+  EXPECT_EQ(out.finished.timings().prefill_mode(), "local");
+  EXPECT_EQ(p.prefill_calls(), 1);
+}
+
 // The contrast: one that keeps failing as if it were down is ejected.
 TEST_F(RouterFakeWorkersTest, RepeatedUnavailablePrefillsEjectTheWorker) {
   EXPECT_EQ(FailingPrefillCalls(grpc::StatusCode::UNAVAILABLE, 12), 3);

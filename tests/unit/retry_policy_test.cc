@@ -24,7 +24,9 @@ TEST(RetryPolicyTest, RetryableFailuresTable) {
       {C::ABORTED, false, true, true, false},              // transfer aborted
       {C::DATA_LOSS, false, true, true, true},             // cut mid-payload
       {C::CANCELLED, false, true, true, false},            // worker's server cancelled
-      {C::DEADLINE_EXCEEDED, false, true, false, true},    // attempt timeout / KV wait
+      {C::DEADLINE_EXCEEDED, false, true, false, false},   // attempt timeout (maybe queued) / KV wait
+      {C::UNAUTHENTICATED, false, true, false, false},     // a KV secret the pair does not share
+      {C::PERMISSION_DENIED, false, true, false, false},
       {C::RESOURCE_EXHAUSTED, false, true, false, false},  // that worker is full
       {C::INVALID_ARGUMENT, false, false, false, false},   // the request is bad
       {C::OUT_OF_RANGE, false, false, false, false},
@@ -40,7 +42,7 @@ TEST(RetryPolicyTest, RetryableFailuresTable) {
         << r.code << " deadline_passed=" << r.deadline_passed;
     EXPECT_EQ(IsRetryableDecodeFailure(s, r.deadline_passed), r.decode_failover)
         << r.code << " deadline_passed=" << r.deadline_passed;
-    EXPECT_EQ(IsWorkerHealthFailure(s, r.deadline_passed), r.counts_against_worker)
+    EXPECT_EQ(IsWorkerHealthFailure(s), r.counts_against_worker)
         << r.code << " deadline_passed=" << r.deadline_passed;
   }
 }

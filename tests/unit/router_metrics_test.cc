@@ -32,7 +32,8 @@ TEST(RouterMetricsTest, EveryCodeIsExportedFromTheStart) {
   EXPECT_THAT(text, HasSubstr("pdserve_router_routing_decisions_total{tier=\"prefill\","
                               "policy=\"round_robin\"} 0\n"));
   for (const char* series :
-       {"where=\"local\",reason=\"forced\"", "where=\"local\",reason=\"short_uncached_prompt\"",
+       {"where=\"local\",reason=\"forced\"", "where=\"local\",reason=\"prefill_fallback\"",
+        "where=\"local\",reason=\"short_uncached_prompt\"",
         "where=\"local\",reason=\"no_prefill_worker\"",
         "where=\"local\",reason=\"prefill_saturated\"",
         "where=\"remote\",reason=\"prefill_worker_available\""}) {

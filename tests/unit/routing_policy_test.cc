@@ -380,6 +380,26 @@ TEST(RoutingPolicyTest, PlaceRequestChoosesThePrefillMode) {
   }
 }
 
+// A pool switched over tier by tier: the decode worker that would win on
+// load has no prefill worker to pair with, so the next one takes it; only
+// when none pairs is it FAILED_PRECONDITION.
+TEST(RoutingPolicyTest, PlaceRequestSkipsDecodeWorkersNoPrefillWorkerPairsWith) {
+  W int8_decode = W("d-int8").Free(200);  // the least loaded
+  int8_decode.layout = Layout(2, 16, "int8");
+  PlacementQuery q;
+  q.decode.prompt_tokens = 100;
+  q.decode.model_fingerprint = "fp";
+  q.decode.now = q.prefill.now = kNow;
+  absl::StatusOr<Placement> got = PlaceRequest(Snapshot({int8_decode, W("d-f16")}, {W("p")}), q);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->decode->address, "d-f16");
+  EXPECT_FALSE(got->local_prefill);
+
+  got = PlaceRequest(Snapshot({int8_decode}, {W("p")}), q);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << got.status();
+  EXPECT_NE(got.status().message().find("kv dtype mismatch"), std::string::npos) << got.status();
+}
+
 // A 256-token prompt: 16 blocks of 16 tokens.
 std::vector<int32_t> Prompt(int32_t first = 1) {
   std::vector<int32_t> p;
