@@ -390,12 +390,14 @@ TEST(RoutingPolicyTest, PlaceRequestSkipsDecodeWorkersNoPrefillWorkerPairsWith) 
   q.decode.prompt_tokens = 100;
   q.decode.model_fingerprint = "fp";
   q.decode.now = q.prefill.now = kNow;
-  absl::StatusOr<Placement> got = PlaceRequest(Snapshot({int8_decode, W("d-f16")}, {W("p")}), q);
+  const RegistrySnapshot mixed = Snapshot({int8_decode, W("d-f16")}, {W("p")});
+  absl::StatusOr<Placement> got = PlaceRequest(mixed, q);  // points into `mixed`
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->decode->address, "d-f16");
   EXPECT_FALSE(got->local_prefill);
 
-  got = PlaceRequest(Snapshot({int8_decode}, {W("p")}), q);
+  const RegistrySnapshot int8_only = Snapshot({int8_decode}, {W("p")});
+  got = PlaceRequest(int8_only, q);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << got.status();
   EXPECT_NE(got.status().message().find("kv dtype mismatch"), std::string::npos) << got.status();
 }
