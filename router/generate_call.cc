@@ -83,6 +83,7 @@ void GenerateCall::Place(Actions* a) {
   PlacementQuery q;
   q.decode.policy = env_.config->decode_policy;
   q.decode.prompt_tokens = static_cast<int32_t>(request_.prompt_tokens.size() + generated.size());
+  q.decode.max_tokens = request_.max_tokens - static_cast<int32_t>(generated.size());
   q.decode.prompt = request_.prompt_tokens;
   q.decode.model_fingerprint = env_.model->fingerprint();
   q.decode.excluded = attempts_.excluded();

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "router/prefix_hit.h"
 
 namespace pdserve {
@@ -144,6 +145,36 @@ bool PrefillTierSaturated(const RegistrySnapshot& snapshot, const WorkerState& d
   return true;
 }
 
+// Drops the workers whose whole pool (kv_blocks_total; 0 = not reported)
+// is smaller than the request's reservation: that refusal would be the same
+// every time, so a request no usable pool holds is OUT_OF_RANGE, not a
+// RESOURCE_EXHAUSTED that invites retries.
+absl::Status KeepPoolsThatHold(const DecodeQuery& query,
+                               std::vector<const WorkerState*>* usable) {
+  if (query.max_tokens <= 0) return absl::OkStatus();
+  const int32_t reserved_tokens = query.prompt_tokens + query.max_tokens - 1;
+  int64_t largest = 0;
+  int64_t need = 0;
+  std::vector<const WorkerState*> hold;
+  for (const WorkerState* w : *usable) {
+    const int64_t total = w->load.kv_blocks_total();
+    const int64_t blocks = BlocksNeeded(*w, reserved_tokens);
+    if (total == 0 || blocks <= total) {
+      hold.push_back(w);
+    } else if (total > largest) {
+      largest = total;
+      need = blocks;
+    }
+  }
+  if (hold.empty()) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "prompt (", query.prompt_tokens, " tokens) + max_tokens (", query.max_tokens, ") need ",
+        need, " KV blocks; the largest decode worker pool holds ", largest));
+  }
+  *usable = std::move(hold);
+  return absl::OkStatus();
+}
+
 std::vector<std::string> Addresses(const std::vector<WorkerState>& workers) {
   std::vector<std::string> out;
   for (const WorkerState& w : workers) out.push_back(w.address);
@@ -214,6 +245,7 @@ absl::StatusOr<const WorkerState*> PickDecode(const RegistrySnapshot& snapshot,
         absl::StrCat("every decode worker is out of KV capacity (refused by ",
                      absl::StrJoin(query.excluded, ", "), ")"));
   }
+  RETURN_IF_ERROR(KeepPoolsThatHold(query, &usable));
   PreferNotEjected(query.ejected, &usable);
   switch (query.policy) {
     case PolicyKind::kRoundRobin:

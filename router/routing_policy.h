@@ -53,6 +53,9 @@ inline constexpr int32_t kSequenceCostTokens = 64;
 struct DecodeQuery {
   PolicyKind policy = PolicyKind::kLeastLoaded;
   int32_t prompt_tokens = 0;
+  // Tokens still to generate (0 = unknown): with prompt_tokens, what the
+  // decode worker reserves KV blocks for.
+  int32_t max_tokens = 0;
   // The prompt's token ids (prefix_aware and the uncached part of
   // PlaceRequest); may be empty. Must outlive the call.
   absl::Span<const int32_t> prompt;
@@ -71,6 +74,8 @@ struct DecodeQuery {
 // The chosen worker points into `snapshot`. Errors:
 //   UNAVAILABLE          no decode worker is live;
 //   FAILED_PRECONDITION  live ones exist but none serves the router's model;
+//   OUT_OF_RANGE         the request needs more KV blocks than any usable
+//                        worker's whole pool holds (it could never run);
 //   RESOURCE_EXHAUSTED   every usable one is in `excluded`.
 absl::StatusOr<const WorkerState*> PickDecode(const RegistrySnapshot& snapshot,
                                               const DecodeQuery& query);

@@ -117,7 +117,8 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     *control_.info.mutable_kv_layout() = TestKvLayout();
     control_.info.set_protocol_version(1);
     control_.info.set_kv_endpoint("127.0.0.1:1");
-    control_.load.set_kv_blocks_total(100);
+    // The fake takes any request: its pool is as large as any test needs.
+    control_.load.set_kv_blocks_total(1 << 20);
     control_.load.set_kv_blocks_free(options_.free_blocks);
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.host + ":" + std::to_string(options_.port),

@@ -28,6 +28,10 @@ v1::KvLayout Layout(uint32_t layers = 2, uint32_t block = 16, const char* dtype 
 // A worker row of a table; chained setters keep the rows short.
 struct W {
   W(const char* a) : address(a) {}  // NOLINT: implicit, for table rows
+  W& Total(uint32_t n) {
+    total_blocks = n;
+    return *this;
+  }
   W& Free(uint32_t n) {
     free_blocks = n;
     return *this;
@@ -77,6 +81,7 @@ struct W {
 
   std::string address;
   uint32_t free_blocks = 100;
+  uint32_t total_blocks = 0;  // 0: not reported
   uint32_t running = 0;
   uint32_t waiting = 0;
   uint64_t queued_tokens = 0;
@@ -99,6 +104,7 @@ WorkerState Make(const W& w, v1::WorkerRole role) {
   *s.info.mutable_kv_layout() = w.layout;
   s.info.set_protocol_version(w.protocol);
   s.load.set_kv_blocks_free(w.free_blocks);
+  s.load.set_kv_blocks_total(w.total_blocks);
   s.load.set_running(w.running);
   s.load.set_waiting(w.waiting);
   s.load.set_queued_prompt_tokens(w.queued_tokens);
@@ -378,6 +384,34 @@ TEST(RoutingPolicyTest, PlaceRequestChoosesThePrefillMode) {
     EXPECT_EQ(got->decode->address, "d");
     EXPECT_EQ(got->local_prefill, c.want_local);
   }
+}
+
+// A request whose reservation no usable pool could ever hold: the pools
+// that can are preferred whatever their load, and with none it is
+// OUT_OF_RANGE (retrying cannot help), not RESOURCE_EXHAUSTED.
+TEST(RoutingPolicyTest, PickDecodeSkipsPoolsThatCanNeverHoldTheRequest) {
+  DecodeQuery q;
+  q.prompt_tokens = 100;
+  q.max_tokens = 100;  // 199 tokens reserved: 13 blocks of 16
+  q.now = kNow;
+  const RegistrySnapshot mixed =
+      Snapshot({W("small").Total(12).Free(12), W("big").Total(64).Free(10)}, {});
+  absl::StatusOr<const WorkerState*> got = PickDecode(mixed, q);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)->address, "big");
+
+  const RegistrySnapshot small = Snapshot({W("a").Total(12), W("b").Total(8)}, {});
+  got = PickDecode(small, q);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kOutOfRange) << got.status();
+  EXPECT_NE(got.status().message().find("need 13 KV blocks; the largest decode worker pool holds 12"),
+            std::string::npos)
+      << got.status();
+
+  q.max_tokens = 0;  // unknown: no such check
+  EXPECT_TRUE(PickDecode(small, q).ok());
+  const RegistrySnapshot unreported = Snapshot({W("c")}, {});
+  q.max_tokens = 100;
+  EXPECT_TRUE(PickDecode(unreported, q).ok());
 }
 
 // A pool switched over tier by tier: the decode worker that would win on
