@@ -131,8 +131,15 @@ std::string MetricsHttpResponse(absl::string_view request_head, const MetricsReg
   }
   const absl::string_view path = parts[1].substr(0, parts[1].find('?'));
   if (path != "/metrics") return TextResponse("404 Not Found");
-  if (parts[0] != "GET") return TextResponse("405 Method Not Allowed", "Allow: GET\r\n");
-  return Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", registry.Expose());
+  const bool head = parts[0] == "HEAD";
+  if (parts[0] != "GET" && !head) {
+    return TextResponse("405 Method Not Allowed", "Allow: GET, HEAD\r\n");
+  }
+  std::string response =
+      Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", registry.Expose());
+  // HEAD: the headers GET would send (Content-Length included), no body.
+  if (head) response.resize(response.find("\r\n\r\n") + 4);
+  return response;
 }
 
 class MetricsHttpServer::Impl {

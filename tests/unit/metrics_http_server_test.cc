@@ -17,6 +17,7 @@ namespace {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 class MetricsHttpServerTest : public ::testing::Test {
@@ -72,6 +73,14 @@ TEST_F(MetricsHttpServerTest, QueryStringIsIgnored) {
 TEST_F(MetricsHttpServerTest, OtherPathsAre404) {
   EXPECT_THAT(RoundTrip("GET / HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404 Not Found"));
   EXPECT_THAT(RoundTrip("GET /metricsx HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404"));
+}
+
+TEST_F(MetricsHttpServerTest, HeadGetsTheHeadersWithoutTheBody) {
+  const std::string r = RoundTrip("HEAD /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(r, StartsWith("HTTP/1.1 200 OK"));
+  EXPECT_THAT(r, HasSubstr("Content-Length: "));
+  EXPECT_THAT(r, Not(HasSubstr("Content-Length: 0\r\n")));  // the GET body's length
+  EXPECT_EQ(r.find("\r\n\r\n") + 4, r.size()) << r;
 }
 
 TEST_F(MetricsHttpServerTest, OtherMethodsAndGarbage) {
