@@ -42,8 +42,8 @@ absl::StatusOr<std::unique_ptr<Sequence>> Engine::Admit(
   // something: a continuation's first index is the tokens already made,
   // which are part of its prompt.
   if (opts.first_index < 0 || opts.first_index > ctx) {
-    return absl::InvalidArgumentError(absl::StrCat("first_index ", opts.first_index,
-                                                   " is outside [0, context ", ctx, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("first_index ", opts.first_index, " is outside [0, context ", ctx, "]"));
   }
   RETURN_IF_ERROR(ValidateSamplingParams(opts.sampling));
   const int64_t total = static_cast<int64_t>(opts.prompt.size()) + opts.max_tokens;
@@ -212,7 +212,9 @@ int32_t Engine::num_waiting() const { return num_sequences() - num_running(); }
 std::vector<Engine::Slot> Engine::Schedule() const {
   std::vector<Slot> slots;
   int32_t budget = options_.max_batch_tokens;
-  auto full = [&] { return budget == 0 || static_cast<int32_t>(slots.size()) == options_.max_running; };
+  auto full = [&] {
+    return budget == 0 || static_cast<int32_t>(slots.size()) == options_.max_running;
+  };
   for (const auto& [id, seq] : sequences_) {
     if (full()) return slots;
     if (!seq->running()) continue;

@@ -84,8 +84,9 @@ class Engine {
   // returns them with FreeBlocks() after the transfer.
   std::vector<int32_t> TakeHeldBlocks(int64_t seq_id);
   void FreeBlocks(const std::vector<int32_t>& blocks);
-  // Ends a sequence now (its callback sees kCancelled) and frees its blocks.
-  // Unknown ids are ignored: the sequence may just have finished.
+  // Ends a sequence now (its callback sees kCancelled) and frees its blocks
+  // (a hold_kv_on_finish sequence's are held, as however it ends). Unknown
+  // ids are ignored: the sequence may just have finished.
   void Cancel(int64_t seq_id);
   // Cancel, except that the blocks go to the caller (FreeBlocks() once
   // nothing reads them any more) instead of back to the pool: a prefill

@@ -15,7 +15,7 @@ namespace pdserve {
 
 absl::Status DecodeWorkerConfig::Validate() const {
   if (model_path.empty()) return absl::InvalidArgumentError("--model is required");
-  RETURN_IF_ERROR(runtime().Validate());
+  RETURN_IF_ERROR(runtime.Validate());
   if (max_batch_tokens < 1 || max_batch < 1) {
     return absl::InvalidArgumentError("--max_batch_tokens and --max_batch must be positive");
   }
@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   std::unique_ptr<DecodeWorker> w(new DecodeWorker);
   w->config_ = c;
   ASSIGN_OR_RETURN(w->model_, Model::Load(c.model_path));
-  ASSIGN_OR_RETURN(EngineRuntime rt, CreateEngineRuntime(*w->model_, c.runtime()));
+  ASSIGN_OR_RETURN(EngineRuntime rt, CreateEngineRuntime(*w->model_, c.runtime));
   w->cache_ = std::move(rt.cache);
   w->runner_ = std::move(rt.runner);
   TcpKvReceiverOptions ro;
@@ -87,9 +87,9 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
     server->SetServing(false);
   });
   LOG(INFO) << "decode worker " << w->ctx_.worker_id << " serving on port " << w->port()
-            << ", kv endpoint " << w->ctx_.kv_endpoint << ", " << c.kv_blocks << " blocks of "
-            << c.block_size << " tokens (" << c.kv_dtype << "), prefix cache "
-            << (c.prefix_cache ? "on" : "off");
+            << ", kv endpoint " << w->ctx_.kv_endpoint << ", " << c.runtime.kv_blocks
+            << " blocks of " << c.runtime.block_size << " tokens (" << c.runtime.kv_dtype
+            << "), prefix cache " << (c.prefix_cache ? "on" : "off");
   return w;
 }
 

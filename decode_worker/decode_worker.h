@@ -34,15 +34,9 @@ struct DecodeWorkerConfig {
   // (127.0.0.1 when it listens on all interfaces).
   std::string kv_advertise;
   std::string worker_id;
-  int threads = 2;
-  // Where the model runs and the KV pool lives: "cpu", "cuda" or "cuda:N".
-  std::string device = "cpu";
-  // CUDA devices: replay decode steps from captured CUDA graphs.
-  bool cuda_graphs = false;
-  int kv_blocks = 1024;
-  int block_size = 16;
-  // KV cache element type, "f16" or "int8"; must match the other tier.
-  std::string kv_dtype = "f16";
+  // The engine's device, threads, CUDA graphs and KV pool (block count and
+  // size, dtype: "f16" or "int8", which must match the other tier).
+  EngineRuntimeFlags runtime;
   int max_batch_tokens = 512;
   int max_batch = 64;
   absl::Duration kv_wait = absl::Seconds(10);
@@ -53,15 +47,6 @@ struct DecodeWorkerConfig {
   // cached prefix and receive only the rest (delta transfer).
   bool prefix_cache = true;
 
-  // The engine's device, runner and KV pool flags.
-  EngineRuntimeFlags runtime() const {
-    return {.device = device,
-            .threads = threads,
-            .cuda_graphs = cuda_graphs,
-            .kv_blocks = kv_blocks,
-            .block_size = block_size,
-            .kv_dtype = kv_dtype};
-  }
   absl::Status Validate() const;
 };
 

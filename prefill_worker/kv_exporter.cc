@@ -126,8 +126,8 @@ void KvExporter::Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t
   Transfer t = std::move(it->second);
   transfers_.erase(it);
   const absl::Time queued = absl::Now();
-  commits_->Post([this, t = std::move(t), first_token, blocks = std::move(blocks), done = std::move(done),
-           queued]() mutable {
+  commits_->Post([this, t = std::move(t), first_token, blocks = std::move(blocks),
+                  done = std::move(done), queued]() mutable {
     absl::Status s = t.error;
     if (s.ok()) {
       KvCommit commit;

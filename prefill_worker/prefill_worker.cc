@@ -14,8 +14,8 @@ namespace pdserve {
 
 absl::Status PrefillWorkerConfig::Validate() const {
   if (model_path.empty()) return absl::InvalidArgumentError("--model is required");
-  RETURN_IF_ERROR(runtime().Validate());
-  const DeviceSpec spec = *DeviceSpec::Parse(device);  // checked just above
+  RETURN_IF_ERROR(runtime.Validate());
+  const DeviceSpec spec = *DeviceSpec::Parse(runtime.device);  // checked just above
   absl::StatusOr<KvTransportFlag> transport = ParseKvTransportFlag(kv_transport);
   if (!transport.ok()) {
     return absl::InvalidArgumentError(
@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   std::unique_ptr<PrefillWorker> w(new PrefillWorker);
   w->config_ = c;
   ASSIGN_OR_RETURN(w->model_, Model::Load(c.model_path));
-  ASSIGN_OR_RETURN(EngineRuntime rt, CreateEngineRuntime(*w->model_, c.runtime()));
+  ASSIGN_OR_RETURN(EngineRuntime rt, CreateEngineRuntime(*w->model_, c.runtime));
   w->cache_ = std::move(rt.cache);
   w->runner_ = std::move(rt.runner);
   TcpKvSenderOptions kv_options;

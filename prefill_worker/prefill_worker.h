@@ -30,17 +30,11 @@ struct PrefillWorkerConfig {
   std::string kv_secret_file;
   std::string listen = "0.0.0.0:50061";
   std::string worker_id;
-  int threads = 2;
-  // Where the model runs and the KV pool lives: "cpu", "cuda" or "cuda:N".
-  std::string device = "cpu";
-  // CUDA devices: replay decode steps from captured CUDA graphs.
-  bool cuda_graphs = false;
+  // The engine's device, threads, CUDA graphs and KV pool (block count and
+  // size, dtype: "f16" or "int8", which must match the other tier).
+  EngineRuntimeFlags runtime;
   // KV path to decode workers (common/kv_path.h): auto, tcp or cuda_ipc.
   std::string kv_transport = "auto";
-  int kv_blocks = 1024;
-  int block_size = 16;
-  // KV cache element type, "f16" or "int8"; must match the other tier.
-  std::string kv_dtype = "f16";
   int max_batch_tokens = 512;
   int max_batch = 16;
   int commit_threads = 4;
@@ -50,15 +44,6 @@ struct PrefillWorkerConfig {
   // Reuse cached full KV blocks of earlier prompts instead of recomputing.
   bool prefix_cache = true;
 
-  // The engine's device, runner and KV pool flags.
-  EngineRuntimeFlags runtime() const {
-    return {.device = device,
-            .threads = threads,
-            .cuda_graphs = cuda_graphs,
-            .kv_blocks = kv_blocks,
-            .block_size = block_size,
-            .kv_dtype = kv_dtype};
-  }
   absl::Status Validate() const;
 };
 

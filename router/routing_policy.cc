@@ -149,8 +149,7 @@ bool PrefillTierSaturated(const RegistrySnapshot& snapshot, const WorkerState& d
 // is smaller than the request's reservation: that refusal would be the same
 // every time, so a request no usable pool holds is OUT_OF_RANGE, not a
 // RESOURCE_EXHAUSTED that invites retries.
-absl::Status KeepPoolsThatHold(const DecodeQuery& query,
-                               std::vector<const WorkerState*>* usable) {
+absl::Status KeepPoolsThatHold(const DecodeQuery& query, std::vector<const WorkerState*>* usable) {
   if (query.max_tokens <= 0) return absl::OkStatus();
   const int32_t reserved_tokens = query.prompt_tokens + query.max_tokens - 1;
   int64_t largest = 0;

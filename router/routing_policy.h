@@ -116,7 +116,7 @@ absl::StatusOr<const WorkerState*> PickPrefill(const RegistrySnapshot& snapshot,
 struct PlacementQuery {
   DecodeQuery decode;
   PrefillQuery prefill;
-  bool colocated = false;  // local prefill is forced
+  bool colocated = false;                     // local prefill is forced
   const char* forced_why = "colocated mode";  // for logs: what forced it
   const char* forced_reason = "forced";       // Placement::reason then
   int32_t local_prefill_max_tokens = 0;

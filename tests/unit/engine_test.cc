@@ -346,9 +346,12 @@ TEST_F(EngineTest, MaxRunningCapsTheBatchAndTheRunningCount) {
   Engine engine(tokenizer_.get(), runner_.get(), cache.get(), opts);
   std::vector<int> tokens(2, 0);
   for (int i = 0; i < 2; ++i) {
-    ASSERT_TRUE(engine.Add(Seq(4, 3, i + 1), [&tokens, i](const TokenEvent& e) {
-                  if (e.token >= 0) ++tokens[i];
-                }).ok());
+    ASSERT_TRUE(engine
+                    .Add(Seq(4, 3, i + 1),
+                         [&tokens, i](const TokenEvent& e) {
+                           if (e.token >= 0) ++tokens[i];
+                         })
+                    .ok());
   }
   for (int step = 0; step < 3; ++step) {  // the first: prefill + 2 decode tokens
     EXPECT_EQ(engine.num_running(), 1) << step;

@@ -24,7 +24,7 @@ TEST(RetryPolicyTest, RetryableFailuresTable) {
       {C::ABORTED, false, true, true, false},              // transfer aborted
       {C::DATA_LOSS, false, true, true, true},             // cut mid-payload
       {C::CANCELLED, false, true, true, false},            // worker's server cancelled
-      {C::DEADLINE_EXCEEDED, false, true, false, false},   // attempt timeout (maybe queued) / KV wait
+      {C::DEADLINE_EXCEEDED, false, true, false, false},   // attempt timeout / KV wait
       {C::UNAUTHENTICATED, false, true, false, false},     // a KV secret the pair does not share
       {C::PERMISSION_DENIED, false, true, false, false},
       {C::RESOURCE_EXHAUSTED, false, true, false, false},  // that worker is full

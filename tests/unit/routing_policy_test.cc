@@ -403,8 +403,9 @@ TEST(RoutingPolicyTest, PickDecodeSkipsPoolsThatCanNeverHoldTheRequest) {
   const RegistrySnapshot small = Snapshot({W("a").Total(12), W("b").Total(8)}, {});
   got = PickDecode(small, q);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kOutOfRange) << got.status();
-  EXPECT_NE(got.status().message().find("need 13 KV blocks; the largest decode worker pool holds 12"),
-            std::string::npos)
+  EXPECT_NE(
+      got.status().message().find("need 13 KV blocks; the largest decode worker pool holds 12"),
+      std::string::npos)
       << got.status();
 
   q.max_tokens = 0;  // unknown: no such check

@@ -10,7 +10,7 @@ namespace {
 PrefillWorkerConfig Prefill(const std::string& device, const std::string& transport) {
   PrefillWorkerConfig c;
   c.model_path = "model.gguf";
-  c.device = device;
+  c.runtime.device = device;
   c.kv_transport = transport;
   return c;
 }
@@ -36,9 +36,9 @@ TEST(WorkerConfigTest, DecodeDevice) {
   DecodeWorkerConfig c;
   c.model_path = "model.gguf";
   EXPECT_TRUE(c.Validate().ok());
-  c.device = "cuda:1";
+  c.runtime.device = "cuda:1";
   EXPECT_TRUE(c.Validate().ok());
-  c.device = "cuda:";
+  c.runtime.device = "cuda:";
   EXPECT_EQ(c.Validate().code(), absl::StatusCode::kInvalidArgument);
 }
 
