@@ -17,7 +17,7 @@ ASAN_EXCLUDE_LABELS ?= k8s|golden
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all setup model configure build test test-default test-asan configure-asan build-asan run bench-engine clean
+.PHONY: all setup model vocab configure build test test-default test-asan configure-asan build-asan run bench-engine clean
 
 all: build
 
@@ -27,6 +27,10 @@ setup:
 model:
 	@scripts/fetch-model.sh
 
+# llama.cpp's LLaMA 2 / LLaMA 3 tokenizer fixtures for the tokenizer tests.
+vocab:
+	@scripts/fetch-vocab.sh
+
 configure: setup
 	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
 
@@ -35,7 +39,7 @@ build: configure
 
 test: test-default test-asan
 
-test-default: build model
+test-default: build model vocab
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
 # The same sources with -fsanitize=address,undefined (CUDA off: the GPU code
@@ -47,7 +51,7 @@ configure-asan: setup
 build-asan: configure-asan
 	@ninja -C $(ASAN_BUILD_DIR) -j $(JOBS)
 
-test-asan: build-asan model
+test-asan: build-asan model vocab
 	@scripts/test-sanitized.sh $(ASAN_BUILD_DIR) '$(ASAN_TEST_LABELS)' '$(ASAN_EXCLUDE_LABELS)' $(JOBS)
 
 # A local cluster (1 router, 1 prefill, 1 decode on loopback) that streams a

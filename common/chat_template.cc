@@ -1,6 +1,7 @@
 #include "common/chat_template.h"
 
 #include <cstddef>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -72,6 +73,33 @@ void AppendTurn(std::string_view role, std::string_view content, std::string* ou
   out->push_back('\n');
 }
 
+// absl::StrAppend would need absl::string_view, which this abseil build
+// keeps apart from std::string_view.
+void Append(std::string* out, std::initializer_list<std::string_view> parts) {
+  for (const std::string_view p : parts) out->append(p);
+}
+
+// ASCII whitespace trimmed off both ends, as llama.cpp's trim().
+std::string_view Trim(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\v\f\r";
+  const size_t begin = s.find_first_not_of(kSpace);
+  if (begin == std::string_view::npos) return {};
+  return s.substr(begin, s.find_last_not_of(kSpace) - begin + 1);
+}
+
+void RenderLlama3(absl::Span<const ChatMessage> messages, bool add_generation_prompt,
+                  std::string* out) {
+  for (const ChatMessage& m : messages) {
+    Append(out,
+           {"<|start_header_id|>", m.role, "<|end_header_id|>\n\n", Trim(m.content), "<|eot_id|>"});
+  }
+  if (add_generation_prompt) out->append("<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+bool Contains(std::string_view haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string_view::npos;
+}
+
 bool IsKnownRole(std::string_view role) {
   return role == "system" || role == "user" || role == "assistant" || role == "tool";
 }
@@ -81,19 +109,38 @@ bool IsKnownRole(std::string_view role) {
 absl::StatusOr<ChatTemplate> ChatTemplate::FromGguf(const GgufFile& gguf) {
   if (gguf.Find(kTemplateKey) == nullptr) {
     LOG(WARNING) << "model has no " << kTemplateKey << "; using plain ChatML";
-    return ChatTemplate(false, std::nullopt);
+    return ChatTemplate(false, Style::kChatMl, std::nullopt, {});
   }
   ASSIGN_OR_RETURN(const std::string_view jinja, gguf.GetString(kTemplateKey));
   return FromJinja(jinja);
 }
 
 ChatTemplate ChatTemplate::FromJinja(std::string_view jinja) {
-  if (jinja.find(kImStart) == std::string_view::npos) {
-    LOG(WARNING) << "chat template is not ChatML; falling back to plain ChatML, which this model "
-                    "may not have been trained on";
-    return ChatTemplate(false, std::nullopt);
+  if (Contains(jinja, kImStart) && !Contains(jinja, "<|im_sep|>")) {
+    return ChatTemplate(true, Style::kChatMl, FindDefaultSystemPrompt(jinja), {});
   }
-  return ChatTemplate(true, FindDefaultSystemPrompt(jinja));
+  // Mistral's [INST] templates differ in spacing and system handling.
+  const bool mistral = Contains(jinja, "[SYSTEM_PROMPT]") ||
+                       Contains(jinja, "' [INST] ' + system_message") ||
+                       Contains(jinja, "[AVAILABLE_TOOLS]");
+  if (Contains(jinja, "[INST]") && !mistral && !Contains(jinja, kImStart)) {
+    // llama.cpp's variants, in its order: -sys-strip, -sys-bos, -sys, plain.
+    Llama2Options options;
+    if (Contains(jinja, "content.strip()")) {
+      options = {.system = true, .strip = true};
+    } else if (Contains(jinja, "bos_token + '[INST]")) {
+      options = {.system = true, .bos_in_history = true};
+    } else {
+      options = {.system = Contains(jinja, "<<SYS>>")};
+    }
+    return ChatTemplate(true, Style::kLlama2, std::nullopt, options);
+  }
+  if (Contains(jinja, "<|start_header_id|>") && Contains(jinja, "<|end_header_id|>")) {
+    return ChatTemplate(true, Style::kLlama3, std::nullopt, {});
+  }
+  LOG(WARNING) << "chat template is not ChatML, LLaMA 2 or LLaMA 3; falling back to plain ChatML, "
+                  "which this model may not have been trained on";
+  return ChatTemplate(false, Style::kChatMl, std::nullopt, {});
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> messages,
@@ -110,15 +157,56 @@ absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> m
   }
   std::string out;
   out.reserve(size);
-  if (default_system_prompt_.has_value() && messages[0].role != "system") {
-    AppendTurn("system", *default_system_prompt_, &out);
-  }
-  for (const ChatMessage& m : messages) AppendTurn(m.role, m.content, &out);
-  if (add_generation_prompt) {
-    out.append(kImStart);
-    out.append("assistant\n");
+  switch (style_) {
+    case Style::kChatMl:
+      RenderChatMl(messages, add_generation_prompt, &out);
+      break;
+    case Style::kLlama2:
+      RenderLlama2(messages, &out);  // the prompt always ends open for the model
+      break;
+    case Style::kLlama3:
+      RenderLlama3(messages, add_generation_prompt, &out);
+      break;
   }
   return out;
+}
+
+void ChatTemplate::RenderChatMl(absl::Span<const ChatMessage> messages, bool add_generation_prompt,
+                                std::string* out) const {
+  if (default_system_prompt_.has_value() && messages[0].role != "system") {
+    AppendTurn("system", *default_system_prompt_, out);
+  }
+  for (const ChatMessage& m : messages) AppendTurn(m.role, m.content, out);
+  if (add_generation_prompt) {
+    out->append(kImStart);
+    out->append("assistant\n");
+  }
+}
+
+// llama.cpp's llama2 family: the first "[INST] " is written up front (the
+// tokenizer's BOS precedes it); a turn reopens after each answer.
+void ChatTemplate::RenderLlama2(absl::Span<const ChatMessage> messages, std::string* out) const {
+  out->append("[INST] ");
+  bool inside_turn = true;
+  for (const ChatMessage& m : messages) {
+    const std::string_view content = llama2_.strip ? Trim(m.content) : m.content;
+    if (!inside_turn) {
+      inside_turn = true;
+      out->append(llama2_.bos_in_history ? "<s>[INST] " : "[INST] ");
+    }
+    if (m.role == "system") {
+      if (llama2_.system) {
+        Append(out, {"<<SYS>>\n", content, "\n<</SYS>>\n\n"});
+      } else {
+        Append(out, {content, "\n"});
+      }
+    } else if (m.role == "user") {
+      Append(out, {content, " [/INST]"});
+    } else {
+      Append(out, {content, "</s>"});
+      inside_turn = false;
+    }
+  }
 }
 
 }  // namespace pdserve

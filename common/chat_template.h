@@ -2,22 +2,34 @@
 // model was trained on.
 //
 // We do not implement Jinja. Instead the model's `tokenizer.chat_template`
-// is recognised: a template that mentions "<|im_start|>" is ChatML,
-//   <|im_start|>{role}\n{content}<|im_end|>\n ... [<|im_start|>assistant\n]
-// and if it also contains a literal "<|im_start|>system\n...<|im_end|>\n"
-// block guarded by a test on messages[0] (SmolLM2, Qwen2.5), that block is
-// the default system prompt, emitted when the first message is not a
-// system message. Its text is read from the template, never hard-coded.
-// The result is byte-identical to what the Jinja template renders (and to
-// what llama-cpp-python's create_chat_completion feeds the model).
+// is recognised, in llama.cpp's order (llm_chat_detect_template):
+//  - ChatML, a template that mentions "<|im_start|>" (SmolLM2, Qwen2.5):
+//      <|im_start|>{role}\n{content}<|im_end|>\n ... [<|im_start|>assistant\n]
+//    If it also contains a literal "<|im_start|>system\n...<|im_end|>\n"
+//    block guarded by a test on messages[0], that block is the default
+//    system prompt, emitted when the first message is not a system message.
+//    Its text is read from the template, never hard-coded. The result is
+//    byte-identical to what the Jinja template renders (and to what
+//    llama-cpp-python's create_chat_completion feeds the model).
+//  - LLaMA 2 ("[INST]" without Mistral's markers): "[INST] " then per
+//    message "<<SYS>>\n{system}\n<</SYS>>\n\n" (or "{system}\n" when the
+//    template has no "<<SYS>>"), "{user} [/INST]", "{assistant}</s>", with a
+//    new "[INST] " (or "<s>[INST] ") before the next turn.
+//  - LLaMA 3 ("<|start_header_id|>" and "<|end_header_id|>"):
+//      <|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|>
+//    ... [<|start_header_id|>assistant<|end_header_id|>\n\n]
+// The LLaMA renderings are llama.cpp's built-in templates (what llama-server
+// uses without --jinja); they carry no BOS, which the tokenizer adds
+// (Tokenizer::EncodePrompt). LLaMA 3.1+'s Jinja adds a dated default system
+// prompt that this rendering leaves out, as llama.cpp's does.
 //
-// Documented fallback: a missing or non-ChatML template renders as plain
+// Documented fallback: a missing or unrecognised template renders as plain
 // ChatML without a default system prompt, with a LOG(WARNING) at load time;
 // the model may then see a prompt format it was not trained on.
 //
-// Message contents are inserted verbatim, so text such as "<|im_end|>" in a
-// message is tokenized as that special token when the prompt is encoded
-// with parse_special, exactly as with the Jinja template.
+// Message contents are inserted verbatim (LLaMA 3: trimmed), so text such
+// as "<|im_end|>" in a message is tokenized as that special token when the
+// prompt is encoded with parse_special, exactly as with the Jinja template.
 //
 // Immutable after construction; Render() is const and thread-safe.
 #ifndef PDSERVE_COMMON_CHAT_TEMPLATE_H_
@@ -51,16 +63,36 @@ class ChatTemplate {
   absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
                                      bool add_generation_prompt) const;
 
+  enum class Style { kChatMl, kLlama2, kLlama3 };
+
   // False when the template was not recognised and the fallback is in use.
   bool recognized() const { return recognized_; }
+  Style style() const { return style_; }
   const std::optional<std::string>& default_system_prompt() const { return default_system_prompt_; }
 
  private:
-  ChatTemplate(bool recognized, std::optional<std::string> default_system_prompt)
-      : recognized_(recognized), default_system_prompt_(std::move(default_system_prompt)) {}
+  // LLaMA 2 variants (llama.cpp's llama2, -sys, -sys-bos, -sys-strip).
+  struct Llama2Options {
+    bool system = false;  // <<SYS>> blocks
+    bool bos_in_history = false;
+    bool strip = false;  // contents trimmed
+  };
+
+  ChatTemplate(bool recognized, Style style, std::optional<std::string> default_system_prompt,
+               Llama2Options llama2)
+      : recognized_(recognized),
+        style_(style),
+        default_system_prompt_(std::move(default_system_prompt)),
+        llama2_(llama2) {}
+
+  void RenderChatMl(absl::Span<const ChatMessage> messages, bool add_generation_prompt,
+                    std::string* out) const;
+  void RenderLlama2(absl::Span<const ChatMessage> messages, std::string* out) const;
 
   bool recognized_;
+  Style style_;
   std::optional<std::string> default_system_prompt_;
+  Llama2Options llama2_;
 };
 
 }  // namespace pdserve

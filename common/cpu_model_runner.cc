@@ -60,12 +60,15 @@ void CpuModelRunner::PrepareStep(const ForwardBatch& batch) {
   const int half = config_.rope_dim / 2;
   rope_.resize(T * config_.rope_dim);
   const float theta_scale = std::pow(config_.rope_base, -2.0f / config_.rope_dim);
+  const std::vector<float>& factors = config_.rope_freq_factors;
   for (int64_t t = 0; t < T; ++t) {
     float theta = static_cast<float>(tokens_[t].pos);
     float* r = &rope_[t * config_.rope_dim];
     for (int i = 0; i < half; ++i) {
-      r[2 * i] = std::cos(theta);
-      r[2 * i + 1] = std::sin(theta);
+      // ggml's rope cache: freq_scale * (theta / factor), exact when both are 1.
+      const float angle = config_.rope_freq_scale * (theta / (factors.empty() ? 1.0f : factors[i]));
+      r[2 * i] = std::cos(angle);
+      r[2 * i + 1] = std::sin(angle);
       theta *= theta_scale;
     }
   }

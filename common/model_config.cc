@@ -1,5 +1,8 @@
 #include "common/model_config.h"
 
+#include <cmath>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -29,6 +32,47 @@ absl::Status CheckShapes(const ModelConfig& c) {
   }
   if (!(c.rms_eps > 0.0f) || !(c.rope_base > 0.0f)) {
     return absl::FailedPreconditionError("model: rms epsilon and rope base must be positive");
+  }
+  return absl::OkStatus();
+}
+
+// llama.cpp's reading: a scaling factor applies (as 1 / factor) whatever the
+// type, unless the type needs extra math we do not implement.
+absl::Status ReadRopeScaling(const GgufFile& g, const std::string& p, ModelConfig* c) {
+  if (g.Find(p + "rope.scaling.type") != nullptr) {
+    ASSIGN_OR_RETURN(std::string_view type, g.GetString(p + "rope.scaling.type"));
+    if (type != "none" && type != "linear") {
+      return absl::FailedPreconditionError(absl::StrCat("model: rope scaling '", std::string(type),
+                                                        "' is not supported (only linear)"));
+    }
+  }
+  double factor = 0.0;
+  for (const char* key : {"rope.scaling.factor", "rope.scale_linear"}) {
+    if (factor == 0.0 && g.Find(p + key) != nullptr) {
+      ASSIGN_OR_RETURN(factor, g.GetFloat(p + key));
+    }
+  }
+  if (factor < 0.0 || !std::isfinite(factor)) {
+    return absl::FailedPreconditionError(absl::StrCat("model: rope scaling factor ", factor));
+  }
+  if (factor != 0.0) c->rope_freq_scale = static_cast<float>(1.0 / factor);
+  return absl::OkStatus();
+}
+
+absl::Status ReadRopeFreqFactors(const GgufFile& g, ModelConfig* c) {
+  const GgufTensorInfo* t = g.FindTensor("rope_freqs.weight");
+  if (t == nullptr) return absl::OkStatus();
+  if (t->type != 0 || t->n_dims != 1 || t->ne[0] != c->rope_dim / 2) {
+    return absl::FailedPreconditionError(absl::StrCat("model: rope_freqs.weight must be F32 with ",
+                                                      c->rope_dim / 2, " entries (type ", t->type,
+                                                      ", ", t->ne[0], " entries)"));
+  }
+  c->rope_freq_factors.resize(t->ne[0]);
+  std::memcpy(c->rope_freq_factors.data(), t->data, t->ne[0] * sizeof(float));
+  for (const float f : c->rope_freq_factors) {
+    if (!(f > 0.0f) || !std::isfinite(f)) {
+      return absl::FailedPreconditionError("model: rope_freqs.weight has a non-positive factor");
+    }
   }
   return absl::OkStatus();
 }
@@ -66,6 +110,7 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& g) {
     ASSIGN_OR_RETURN(double base, g.GetFloat(p + "rope.freq_base"));
     c.rope_base = static_cast<float>(base);
   }
+  RETURN_IF_ERROR(ReadRopeScaling(g, p, &c));
   ASSIGN_OR_RETURN(double eps, g.GetFloat(p + "attention.layer_norm_rms_epsilon"));
   c.rms_eps = static_cast<float>(eps);
   if (auto tokens = g.GetStringArray("tokenizer.ggml.tokens"); tokens.ok()) {
@@ -76,6 +121,7 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& g) {
   }
   c.tied_output = g.FindTensor("output.weight") == nullptr;
   RETURN_IF_ERROR(CheckShapes(c));
+  RETURN_IF_ERROR(ReadRopeFreqFactors(g, &c));
   return c;
 }
 

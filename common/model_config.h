@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/gguf_file.h"
@@ -25,6 +26,11 @@ struct ModelConfig {
   int context_length = 0;
   int rope_dim = 0;
   float rope_base = 10000.0f;
+  // Linear RoPE scaling: angles are multiplied by 1 / rope.scaling.factor.
+  float rope_freq_scale = 1.0f;
+  // rope_freqs.weight (LLaMA 3.1 and later): pair i's angle is divided by
+  // factor i. Empty when the model has none. rope_dim / 2 entries otherwise.
+  std::vector<float> rope_freq_factors;
   float rms_eps = 1e-5f;
   bool tied_output = false;  // no output.weight: token_embd doubles as it
 
@@ -32,7 +38,8 @@ struct ModelConfig {
   int kv_dim() const { return n_kv_heads * head_dim; }
 
   // Reads and validates the config. Architectures other than the llama
-  // family, or inconsistent shapes, give FAILED_PRECONDITION naming why.
+  // family, inconsistent shapes or RoPE scaling other than linear (YaRN,
+  // LongRoPE) give FAILED_PRECONDITION naming why.
   static absl::StatusOr<ModelConfig> FromGguf(const GgufFile& gguf);
 };
 

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -87,6 +88,76 @@ class Gpt2Matcher {
   size_t end_;
 };
 
+// llama.cpp's hand-written matcher for the LLaMA 3 regex (unicode.cpp,
+// unicode_regex_split_custom_llama3), over units [begin, end):
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+class Llama3Matcher {
+ public:
+  Llama3Matcher(const std::vector<Unit>& units, size_t end) : units_(units), end_(end) {}
+
+  size_t MatchAt(size_t pos) const {
+    if (const size_t n = MatchContraction(pos); n != 0) return n;
+    const char32_t cp = units_[pos].cp;
+    const bool newline = cp == '\r' || cp == '\n';
+    // [^\r\n\p{L}\p{N}]?\p{L}+: any one non-letter, non-number, non-newline
+    // joins the letters after it.
+    if (!newline && !Is(pos, CodepointClass::kNumber) &&
+        (Is(pos, CodepointClass::kLetter) || Is(pos + 1, CodepointClass::kLetter))) {
+      size_t i = pos + 1;
+      while (Is(i, CodepointClass::kLetter)) ++i;
+      return i;
+    }
+    if (Is(pos, CodepointClass::kNumber)) {  // \p{N}{1,3}
+      size_t i = pos;
+      while (i - pos < 3 && Is(i, CodepointClass::kNumber)) ++i;
+      return i;
+    }
+    // " ?[^\s\p{L}\p{N}]+[\r\n]*"
+    const size_t first = cp == ' ' ? pos + 1 : pos;
+    if (Is(first, CodepointClass::kOther)) {
+      size_t i = first;
+      while (Is(i, CodepointClass::kOther)) ++i;
+      while (IsNewline(i)) ++i;
+      return i;
+    }
+    size_t run = pos;
+    size_t after_last_newline = 0;
+    for (; Is(run, CodepointClass::kWhitespace); ++run) {
+      if (IsNewline(run)) after_last_newline = run + 1;
+    }
+    if (after_last_newline != 0) return after_last_newline;  // \s*[\r\n]+
+    if (run - pos > 1 && run < end_) return run - 1;         // \s+(?!\S)
+    if (run > pos) return run;                               // \s+
+    return pos + 1;
+  }
+
+ private:
+  bool Is(size_t i, CodepointClass cls) const { return i < end_ && units_[i].cls == cls; }
+  bool IsNewline(size_t i) const {
+    return i < end_ && (units_[i].cp == '\r' || units_[i].cp == '\n');
+  }
+  char32_t LowerAt(size_t i) const {
+    const char32_t c = i < end_ ? units_[i].cp : 0;
+    return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
+  }
+
+  // Case-insensitive contractions. Returns the end or 0.
+  size_t MatchContraction(size_t pos) const {
+    if (units_[pos].cp != '\'') return 0;
+    const char32_t a = LowerAt(pos + 1);
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return pos + 2;
+    const char32_t b = LowerAt(pos + 2);
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
+      return pos + 3;
+    }
+    return 0;
+  }
+
+  const std::vector<Unit>& units_;
+  size_t end_;
+};
+
 void AppendPiece(std::string_view text, const std::vector<Unit>& units, size_t begin, size_t end,
                  std::vector<std::string_view>* pieces) {
   const size_t from = units[begin].offset;
@@ -104,16 +175,36 @@ void SplitGpt2(std::string_view text, const std::vector<Unit>& units, size_t beg
   }
 }
 
+void SplitLlama3(std::string_view text, const std::vector<Unit>& units,
+                 std::vector<std::string_view>* pieces) {
+  const size_t end = units.size() - 1;  // without the sentinel
+  const Llama3Matcher matcher(units, end);
+  for (size_t pos = 0; pos < end;) {
+    const size_t next = matcher.MatchAt(pos);
+    AppendPiece(text, units, pos, next, pieces);
+    pos = next;
+  }
+}
+
 }  // namespace
 
-PreTokenizerType PreTokenizerTypeFromName(std::string_view name) {
+std::optional<PreTokenizerType> FindPreTokenizerType(std::string_view name) {
   for (std::string_view smollm_like :
        {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"}) {
     if (name == smollm_like) return PreTokenizerType::kSmollm;
   }
+  for (std::string_view llama3_like :
+       {"llama3", "llama-v3", "llama-bpe", "falcon3", "dbrx", "smaug-bpe"}) {
+    if (name == llama3_like) return PreTokenizerType::kLlama3;
+  }
   for (std::string_view gpt2_like : {"gpt2", "gpt-2", "default", "mpt", "olmo", "jais", "phi-2"}) {
     if (name == gpt2_like) return PreTokenizerType::kGpt2;
   }
+  return std::nullopt;
+}
+
+PreTokenizerType PreTokenizerTypeFromName(std::string_view name) {
+  if (const std::optional<PreTokenizerType> type = FindPreTokenizerType(name)) return *type;
   LOG(WARNING) << "unknown pre-tokenizer type '" << name
                << "'; falling back to the GPT-2 regex, tokens may differ from the model's";
   return PreTokenizerType::kGpt2;
@@ -124,6 +215,10 @@ void PreTokenizer::Split(std::string_view text, std::vector<std::string_view>* p
   const size_t n = units.size() - 1;  // without the sentinel
   if (type_ == PreTokenizerType::kGpt2) {
     SplitGpt2(text, units, 0, n, pieces);
+    return;
+  }
+  if (type_ == PreTokenizerType::kLlama3) {
+    SplitLlama3(text, units, pieces);
     return;
   }
   // kSmollm: each number code point is a piece of its own; the GPT-2 regex

@@ -12,6 +12,7 @@
 #ifndef PDSERVE_COMMON_PRE_TOKENIZER_H_
 #define PDSERVE_COMMON_PRE_TOKENIZER_H_
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -24,14 +25,23 @@ enum class PreTokenizerType {
   // Every \p{N} code point becomes its own piece first, then the GPT-2 regex
   // runs on the text between digits (SmolLM, StarCoder and friends).
   kSmollm,
+  // The LLaMA 3 regex (also DBRX, Smaug, Falcon 3):
+  //   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+  //    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  // With it llama.cpp emits a piece that is itself a token without merging
+  // (ignore_merges), which Tokenizer does too.
+  kLlama3,
 };
 
 // Maps a `tokenizer.ggml.pre` value to a type. "smollm" and the names
 // llama.cpp treats identically (starcoder, refact, command-r, codeshell,
-// exaone, minerva-7b) give kSmollm; "gpt2"/"gpt-2"/"default" and every
+// exaone, minerva-7b) give kSmollm; "llama3", "llama-v3", "llama-bpe",
+// "falcon3", "dbrx" and "smaug-bpe" give kLlama3; "gpt2"/"gpt-2"/"default" and every
 // unknown name give kGpt2, the latter with a LOG(WARNING). Note llama.cpp's
 // own "default" adds extra punctuation/number splits we do not implement.
 PreTokenizerType PreTokenizerTypeFromName(std::string_view name);
+// The same without the fallback or the warning: nullopt for unknown names.
+std::optional<PreTokenizerType> FindPreTokenizerType(std::string_view name);
 
 class PreTokenizer {
  public:

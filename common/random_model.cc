@@ -2,11 +2,13 @@
 
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/ggml_type.h"
+#include "common/gguf_file.h"
 #include "common/gguf_writer.h"
 #include "common/quant/kernels.h"
 #include "common/quant/quantize_activations.h"
@@ -88,6 +90,42 @@ void AddVocab(const RandomModelSpec& s, GgufWriter& w) {
               "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}");
 }
 
+// Copies the tokenizer.* metadata of `path`; returns its vocabulary size.
+absl::StatusOr<int> CopyVocab(const std::string& path, GgufWriter& w) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> g, GgufFile::Open(path));
+  int n_vocab = 0;
+  for (const std::string& key : g->keys()) {
+    if (key.rfind("tokenizer.", 0) != 0) continue;
+    const GgufValue* v = g->Find(key);
+    if (key == "tokenizer.ggml.tokens") {
+      ASSIGN_OR_RETURN(const auto tokens, g->GetStringArray(key));
+      w.AddStringArray(key, std::vector<std::string>(tokens.begin(), tokens.end()));
+      n_vocab = static_cast<int>(tokens.size());
+    } else if (key == "tokenizer.ggml.merges") {
+      ASSIGN_OR_RETURN(const auto merges, g->GetStringArray(key));
+      w.AddStringArray(key, std::vector<std::string>(merges.begin(), merges.end()));
+    } else if (key == "tokenizer.ggml.token_type") {
+      ASSIGN_OR_RETURN(const auto types, g->GetIntArray(key));
+      w.AddInt32Array(key, std::vector<int32_t>(types.begin(), types.end()));
+    } else if (key == "tokenizer.ggml.scores") {
+      ASSIGN_OR_RETURN(const auto scores, g->GetFloatArray(key));
+      w.AddFloat32Array(key, std::vector<float>(scores.begin(), scores.end()));
+    } else if (v->type == GgufValueType::kString) {
+      ASSIGN_OR_RETURN(const std::string_view text, g->GetString(key));
+      w.AddString(key, text);
+    } else if (v->type == GgufValueType::kBool) {
+      ASSIGN_OR_RETURN(const bool b, g->GetBool(key));
+      w.AddBool(key, b);
+    } else if (v->type != GgufValueType::kArray && v->type != GgufValueType::kF32 &&
+               v->type != GgufValueType::kF64) {  // token ids
+      ASSIGN_OR_RETURN(const uint64_t id, g->GetUint(key));
+      w.AddUint32(key, static_cast<uint32_t>(id));
+    }
+  }
+  if (n_vocab == 0) return absl::InvalidArgumentError(absl::StrCat(path, " has no tokenizer"));
+  return n_vocab;
+}
+
 void AddHyperParams(const RandomModelSpec& s, GgufWriter& w) {
   w.AddString("general.architecture", "llama");
   w.AddString("general.name", "pdserve random llama");
@@ -101,6 +139,10 @@ void AddHyperParams(const RandomModelSpec& s, GgufWriter& w) {
   w.AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   w.AddUint32("llama.vocab_size", s.n_vocab);
   w.AddUint32("llama.rope.dimension_count", s.n_embd / s.n_heads);
+  if (s.rope_scaling_factor > 0.0f) {
+    w.AddString("llama.rope.scaling.type", "linear");
+    w.AddFloat32("llama.rope.scaling.factor", s.rope_scaling_factor);
+  }
 }
 
 }  // namespace
@@ -118,16 +160,66 @@ RandomModelSpec RandomModelSpec::SmolLm2Shapes() {
   return s;
 }
 
-absl::StatusOr<std::string> MakeRandomModelGguf(const RandomModelSpec& s) {
+RandomModelSpec RandomModelSpec::Tiny() {
+  RandomModelSpec s;
+  s.n_layers = 2;
+  s.n_embd = 128;
+  s.n_ff = 256;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.context_length = 512;
+  s.matrix_type = static_cast<uint32_t>(GgmlType::kQ8_0);
+  s.embd_type = static_cast<uint32_t>(GgmlType::kQ8_0);
+  s.tied_output = false;
+  return s;
+}
+
+std::vector<float> Llama3RopeFreqFactors(int rope_dim, float rope_base) {
+  constexpr double kFactor = 8, kLowFreqFactor = 1, kHighFreqFactor = 4, kOldContext = 8192;
+  constexpr double kPi = 3.14159265358979323846;
+  std::vector<float> factors;
+  for (int i = 0; i < rope_dim; i += 2) {
+    const double freq =
+        1.0 / std::pow(static_cast<double>(rope_base), static_cast<double>(i) / rope_dim);
+    const double wavelen = 2 * kPi / freq;
+    if (wavelen < kOldContext / kHighFreqFactor) {
+      factors.push_back(1.0f);
+    } else if (wavelen > kOldContext / kLowFreqFactor) {
+      factors.push_back(static_cast<float>(kFactor));
+    } else {
+      const double smooth =
+          (kOldContext / wavelen - kLowFreqFactor) / (kHighFreqFactor - kLowFreqFactor);
+      factors.push_back(static_cast<float>(1.0 / ((1 - smooth) / kFactor + smooth)));
+    }
+  }
+  return factors;
+}
+
+absl::StatusOr<std::string> MakeRandomModelGguf(const RandomModelSpec& spec) {
+  RandomModelSpec s = spec;
   GgufWriter w;
+  if (s.vocab_from.empty()) {
+    AddVocab(s, w);
+  } else {
+    ASSIGN_OR_RETURN(s.n_vocab, CopyVocab(s.vocab_from, w));
+  }
   AddHyperParams(s, w);
-  AddVocab(s, w);
   std::mt19937_64 rng(s.seed);
   const int64_t d = s.n_embd, hd = s.n_embd / s.n_heads, kv = hd * s.n_kv_heads;
   const float ws = 1.0f / std::sqrt(static_cast<float>(d));
   ASSIGN_OR_RETURN(std::string embd, RandomTensor(s.embd_type, d, s.n_vocab, 1.0f, rng));
   RETURN_IF_ERROR(w.AddTensor("token_embd.weight", s.embd_type, {d, s.n_vocab}, std::move(embd)));
+  if (!s.tied_output) {
+    ASSIGN_OR_RETURN(std::string out, RandomTensor(s.embd_type, d, s.n_vocab, 1.0f, rng));
+    RETURN_IF_ERROR(w.AddTensor("output.weight", s.embd_type, {d, s.n_vocab}, std::move(out)));
+  }
   RETURN_IF_ERROR(w.AddTensor("output_norm.weight", 0, {d}, OnesNorm(d, rng)));
+  if (!s.rope_freq_factors.empty()) {
+    const std::vector<float>& f = s.rope_freq_factors;
+    RETURN_IF_ERROR(w.AddTensor(
+        "rope_freqs.weight", 0, {static_cast<int64_t>(f.size())},
+        std::string(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(float))));
+  }
   struct Mat { const char* name; int64_t in, out; };
   const Mat mats[] = {{"attn_q", d, d},        {"attn_k", d, kv},      {"attn_v", d, kv},
                       {"attn_output", d, d},   {"ffn_gate", d, s.n_ff}, {"ffn_up", d, s.n_ff},

@@ -24,7 +24,9 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/byte_level.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
@@ -47,6 +49,33 @@ constexpr std::string_view kFimEogTexts[] = {
 // This abseil build's string_view is not std::string_view.
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
+// SentencePiece's visible space, U+2581.
+constexpr std::string_view kSpmSpace = "\xE2\x96\x81";
+
+std::string UnescapeSpaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    if (text.substr(pos, kSpmSpace.size()) == kSpmSpace) {
+      out.push_back(' ');
+      pos += kSpmSpace.size();
+    } else {
+      out.push_back(text[pos++]);
+    }
+  }
+  return out;
+}
+
+// "<0x41>" -> "A"; anything else (a malformed BYTE token) -> "".
+std::string ByteTokenValue(std::string_view text) {
+  int value = 0;
+  if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>' ||
+      !absl::SimpleHexAtoi(Sv(text.substr(3, 2)), &value)) {
+    return {};
+  }
+  return std::string(1, static_cast<char>(value));
+}
+
 std::string DecodeByteLevel(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -64,8 +93,7 @@ std::string DecodeByteLevel(std::string_view text) {
   return out;
 }
 
-absl::StatusOr<int32_t> OptionalTokenId(const GgufFile& gguf, std::string_view key) {
-  if (gguf.Find(key) == nullptr) return -1;
+absl::StatusOr<int32_t> TokenId(const GgufFile& gguf, std::string_view key) {
   ASSIGN_OR_RETURN(const uint64_t id, gguf.GetUint(key));
   if (id > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
     return absl::InvalidArgumentError(absl::StrCat(Sv(key), " = ", id, " is not a token id"));
@@ -81,55 +109,88 @@ struct Tokenizer::Fragment {
   size_t length;
 };
 
-Tokenizer::Tokenizer(PreTokenizerType pre) : pre_tokenizer_(pre) {}
+Tokenizer::Tokenizer(bool spm, PreTokenizerType pre)
+    : spm_(spm), ignore_merges_(!spm && pre == PreTokenizerType::kLlama3), pre_tokenizer_(pre) {}
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& gguf) {
   TokenizerVocab v;
   ASSIGN_OR_RETURN(const std::string_view model, gguf.GetString("tokenizer.ggml.model"));
   v.model = std::string(model);
+  const bool spm = v.model == "llama";
+  if (spm) {  // llama.cpp's defaults for SentencePiece vocabularies
+    v.bos_id = 1;
+    v.eos_id = 2;
+    v.unk_id = 0;
+    v.add_bos = true;
+  }
   if (gguf.Find("tokenizer.ggml.pre") != nullptr) {
     ASSIGN_OR_RETURN(const std::string_view pre, gguf.GetString("tokenizer.ggml.pre"));
     v.pre = std::string(pre);
+    // llama.cpp adds BOS for LLaMA 3 style vocabularies unless the file says.
+    if (!spm && FindPreTokenizerType(pre) == PreTokenizerType::kLlama3) v.add_bos = true;
   }
   ASSIGN_OR_RETURN(const auto tokens, gguf.GetStringArray("tokenizer.ggml.tokens"));
   v.tokens.assign(tokens.begin(), tokens.end());
   ASSIGN_OR_RETURN(const auto types, gguf.GetIntArray("tokenizer.ggml.token_type"));
   v.token_types.assign(types.begin(), types.end());
-  ASSIGN_OR_RETURN(const auto merges, gguf.GetStringArray("tokenizer.ggml.merges"));
-  v.merges.assign(merges.begin(), merges.end());
+  if (!spm || gguf.Find("tokenizer.ggml.merges") != nullptr) {
+    ASSIGN_OR_RETURN(const auto merges, gguf.GetStringArray("tokenizer.ggml.merges"));
+    v.merges.assign(merges.begin(), merges.end());
+  }
+  if (spm && gguf.Find("tokenizer.ggml.scores") != nullptr) {
+    ASSIGN_OR_RETURN(const auto scores, gguf.GetFloatArray("tokenizer.ggml.scores"));
+    v.scores.assign(scores.begin(), scores.end());
+  }
   const std::pair<const char*, int32_t*> ids[] = {
       {"tokenizer.ggml.bos_token_id", &v.bos_id},
       {"tokenizer.ggml.eos_token_id", &v.eos_id},
       {"tokenizer.ggml.eot_token_id", &v.eot_id},
       {"tokenizer.ggml.eom_token_id", &v.eom_id},
+      {"tokenizer.ggml.unknown_token_id", &v.unk_id},
       {"tokenizer.ggml.fim_pad_token_id", &v.fim_pad_id},
       {"tokenizer.ggml.fim_rep_token_id", &v.fim_rep_id},
       {"tokenizer.ggml.fim_sep_token_id", &v.fim_sep_id},
   };
   for (const auto& [key, field] : ids) {
-    ASSIGN_OR_RETURN(*field, OptionalTokenId(gguf, key));
+    if (gguf.Find(key) == nullptr) continue;
+    ASSIGN_OR_RETURN(*field, TokenId(gguf, key));
   }
-  if (gguf.Find("tokenizer.ggml.add_bos_token") != nullptr) {
-    ASSIGN_OR_RETURN(v.add_bos, gguf.GetBool("tokenizer.ggml.add_bos_token"));
+  const std::pair<const char*, bool*> flags[] = {
+      {"tokenizer.ggml.add_bos_token", &v.add_bos},
+      {"tokenizer.ggml.add_space_prefix", &v.add_space_prefix},
+  };
+  for (const auto& [key, field] : flags) {
+    if (gguf.Find(key) == nullptr) continue;
+    ASSIGN_OR_RETURN(*field, gguf.GetBool(key));
   }
   return FromVocab(v);
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromVocab(const TokenizerVocab& vocab) {
-  if (vocab.model != "gpt2") {
-    return absl::UnimplementedError(
-        absl::StrCat("tokenizer.ggml.model '", vocab.model, "' is not supported (only gpt2 BPE)"));
+  if (vocab.model != "gpt2" && vocab.model != "llama") {
+    return absl::UnimplementedError(absl::StrCat("tokenizer.ggml.model '", vocab.model,
+                                                 "' is not supported (only gpt2 and llama)"));
   }
-  std::unique_ptr<Tokenizer> t(new Tokenizer(PreTokenizerTypeFromName(vocab.pre)));
+  const bool spm = vocab.model == "llama";
+  std::unique_ptr<Tokenizer> t(
+      new Tokenizer(spm, spm ? PreTokenizerType::kGpt2 : PreTokenizerTypeFromName(vocab.pre)));
   RETURN_IF_ERROR(t->Init(vocab));
   return t;
 }
 
 absl::Status Tokenizer::Init(const TokenizerVocab& vocab) {
   RETURN_IF_ERROR(InitTokens(vocab));
-  RETURN_IF_ERROR(InitMerges(vocab.merges));
+  if (spm_) {
+    RETURN_IF_ERROR(InitScores(vocab));
+  } else {
+    RETURN_IF_ERROR(InitMerges(vocab.merges));
+  }
   RETURN_IF_ERROR(InitSpecialIds(vocab));
-  InitByteMaps();
+  if (spm_) {
+    InitSpmByteTokens();
+  } else {
+    InitByteMaps();
+  }
   InitEog(vocab);  // may retype tokens as CONTROL, so before the two below
   InitSpecialTokens();
   InitDecodedBytes();
@@ -201,11 +262,23 @@ absl::Status Tokenizer::InitMerges(const std::vector<std::string>& merges) {
   return absl::OkStatus();
 }
 
+absl::Status Tokenizer::InitScores(const TokenizerVocab& vocab) {
+  if (!vocab.scores.empty() && vocab.scores.size() != vocab.tokens.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer.ggml.scores has ", vocab.scores.size(),
+                     " entries but tokenizer.ggml.tokens has ", vocab.tokens.size()));
+  }
+  scores_ = vocab.scores;
+  scores_.resize(vocab.tokens.size(), 0.0f);  // llama.cpp scores a missing array as 0
+  add_space_prefix_ = vocab.add_space_prefix;
+  return absl::OkStatus();
+}
+
 absl::Status Tokenizer::InitSpecialIds(const TokenizerVocab& vocab) {
   const std::pair<const char*, int32_t> ids[] = {
       {"bos", vocab.bos_id},         {"eos", vocab.eos_id},         {"eot", vocab.eot_id},
       {"eom", vocab.eom_id},         {"fim_pad", vocab.fim_pad_id}, {"fim_rep", vocab.fim_rep_id},
-      {"fim_sep", vocab.fim_sep_id},
+      {"fim_sep", vocab.fim_sep_id}, {"unknown", vocab.unk_id},
   };
   for (const auto& [name, id] : ids) {
     if (id < -1 || id >= vocab_size()) {
@@ -216,6 +289,7 @@ absl::Status Tokenizer::InitSpecialIds(const TokenizerVocab& vocab) {
   }
   bos_id_ = vocab.bos_id;
   eos_id_ = vocab.eos_id;
+  unk_id_ = vocab.unk_id;
   add_bos_ = vocab.add_bos;
   return absl::OkStatus();
 }
@@ -230,6 +304,16 @@ void Tokenizer::InitByteMaps() {
       const int32_t id = FindToken(std::string_view(&c, 1));
       if (id >= 0) byte_fallback_[b].push_back(id);
     }
+  }
+}
+
+void Tokenizer::InitSpmByteTokens() {
+  for (int b = 0; b < 256; ++b) {
+    const char c = static_cast<char>(b);
+    int32_t id = FindToken(absl::StrFormat("<0x%02X>", b));
+    if (id < 0) id = FindToken(std::string_view(&c, 1));
+    // llama.cpp aborts here; the unknown token keeps the text representable.
+    byte_token_[b] = id >= 0 ? id : unk_id_;
   }
 }
 
@@ -273,7 +357,10 @@ void Tokenizer::InitDecodedBytes() {
     bytes_offsets_.push_back(static_cast<uint32_t>(bytes_arena_.size()));
     switch (types_[id]) {
       case TokenType::kNormal:
-        bytes_arena_ += DecodeByteLevel(TokenText(id));
+        bytes_arena_ += spm_ ? UnescapeSpaces(TokenText(id)) : DecodeByteLevel(TokenText(id));
+        break;
+      case TokenType::kByte:
+        if (spm_) bytes_arena_ += ByteTokenValue(TokenText(id));
         break;
       case TokenType::kControl:
       case TokenType::kUnknown:
@@ -281,7 +368,7 @@ void Tokenizer::InitDecodedBytes() {
         bytes_arena_ += TokenText(id);
         break;
       default:
-        break;  // UNUSED, BYTE and UNDEFINED render as nothing in llama.cpp
+        break;  // UNUSED and UNDEFINED (and gpt2 BYTE) render as nothing in llama.cpp
     }
   }
   bytes_offsets_.push_back(static_cast<uint32_t>(bytes_arena_.size()));
@@ -323,9 +410,16 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool parse_special
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 1);
   std::vector<std::string_view> pieces;
+  bool after_special = true;  // the start of the text counts as one (llama.cpp)
   for (const Fragment& f : SplitSpecial(text, parse_special)) {
     if (f.token >= 0) {
       out.push_back(f.token);
+      after_special = true;
+      continue;
+    }
+    if (spm_) {
+      EncodeSpm(text.substr(f.begin, f.length), after_special, &out);
+      after_special = false;
       continue;
     }
     pieces.clear();
@@ -333,6 +427,14 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool parse_special
     for (const std::string_view piece : pieces) EncodePiece(piece, &out);
   }
   return out;
+}
+
+std::vector<int32_t> Tokenizer::EncodePrompt(std::string_view text) const {
+  std::vector<int32_t> ids;
+  if (add_bos_ && bos_id_ >= 0) ids.push_back(bos_id_);
+  const std::vector<int32_t> body = Encode(text, /*parse_special=*/true);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
 }
 
 // llama.cpp's tokenizer_st_partition: each special token in turn (longest
@@ -366,7 +468,32 @@ std::vector<Tokenizer::Fragment> Tokenizer::SplitSpecial(std::string_view text,
   return frags;
 }
 
+void Tokenizer::EncodeSpm(std::string_view stretch, bool after_special,
+                          std::vector<int32_t>* out) const {
+  std::string escaped;
+  escaped.reserve(stretch.size() + 8);
+  if (add_space_prefix_ && after_special) escaped += kSpmSpace;
+  for (const char c : stretch) {
+    if (c == ' ') {
+      escaped += kSpmSpace;
+    } else {
+      escaped.push_back(c);
+    }
+  }
+  SpmMerger merger(text_to_id_, scores_, byte_token_, escaped);
+  merger.Run();
+  merger.Emit(out);
+}
+
 void Tokenizer::EncodePiece(std::string_view piece, std::vector<int32_t>* out) const {
+  if (ignore_merges_) {
+    std::string symbols;
+    for (const char c : piece) AppendUtf8(ByteToSymbol(static_cast<uint8_t>(c)), &symbols);
+    if (const int32_t id = FindToken(symbols); id >= 0) {
+      out->push_back(id);
+      return;
+    }
+  }
   BpeMerger merger(merges_, byte_token_, piece);
   merger.Run();
   merger.Emit(byte_fallback_, out);

@@ -1,5 +1,8 @@
-// Tokenizer: GPT-2 style byte-level BPE built from GGUF tokenizer metadata,
-// reproducing llama.cpp's tokenization (llama-vocab.cpp) token for token.
+// Tokenizer: built from GGUF tokenizer metadata, reproducing llama.cpp's
+// tokenization (llama-vocab.cpp) token for token for the two vocabulary
+// kinds llama-family models ship: GPT-2 style byte-level BPE
+// (tokenizer.ggml.model "gpt2": SmolLM, LLaMA 3, ...) and SentencePiece BPE
+// ("llama": LLaMA 1/2, Mistral, TinyLlama, ...).
 //
 // Owns copies of the vocabulary, the merge table (keyed by token-id pair),
 // the byte <-> symbol maps and each token's decoded bytes; it does not keep
@@ -7,11 +10,15 @@
 // const and safe to call from any number of threads at once. Encode keeps
 // all scratch state on its own stack: nothing is cached between calls.
 //
-// Encode pipeline (llama.cpp order): split out special tokens, pre-tokenize
-// each remaining stretch (pre_tokenizer.h), map every byte to its byte-level
-// symbol, merge adjacent symbol pairs by lowest merge rank (leftmost first on
-// ties) until none applies. Encode never adds BOS/EOS; callers consult
-// add_bos(). Known deviations from llama.cpp are listed in tokenizer.cc.
+// Encode pipeline (llama.cpp order): split out special tokens, then for
+//  - gpt2: pre-tokenize each remaining stretch (pre_tokenizer.h), map every
+//    byte to its byte-level symbol, merge adjacent symbol pairs by lowest
+//    merge rank (leftmost first on ties) until none applies;
+//  - llama: put a space before a stretch that starts the text or follows a
+//    special token (when add_space_prefix), turn spaces into U+2581 and merge
+//    by token score (spm_merger.h); no pre-tokenizer.
+// Encode never adds BOS/EOS; callers consult add_bos(). Known deviations
+// from llama.cpp are listed in tokenizer.cc.
 #ifndef PDSERVE_COMMON_TOKENIZER_H_
 #define PDSERVE_COMMON_TOKENIZER_H_
 
@@ -28,6 +35,7 @@
 #include "common/bpe_merger.h"
 #include "common/gguf_file.h"
 #include "common/pre_tokenizer.h"
+#include "common/spm_merger.h"
 
 namespace pdserve {
 
@@ -45,11 +53,13 @@ enum class TokenType : int32_t {
 // The tokenizer metadata of a model, decoupled from the GGUF container so
 // tests can build small vocabularies directly. Ids of -1 mean "absent".
 struct TokenizerVocab {
-  std::string model = "gpt2";   // tokenizer.ggml.model; only "gpt2" is supported
-  std::string pre = "default";  // tokenizer.ggml.pre
+  std::string model = "gpt2";   // tokenizer.ggml.model: "gpt2" or "llama"
+  std::string pre = "default";  // tokenizer.ggml.pre (gpt2 only)
   std::vector<std::string> tokens;
   std::vector<int32_t> token_types;  // same length as tokens
-  std::vector<std::string> merges;   // "left right", rank = index
+  std::vector<std::string> merges;   // gpt2: "left right", rank = index
+  std::vector<float> scores;         // llama: merge priority; empty = all 0
+  int32_t unk_id = -1;
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t eot_id = -1;
@@ -58,12 +68,15 @@ struct TokenizerVocab {
   int32_t fim_rep_id = -1;
   int32_t fim_sep_id = -1;
   bool add_bos = false;
+  bool add_space_prefix = true;  // llama only
 };
 
 class Tokenizer {
  public:
   // Reads tokenizer.ggml.* from `gguf`. INVALID_ARGUMENT (naming the key)
-  // for missing or malformed metadata, UNIMPLEMENTED for non-BPE models.
+  // for missing or malformed metadata, UNIMPLEMENTED for other models.
+  // For "llama" vocabularies the absent keys take llama.cpp's defaults (bos
+  // 1, eos 2, unk 0, add_bos and add_space_prefix true).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& gguf);
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromVocab(const TokenizerVocab& vocab);
 
@@ -74,10 +87,15 @@ class Tokenizer {
   // "<|im_start|>") become those tokens; without, they are plain text.
   // USER_DEFINED tokens are always matched, as in llama.cpp.
   std::vector<int32_t> Encode(std::string_view text, bool parse_special) const;
+  // A prompt as llama.cpp tokenizes it (add_special, parse_special): BOS
+  // first when the model asks for it, then Encode(text, true).
+  std::vector<int32_t> EncodePrompt(std::string_view text) const;
 
-  // Raw bytes the token stands for (inverse byte-level map). CONTROL and
+  // Raw bytes the token stands for (inverse byte-level map; for llama
+  // vocabularies U+2581 becomes a space and "<0xNN>" the byte). CONTROL and
   // UNKNOWN tokens give "" unless `render_special`, then their text;
-  // UNUSED/BYTE/UNDEFINED tokens and invalid ids give "".
+  // UNUSED/UNDEFINED tokens, BYTE tokens of gpt2 vocabularies and invalid
+  // ids give "".
   std::string TokenBytes(int32_t id, bool render_special = false) const;
   std::string Decode(absl::Span<const int32_t> ids, bool render_special = false) const;
 
@@ -100,12 +118,14 @@ class Tokenizer {
  private:
   struct Fragment;  // a special token or a stretch of raw text
 
-  explicit Tokenizer(PreTokenizerType pre);
+  Tokenizer(bool spm, PreTokenizerType pre);
   absl::Status Init(const TokenizerVocab& vocab);
   absl::Status InitTokens(const TokenizerVocab& vocab);
   absl::Status InitMerges(const std::vector<std::string>& merges);
+  absl::Status InitScores(const TokenizerVocab& vocab);
   absl::Status InitSpecialIds(const TokenizerVocab& vocab);
   void InitByteMaps();
+  void InitSpmByteTokens();
   void InitEog(const TokenizerVocab& vocab);
   void InitSpecialTokens();
   void InitDecodedBytes();
@@ -113,6 +133,12 @@ class Tokenizer {
   int32_t FindToken(std::string_view text) const;
   std::vector<Fragment> SplitSpecial(std::string_view text, bool parse_special) const;
   void EncodePiece(std::string_view piece, std::vector<int32_t>* out) const;
+  void EncodeSpm(std::string_view stretch, bool after_special, std::vector<int32_t>* out) const;
+
+  const bool spm_;  // a "llama" (SentencePiece) vocabulary
+  // gpt2 with the LLaMA 3 pre-tokenizer: a piece that is a token is emitted
+  // as is, without merging (llama.cpp's ignore_merges).
+  const bool ignore_merges_;
 
   PreTokenizer pre_tokenizer_;
 
@@ -123,13 +149,17 @@ class Tokenizer {
   std::string bytes_arena_;
   std::vector<uint32_t> bytes_offsets_;
   std::vector<TokenType> types_;
-  absl::flat_hash_map<std::string_view, int32_t> text_to_id_;  // views into text_arena_
+  TokenTextMap text_to_id_;  // views into text_arena_
 
-  BpeMergeMap merges_;
+  BpeMergeMap merges_;         // gpt2
+  std::vector<float> scores_;  // llama: one per token
+  bool add_space_prefix_ = false;
 
-  // Token for each raw byte's byte-level symbol, or -1 when the vocabulary
-  // lacks it; then llama.cpp emits the tokens (if any) whose text is a single
-  // byte of the symbol's UTF-8, which byte_fallback_ holds.
+  // gpt2: token for each raw byte's byte-level symbol, or -1 when the
+  // vocabulary lacks it; then llama.cpp emits the tokens (if any) whose text
+  // is a single byte of the symbol's UTF-8, which byte_fallback_ holds.
+  // llama: the token a byte no merge covers becomes ("<0xNN>", else the
+  // one-byte text, else unk; -1 drops it).
   std::array<int32_t, 256> byte_token_;
   std::array<std::vector<int32_t>, 256> byte_fallback_;
 
@@ -137,6 +167,7 @@ class Tokenizer {
   std::vector<int32_t> eog_ids_;         // sorted; a handful at most
   int32_t bos_id_ = -1;
   int32_t eos_id_ = -1;
+  int32_t unk_id_ = -1;
   bool add_bos_ = false;
 };
 

@@ -27,12 +27,7 @@ absl::Status RequestValidator::ValidateRequestId(const std::string& id) {
 
 absl::StatusOr<std::vector<int32_t>> RequestValidator::EncodeText(const std::string& text) const {
   if (text.empty()) return absl::InvalidArgumentError("text is empty");
-  const Tokenizer& tok = model_.tokenizer();
-  std::vector<int32_t> ids;
-  if (tok.add_bos() && tok.bos_id() >= 0) ids.push_back(tok.bos_id());
-  std::vector<int32_t> body = tok.Encode(text, /*parse_special=*/true);
-  ids.insert(ids.end(), body.begin(), body.end());
-  return ids;
+  return model_.tokenizer().EncodePrompt(text);
 }
 
 absl::StatusOr<std::vector<int32_t>> RequestValidator::EncodeChat(const v1::ChatInput& chat) const {

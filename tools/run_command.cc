@@ -23,14 +23,14 @@ namespace {
 
 absl::StatusOr<std::vector<int32_t>> PromptTokens(const Model& model) {
   const std::string prompt = absl::GetFlag(FLAGS_prompt);
-  if (!absl::GetFlag(FLAGS_chat)) return model.tokenizer().Encode(prompt, /*parse_special=*/true);
+  if (!absl::GetFlag(FLAGS_chat)) return model.tokenizer().EncodePrompt(prompt);
   std::vector<ChatMessage> messages;
   if (!absl::GetFlag(FLAGS_system).empty()) {
     messages.push_back({"system", absl::GetFlag(FLAGS_system)});
   }
   messages.push_back({"user", prompt});
   ASSIGN_OR_RETURN(std::string text, model.chat_template().Render(messages, true));
-  return model.tokenizer().Encode(text, /*parse_special=*/true);
+  return model.tokenizer().EncodePrompt(text);
 }
 
 }  // namespace

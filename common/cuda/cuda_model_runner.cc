@@ -146,8 +146,11 @@ class CudaModelRunner::Impl {
 
     LaunchRmsNorm(x, w.attn_norm.get<float>(), T, c.n_embd, c.rms_eps, h, stream_);
     RETURN_IF_ERROR(Gemm(w.wqkv, h, T, qkv));
-    LaunchRope(qkv, qkv_width, c.n_heads + c.n_kv_heads, c.head_dim, c.rope_dim, c.rope_base, view,
-               stream_);
+    const RopeParams rope{c.rope_dim, c.rope_base, c.rope_freq_scale,
+                          weights_.rope_freq_factors.bytes() != 0
+                              ? weights_.rope_freq_factors.get<float>()
+                              : nullptr};
+    LaunchRope(qkv, qkv_width, c.n_heads + c.n_kv_heads, c.head_dim, rope, view, stream_);
     LaunchStoreKv(qkv, qkv_width, c.q_dim(), c.q_dim() + c.kv_dim(), view, kv, stream_);
     if (batch != nullptr && batch->on_layer_done) {
       // The callback's transport reads the blocks from another stream.

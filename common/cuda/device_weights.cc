@@ -55,7 +55,8 @@ absl::StatusOr<DeviceBuffer> UploadVector(const std::vector<float>& v) {
 }  // namespace
 
 size_t DeviceWeights::bytes() const {
-  size_t n = token_embd.data.bytes() + output.data.bytes() + output_norm.bytes();
+  size_t n = token_embd.data.bytes() + output.data.bytes() + output_norm.bytes() +
+             rope_freq_factors.bytes();
   for (const DeviceLayerWeights& l : layers) {
     n += l.attn_norm.bytes() + l.ffn_norm.bytes() + l.wqkv.data.bytes() + l.wo.data.bytes() +
          l.w_gate_up.data.bytes() + l.w_down.data.bytes();
@@ -72,6 +73,9 @@ absl::StatusOr<DeviceWeights> DeviceWeights::Upload(const ModelConfig& config,
     ASSIGN_OR_RETURN(w.output, UploadStacked({&weights.output}));
   }
   ASSIGN_OR_RETURN(w.output_norm, UploadVector(weights.output_norm));
+  if (!config.rope_freq_factors.empty()) {
+    ASSIGN_OR_RETURN(w.rope_freq_factors, UploadVector(config.rope_freq_factors));
+  }
   for (int l = 0; l < config.n_layers; ++l) {
     const LayerWeights& src = weights.layers[l];
     DeviceLayerWeights dst;

@@ -38,6 +38,7 @@ struct DeviceWeights {
   DeviceMatrix token_embd;  // [n_vocab][n_embd]
   DeviceMatrix output;      // empty when tied: use token_embd
   DeviceBuffer output_norm;
+  DeviceBuffer rope_freq_factors;  // empty when the model has none
   std::vector<DeviceLayerWeights> layers;
   bool tied_output = false;
 

@@ -52,16 +52,17 @@ __global__ void RmsNormKernel(const float* x, const float* w, int n, float eps, 
 
 // One thread per (token, head, pair).
 __global__ void RopeKernel(float* rows, int64_t row_stride, int n_heads, int head_dim,
-                           int rope_dim, float rope_base, const int32_t* positions,
-                           int64_t n_tokens) {
-  const int half = rope_dim / 2;
+                           RopeParams rope, const int32_t* positions, int64_t n_tokens) {
+  const int half = rope.rope_dim / 2;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n_tokens * n_heads * half) return;
   const int pair = static_cast<int>(i % half);
   const int head = static_cast<int>((i / half) % n_heads);
   const int64_t t = i / (static_cast<int64_t>(half) * n_heads);
-  const float theta =
-      static_cast<float>(positions[t]) * powf(rope_base, -2.0f * pair / static_cast<float>(rope_dim));
+  const float factor = rope.factors != nullptr ? rope.factors[pair] : 1.0f;
+  const float theta = rope.freq_scale *
+                      (static_cast<float>(positions[t]) *
+                       powf(rope.base, -2.0f * pair / static_cast<float>(rope.rope_dim)) / factor);
   float s, c;
   sincosf(theta, &s, &c);
   float* v = rows + t * row_stride + static_cast<int64_t>(head) * head_dim + 2 * pair;
@@ -187,12 +188,12 @@ void LaunchRmsNorm(const float* x, const float* w, int64_t rows, int n, float ep
   RmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, w, n, eps, out);
 }
 
-void LaunchRope(float* rows, int64_t row_stride, int n_heads, int head_dim, int rope_dim,
-                float rope_base, const StepTokensView& step, cudaStream_t stream) {
-  const int64_t work = step.n_tokens * n_heads * (rope_dim / 2);
+void LaunchRope(float* rows, int64_t row_stride, int n_heads, int head_dim, const RopeParams& rope,
+                const StepTokensView& step, cudaStream_t stream) {
+  const int64_t work = step.n_tokens * n_heads * (rope.rope_dim / 2);
   if (work == 0) return;
-  RopeKernel<<<Blocks(work, kThreads), kThreads, 0, stream>>>(
-      rows, row_stride, n_heads, head_dim, rope_dim, rope_base, step.positions, step.n_tokens);
+  RopeKernel<<<Blocks(work, kThreads), kThreads, 0, stream>>>(rows, row_stride, n_heads, head_dim,
+                                                              rope, step.positions, step.n_tokens);
 }
 
 void LaunchStoreKv(const float* qkv, int64_t row_stride, int64_t k_offset, int64_t v_offset,

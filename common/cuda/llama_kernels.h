@@ -41,10 +41,19 @@ void LaunchEmbed(const __half* table, const int32_t* ids, int64_t n_tokens, int 
 void LaunchRmsNorm(const float* x, const float* w, int64_t rows, int n, float eps, __half* out,
                    cudaStream_t stream);
 
+// RoPE angles: pos * base^(-2i / dim) / factors[i] (factors may be null)
+// * freq_scale, as ggml computes them.
+struct RopeParams {
+  int rope_dim;
+  float base;
+  float freq_scale;
+  const float* factors;  // device, rope_dim / 2 entries, or nullptr
+};
+
 // Adjacent-pair rotary embedding of the first n_heads heads of each row
 // (q then k heads in the fused qkv row), in place.
-void LaunchRope(float* rows, int64_t row_stride, int n_heads, int head_dim, int rope_dim,
-                float rope_base, const StepTokensView& step, cudaStream_t stream);
+void LaunchRope(float* rows, int64_t row_stride, int n_heads, int head_dim, const RopeParams& rope,
+                const StepTokensView& step, cudaStream_t stream);
 
 // Writes each token's K and V (at k_offset, v_offset in its qkv row) into
 // its block slot, as f16.

@@ -92,13 +92,70 @@ TEST(ChatTemplateTest, PlainChatMlHasNoDefaultSystemPrompt) {
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
-TEST(ChatTemplateTest, NonChatMlFallsBackToPlainChatMl) {
+TEST(ChatTemplateTest, UnknownTemplateFallsBackToPlainChatMl) {
   const ChatTemplate t = ChatTemplate::FromJinja(
-      "{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
-      "{{ m['content'] }}<|eot_id|>{% endfor %}");
+      "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n"
+      "{% endfor %}");
   EXPECT_FALSE(t.recognized());
   EXPECT_FALSE(t.default_system_prompt().has_value());
   EXPECT_EQ(RenderOk(t, {{"user", "Hi"}}, false), "<|im_start|>user\nHi<|im_end|>\n");
+}
+
+// The LLaMA templates below are the models' own Jinja; the expected strings
+// are what llama.cpp's llama_chat_apply_template (llama-cpp-python 0.3.7)
+// returns for them.
+const std::vector<ChatMessage> kConversation = {{"system", "You are terse."},
+                                                {"user", "  Hi there \n"},
+                                                {"assistant", " Hello! "},
+                                                {"user", "2+2?"}};
+
+constexpr char kLlama3Template[] =
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | "
+    "trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}"
+    "{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+
+TEST(ChatTemplateTest, Llama3MatchesLlamaCpp) {
+  const ChatTemplate t = ChatTemplate::FromJinja(kLlama3Template);
+  EXPECT_TRUE(t.recognized());
+  EXPECT_EQ(t.style(), ChatTemplate::Style::kLlama3);
+  EXPECT_EQ(RenderOk(t, kConversation, true),
+            "<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(RenderOk(t, {{"user", "x"}}, false),
+            "<|start_header_id|>user<|end_header_id|>\n\nx<|eot_id|>");
+}
+
+TEST(ChatTemplateTest, Llama2ChatMatchesLlamaCpp) {
+  const ChatTemplate t = ChatTemplate::FromJinja(
+      "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set "
+      "system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}"
+      "{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if "
+      "loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + "
+      "system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = "
+      "message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' "
+      "+ content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + "
+      "content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}");
+  EXPECT_TRUE(t.recognized());
+  EXPECT_EQ(t.style(), ChatTemplate::Style::kLlama2);
+  EXPECT_EQ(RenderOk(t, kConversation, true),
+            "[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi there [/INST]Hello!</s>"
+            "[INST] 2+2? [/INST]");
+  EXPECT_EQ(RenderOk(t, {{"user", "  Hi there \n"}}, true), "[INST] Hi there [/INST]");
+}
+
+TEST(ChatTemplateTest, Llama2WithoutSysBlocksMatchesLlamaCpp) {
+  const ChatTemplate t = ChatTemplate::FromJinja(
+      "{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + "
+      "message['content'] + ' [/INST]' }}{% else %}{{ message['content'] + eos_token }}{% endif %}"
+      "{% endfor %}");
+  EXPECT_EQ(t.style(), ChatTemplate::Style::kLlama2);
+  EXPECT_EQ(RenderOk(t, kConversation, false),
+            "[INST] You are terse.\n  Hi there \n [/INST] Hello! </s>[INST] 2+2? [/INST]");
 }
 
 TEST(ChatTemplateTest, RejectsEmptyListsAndUnknownRoles) {

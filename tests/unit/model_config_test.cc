@@ -213,6 +213,50 @@ TEST(ModelConfigTest, RejectsInconsistentShapes) {
   }
 }
 
+TEST(ModelConfigTest, ReadsRopeScalingAndFreqFactors) {
+  RandomModelSpec s = SmallSpec();
+  s.rope_scaling_factor = 4.0f;
+  s.rope_freq_factors = Llama3RopeFreqFactors(16, s.rope_base);
+  auto c = ModelConfig::FromGguf(*RandomGguf(s));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FLOAT_EQ(c->rope_freq_scale, 0.25f);
+  EXPECT_EQ(c->rope_freq_factors, s.rope_freq_factors);
+  // LLaMA 3.1's factors: 1 for short wavelengths, 8 for long ones.
+  EXPECT_FLOAT_EQ(s.rope_freq_factors.front(), 1.0f);
+  EXPECT_FLOAT_EQ(s.rope_freq_factors.back(), 8.0f);
+  auto plain = ModelConfig::FromGguf(*RandomGguf(SmallSpec()));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FLOAT_EQ(plain->rope_freq_scale, 1.0f);
+  EXPECT_TRUE(plain->rope_freq_factors.empty());
+}
+
+TEST(ModelConfigTest, RefusesRopeItCannotCompute) {
+  auto g = RandomGguf(SmallSpec());
+  struct Case {
+    const char* what;
+    std::function<void(GgufWriter&)> extra;
+    const char* mention;
+  };
+  const std::string wrong_size(8 * sizeof(float), '\0');
+  const Case cases[] = {
+      {"yarn", [](GgufWriter& w) { w.AddString("llama.rope.scaling.type", "yarn"); }, "yarn"},
+      {"negative factor", [](GgufWriter& w) { w.AddFloat32("llama.rope.scaling.factor", -2.0f); },
+       "factor"},
+      {"rope_freqs of the wrong size",
+       [&wrong_size](GgufWriter& w) {
+         ASSERT_TRUE(w.AddTensor("rope_freqs.weight", 0, {8}, wrong_size).ok());
+       },
+       "rope_freqs"},
+  };
+  for (const Case& c : cases) {
+    auto edited = Rewrite(*g, {.extra = c.extra});
+    auto config = ModelConfig::FromGguf(*edited);
+    ASSERT_FALSE(config.ok()) << c.what;
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kFailedPrecondition) << c.what;
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr(c.mention)) << c.what;
+  }
+}
+
 TEST(ModelWeightsTest, BindsEveryTensorOfARandomModel) {
   auto g = RandomGguf(SmallSpec());
   auto c = ModelConfig::FromGguf(*g);

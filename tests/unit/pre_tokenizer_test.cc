@@ -36,6 +36,7 @@ TEST_P(PreTokenizerCaseTest, Splits) {
 
 constexpr PreTokenizerType kSmol = PreTokenizerType::kSmollm;
 constexpr PreTokenizerType kGpt2 = PreTokenizerType::kGpt2;
+constexpr PreTokenizerType kLlama3 = PreTokenizerType::kLlama3;
 
 // clang-format off
 INSTANTIATE_TEST_SUITE_P(
@@ -69,7 +70,20 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"InvalidBytesAreOther", kSmol, "a\377\376b", {"a", "\xff\xfe", "b"}},
         Case{"SpaceJoinsInvalidByte", kSmol, " \xff", {" \xff"}},
         Case{"TruncatedSequenceAtEnd", kSmol, "ab\xe2\x82", {"ab", "\xe2\x82"}},
-        Case{"LoneLeadByteBeforeLetter", kSmol, "\xc3x", {"\xc3", "x"}}));
+        Case{"LoneLeadByteBeforeLetter", kSmol, "\xc3x", {"\xc3", "x"}},
+        // LLaMA 3: contractions in any case, one non-letter joins letters,
+        // digits in threes, punctuation keeps trailing newlines, whitespace
+        // before newlines goes with them.
+        Case{"Llama3ContractionsAnyCase", kLlama3, "DON'T we'Re", {"DON", "'T", " we", "'Re"}},
+        Case{"Llama3PunctuationJoinsLetters", kLlama3, "(hello)", {"(hello", ")"}},
+        Case{"Llama3TabJoinsLetters", kLlama3, "a\tb", {"a", "\tb"}},
+        Case{"Llama3NewlineDoesNotJoin", kLlama3, "a\nb", {"a", "\n", "b"}},
+        Case{"Llama3DigitsInThrees", kLlama3, "1234567", {"123", "456", "7"}},
+        Case{"Llama3SpaceDoesNotJoinDigits", kLlama3, "x 12", {"x", " ", "12"}},
+        Case{"Llama3PunctuationTakesNewlines", kLlama3, "!!\n\nx", {"!!\n\n", "x"}},
+        Case{"Llama3SpacesBeforeNewline", kLlama3, "a  \n b", {"a", "  \n", " b"}},
+        Case{"Llama3SpaceRunGivesUpLast", kLlama3, "a   b", {"a", "  ", " b"}},
+        Case{"Llama3TrailingSpaces", kLlama3, "a   ", {"a", "   "}}));
 // clang-format on
 
 TEST(PreTokenizerTypeTest, NamesMapLikeLlamaCpp) {
@@ -78,7 +92,10 @@ TEST(PreTokenizerTypeTest, NamesMapLikeLlamaCpp) {
   EXPECT_EQ(PreTokenizerTypeFromName("gpt2"), PreTokenizerType::kGpt2);
   EXPECT_EQ(PreTokenizerTypeFromName("gpt-2"), PreTokenizerType::kGpt2);
   EXPECT_EQ(PreTokenizerTypeFromName("default"), PreTokenizerType::kGpt2);
+  EXPECT_EQ(PreTokenizerTypeFromName("llama-bpe"), PreTokenizerType::kLlama3);
+  EXPECT_EQ(PreTokenizerTypeFromName("llama3"), PreTokenizerType::kLlama3);
   EXPECT_EQ(PreTokenizerTypeFromName("no-such-pre"), PreTokenizerType::kGpt2);
+  EXPECT_EQ(FindPreTokenizerType("no-such-pre"), std::nullopt);
 }
 
 // Any byte string, valid UTF-8 or not, splits into non-empty pieces that
@@ -108,7 +125,7 @@ TEST(PreTokenizerTest, PiecesAlwaysCoverInputExactly) {
     std::string text;
     const int n = static_cast<int>(rng() % 30);
     for (int i = 0; i < n; ++i) text += alphabet[rng() % std::size(alphabet)];
-    for (const PreTokenizerType type : {kSmol, kGpt2}) {
+    for (const PreTokenizerType type : {kSmol, kGpt2, kLlama3}) {
       std::vector<std::string_view> pieces;
       PreTokenizer(type).Split(text, &pieces);
       std::string joined;

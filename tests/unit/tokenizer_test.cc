@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_format.h"
 #include "common/gguf_file.h"
 #include "common/gguf_writer.h"
 #include "gmock/gmock.h"
@@ -35,6 +36,44 @@ int32_t Id(const Tokenizer& t, std::string_view raw) {
     if (t.TokenText(id) == Spell(raw)) return id;
   }
   return -1;
+}
+
+// A SentencePiece ("llama") vocabulary: <unk>, <s>, </s>, the 256 byte
+// tokens, U+2581 and a..c, then `pieces` with their scores.
+TokenizerVocab SpmVocab(const std::vector<std::pair<std::string, float>>& pieces,
+                        bool add_space_prefix = true) {
+  TokenizerVocab v;
+  v.model = "llama";
+  auto add = [&v](std::string text, TokenType type, float score) {
+    v.tokens.push_back(std::move(text));
+    v.token_types.push_back(static_cast<int32_t>(type));
+    v.scores.push_back(score);
+  };
+  add("<unk>", TokenType::kUnknown, 0.0f);
+  add("<s>", TokenType::kControl, 0.0f);
+  add("</s>", TokenType::kControl, 0.0f);
+  for (int b = 0; b < 256; ++b) add(absl::StrFormat("<0x%02X>", b), TokenType::kByte, 0.0f);
+  for (const char* c : {"\u2581", "a", "b", "c"}) add(c, TokenType::kNormal, -10.0f);
+  for (const auto& [text, score] : pieces) add(text, TokenType::kNormal, score);
+  v.unk_id = 0;
+  v.bos_id = 1;
+  v.eos_id = 2;
+  v.add_bos = true;
+  v.add_space_prefix = add_space_prefix;
+  return v;
+}
+
+std::vector<int32_t> Ids(const Tokenizer& t, const std::vector<std::string>& texts) {
+  std::vector<int32_t> ids;
+  for (const std::string& text : texts) {
+    int32_t found = -1;
+    for (int32_t id = 0; id < t.vocab_size() && found < 0; ++id) {
+      if (t.TokenText(id) == text) found = id;
+    }
+    EXPECT_GE(found, 0) << text;
+    ids.push_back(found);
+  }
+  return ids;
 }
 
 TEST(TokenizerTest, SingleBytesWithoutMerges) {
@@ -168,9 +207,53 @@ TEST(TokenizerTest, RejectsMalformedVocabularies) {
   TokenizerVocab bad_eos = ByteVocab();
   bad_eos.eos_id = 256;
   EXPECT_THAT(BuildStatus(bad_eos).message(), HasSubstr("eos_token_id"));
-  TokenizerVocab spm = ByteVocab();
-  spm.model = "llama";
-  EXPECT_EQ(BuildStatus(spm).code(), absl::StatusCode::kUnimplemented);
+  TokenizerVocab wpm = ByteVocab();
+  wpm.model = "bert";
+  EXPECT_EQ(BuildStatus(wpm).code(), absl::StatusCode::kUnimplemented);
+  TokenizerVocab short_scores = SpmVocab({{"ab", 0.0f}});
+  short_scores.scores.pop_back();
+  EXPECT_THAT(BuildStatus(short_scores).message(), HasSubstr("scores"));
+}
+
+TEST(SpmTokenizerTest, HighestScoreMergesFirst) {
+  auto t = Build(SpmVocab({{"ab", -1.0f}, {"bc", -0.5f}}, /*add_space_prefix=*/false));
+  EXPECT_EQ(t->Encode("abc", false), Ids(*t, {"a", "bc"}));
+  auto whole = Build(SpmVocab({{"ab", -1.0f}, {"bc", -0.5f}, {"abc", -2.0f}}, false));
+  EXPECT_EQ(whole->Encode("abc", false), Ids(*whole, {"abc"}));
+}
+
+TEST(SpmTokenizerTest, EqualScoresMergeLeftmostFirst) {
+  auto t = Build(SpmVocab({{"aa", 0.0f}}, false));
+  EXPECT_EQ(t->Encode("aaa", false), Ids(*t, {"aa", "a"}));
+}
+
+TEST(SpmTokenizerTest, SpacesBecomeU2581AndStartsGetOne) {
+  auto t = Build(SpmVocab({{"\u2581a", 0.0f}, {"\u2581b", 0.0f}}));
+  EXPECT_EQ(t->Encode("a b", false), Ids(*t, {"\u2581a", "\u2581b"}));
+  // A special token counts as a start, so the text after it gets a space.
+  EXPECT_EQ(t->Encode("<s>a", true), Ids(*t, {"<s>", "\u2581a"}));
+  auto no_prefix = Build(SpmVocab({{"\u2581a", 0.0f}}, false));
+  EXPECT_EQ(no_prefix->Encode("a a", false), Ids(*no_prefix, {"a", "\u2581a"}));
+}
+
+TEST(SpmTokenizerTest, UnknownCharactersFallBackToBytesThenUnk) {
+  auto t = Build(SpmVocab({}, false));
+  EXPECT_EQ(t->Encode("\u00e9", false), Ids(*t, {"<0xC3>", "<0xA9>"}));
+  TokenizerVocab no_bytes = SpmVocab({}, false);
+  for (std::string& token : no_bytes.tokens) {
+    if (token.rfind("<0x", 0) == 0) token = "unused" + token;
+  }
+  auto u = Build(no_bytes);
+  EXPECT_EQ(u->Encode("\u00e9a", false), Ids(*u, {"<unk>", "<unk>", "a"}));
+}
+
+TEST(SpmTokenizerTest, DecodeUnescapesSpacesAndBytes) {
+  auto t = Build(SpmVocab({{"\u2581a", 0.0f}}));
+  const std::vector<int32_t> ids = t->Encode("a \u00e9", false);
+  EXPECT_EQ(t->Decode(ids), " a \u00e9");
+  EXPECT_EQ(t->TokenBytes(Ids(*t, {"<0x41>"})[0]), "A");
+  EXPECT_EQ(t->TokenBytes(t->bos_id()), "");
+  EXPECT_EQ(t->TokenBytes(t->bos_id(), /*render_special=*/true), "<s>");
 }
 
 std::string VocabGguf(const TokenizerVocab& v, bool with_merges = true) {
