@@ -96,6 +96,18 @@ void RenderLlama3(absl::Span<const ChatMessage> messages, bool add_generation_pr
   if (add_generation_prompt) out->append("<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+void RenderMistralV7(absl::Span<const ChatMessage> messages, std::string* out) {
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      Append(out, {"[SYSTEM_PROMPT] ", m.content, "[/SYSTEM_PROMPT]"});
+    } else if (m.role == "user") {
+      Append(out, {"[INST] ", m.content, "[/INST]"});
+    } else {
+      Append(out, {" ", m.content, "</s>"});
+    }
+  }
+}
+
 bool Contains(std::string_view haystack, std::string_view needle) {
   return haystack.find(needle) != std::string_view::npos;
 }
@@ -109,7 +121,7 @@ bool IsKnownRole(std::string_view role) {
 absl::StatusOr<ChatTemplate> ChatTemplate::FromGguf(const GgufFile& gguf) {
   if (gguf.Find(kTemplateKey) == nullptr) {
     LOG(WARNING) << "model has no " << kTemplateKey << "; using plain ChatML";
-    return ChatTemplate(false, Style::kChatMl, std::nullopt, {});
+    return ChatTemplate(false, Style::kChatMl, std::nullopt, {}, {});
   }
   ASSIGN_OR_RETURN(const std::string_view jinja, gguf.GetString(kTemplateKey));
   return FromJinja(jinja);
@@ -117,13 +129,13 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromGguf(const GgufFile& gguf) {
 
 ChatTemplate ChatTemplate::FromJinja(std::string_view jinja) {
   if (Contains(jinja, kImStart) && !Contains(jinja, "<|im_sep|>")) {
-    return ChatTemplate(true, Style::kChatMl, FindDefaultSystemPrompt(jinja), {});
+    return ChatTemplate(true, Style::kChatMl, FindDefaultSystemPrompt(jinja), {}, {});
   }
-  // Mistral's [INST] templates differ in spacing and system handling.
-  const bool mistral = Contains(jinja, "[SYSTEM_PROMPT]") ||
-                       Contains(jinja, "' [INST] ' + system_message") ||
-                       Contains(jinja, "[AVAILABLE_TOOLS]");
-  if (Contains(jinja, "[INST]") && !mistral && !Contains(jinja, kImStart)) {
+  if (Contains(jinja, "[INST]") && !Contains(jinja, kImStart)) {
+    const bool mistral = Contains(jinja, "[SYSTEM_PROMPT]") ||
+                         Contains(jinja, "' [INST] ' + system_message") ||
+                         Contains(jinja, "[AVAILABLE_TOOLS]");
+    if (mistral) return FromMistralJinja(jinja);
     // llama.cpp's variants, in its order: -sys-strip, -sys-bos, -sys, plain.
     Llama2Options options;
     if (Contains(jinja, "content.strip()")) {
@@ -133,14 +145,30 @@ ChatTemplate ChatTemplate::FromJinja(std::string_view jinja) {
     } else {
       options = {.system = Contains(jinja, "<<SYS>>")};
     }
-    return ChatTemplate(true, Style::kLlama2, std::nullopt, options);
+    return ChatTemplate(true, Style::kLlama2, std::nullopt, options, {});
   }
   if (Contains(jinja, "<|start_header_id|>") && Contains(jinja, "<|end_header_id|>")) {
-    return ChatTemplate(true, Style::kLlama3, std::nullopt, {});
+    return ChatTemplate(true, Style::kLlama3, std::nullopt, {}, {});
   }
   LOG(WARNING) << "chat template is not ChatML, LLaMA 2 or LLaMA 3; falling back to plain ChatML, "
                   "which this model may not have been trained on";
-  return ChatTemplate(false, Style::kChatMl, std::nullopt, {});
+  return ChatTemplate(false, Style::kChatMl, std::nullopt, {}, {});
+}
+
+// llama.cpp's mistral-v7, -v1, -v3-tekken and -v3, tested in that order.
+ChatTemplate ChatTemplate::FromMistralJinja(std::string_view jinja) {
+  if (Contains(jinja, "[SYSTEM_PROMPT]")) {
+    return ChatTemplate(true, Style::kMistralV7, std::nullopt, {}, {});
+  }
+  MistralOptions options{.leading_space = "", .trailing_space = " ", .trim_answers = false};
+  if (Contains(jinja, " [INST]")) {
+    options.leading_space = " ";  // v1
+  } else if (Contains(jinja, "\"[INST]\"")) {
+    options.trailing_space = "";  // v3-tekken
+  } else {
+    options.trim_answers = true;  // v3
+  }
+  return ChatTemplate(true, Style::kMistral, std::nullopt, {}, options);
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> messages,
@@ -166,6 +194,12 @@ absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> m
       break;
     case Style::kLlama3:
       RenderLlama3(messages, add_generation_prompt, &out);
+      break;
+    case Style::kMistral:
+      RenderMistral(messages, &out);
+      break;
+    case Style::kMistralV7:
+      RenderMistralV7(messages, &out);
       break;
   }
   return out;
@@ -204,6 +238,25 @@ void ChatTemplate::RenderLlama2(absl::Span<const ChatMessage> messages, std::str
       Append(out, {content, " [/INST]"});
     } else {
       Append(out, {content, "</s>"});
+      inside_turn = false;
+    }
+  }
+}
+
+void ChatTemplate::RenderMistral(absl::Span<const ChatMessage> messages, std::string* out) const {
+  const MistralOptions& o = mistral_;
+  bool inside_turn = false;
+  for (const ChatMessage& m : messages) {
+    if (!inside_turn) {
+      Append(out, {o.leading_space, "[INST]", o.trailing_space});
+      inside_turn = true;
+    }
+    if (m.role == "system") {
+      Append(out, {m.content, "\n\n"});
+    } else if (m.role == "user") {
+      Append(out, {m.content, o.leading_space, "[/INST]"});
+    } else {
+      Append(out, {o.trailing_space, o.trim_answers ? Trim(m.content) : m.content, "</s>"});
       inside_turn = false;
     }
   }

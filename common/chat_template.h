@@ -15,10 +15,13 @@
 //    message "<<SYS>>\n{system}\n<</SYS>>\n\n" (or "{system}\n" when the
 //    template has no "<<SYS>>"), "{user} [/INST]", "{assistant}</s>", with a
 //    new "[INST] " (or "<s>[INST] ") before the next turn.
+//  - Mistral's official templates ("[SYSTEM_PROMPT]": v7; "[AVAILABLE_TOOLS]"
+//    or "' [INST] ' + system_message": v1, v3, v3-tekken), each spaced as
+//    llama.cpp spaces it: "[INST] {system}\n\n{user}[/INST] {assistant}</s>".
 //  - LLaMA 3 ("<|start_header_id|>" and "<|end_header_id|>"):
 //      <|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|>
 //    ... [<|start_header_id|>assistant<|end_header_id|>\n\n]
-// The LLaMA renderings are llama.cpp's built-in templates (what llama-server
+// The LLaMA and Mistral renderings are llama.cpp's built-in templates (what llama-server
 // uses without --jinja); they carry no BOS, which the tokenizer adds
 // (Tokenizer::EncodePrompt). LLaMA 3.1+'s Jinja adds a dated default system
 // prompt that this rendering leaves out, as llama.cpp's does.
@@ -63,7 +66,7 @@ class ChatTemplate {
   absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
                                      bool add_generation_prompt) const;
 
-  enum class Style { kChatMl, kLlama2, kLlama3 };
+  enum class Style { kChatMl, kLlama2, kLlama3, kMistral, kMistralV7 };
 
   // False when the template was not recognised and the fallback is in use.
   bool recognized() const { return recognized_; }
@@ -78,21 +81,33 @@ class ChatTemplate {
     bool strip = false;  // contents trimmed
   };
 
+  // Mistral v1 / v3 / v3-tekken spacing.
+  struct MistralOptions {
+    std::string_view leading_space;   // before "[INST]" and "[/INST]" (v1)
+    std::string_view trailing_space;  // after "[INST]", before answers (not tekken)
+    bool trim_answers = false;        // v3
+  };
+
   ChatTemplate(bool recognized, Style style, std::optional<std::string> default_system_prompt,
-               Llama2Options llama2)
+               Llama2Options llama2, MistralOptions mistral)
       : recognized_(recognized),
         style_(style),
         default_system_prompt_(std::move(default_system_prompt)),
-        llama2_(llama2) {}
+        llama2_(llama2),
+        mistral_(mistral) {}
+
+  static ChatTemplate FromMistralJinja(std::string_view jinja);
 
   void RenderChatMl(absl::Span<const ChatMessage> messages, bool add_generation_prompt,
                     std::string* out) const;
   void RenderLlama2(absl::Span<const ChatMessage> messages, std::string* out) const;
+  void RenderMistral(absl::Span<const ChatMessage> messages, std::string* out) const;
 
   bool recognized_;
   Style style_;
   std::optional<std::string> default_system_prompt_;
   Llama2Options llama2_;
+  MistralOptions mistral_;
 };
 
 }  // namespace pdserve

@@ -60,6 +60,27 @@ void DequantQ8_1(const void* src, float* dst, int64_t n) {
   }
 }
 
+void DequantQ5_0(const void* src, float* dst, int64_t n) {
+  const BlockQ5_0* b = static_cast<const BlockQ5_0*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    const float d = F16ToF32(b[i].d);
+    uint32_t qh;
+    std::memcpy(&qh, b[i].qh, sizeof(qh));
+    for (int j = 0; j < kQK; ++j) dst[j] = static_cast<float>(Q5Value(b[i].qs, qh, j) - 16) * d;
+  }
+}
+
+void DequantQ5_1(const void* src, float* dst, int64_t n) {
+  const BlockQ5_1* b = static_cast<const BlockQ5_1*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    const float d = F16ToF32(b[i].d);
+    const float m = F16ToF32(b[i].m);
+    uint32_t qh;
+    std::memcpy(&qh, b[i].qh, sizeof(qh));
+    for (int j = 0; j < kQK; ++j) dst[j] = static_cast<float>(Q5Value(b[i].qs, qh, j)) * d + m;
+  }
+}
+
 void UnpackQ4KScaleMin(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   if (j < 4) {
     *sc = q[j] & 63;
@@ -84,6 +105,28 @@ void DequantQ4_K(const void* src, float* dst, int64_t n) {
       const float d2 = d * sc, m2 = dmin * m;
       for (int l = 0; l < 32; ++l) *dst++ = d1 * (q[l] & 0xF) - m1;
       for (int l = 0; l < 32; ++l) *dst++ = d2 * (q[l] >> 4) - m2;
+    }
+  }
+}
+
+// Like Q4_K, with the fifth bit of sub-block c's element l in bit c of qh[l].
+void DequantQ5_K(const void* src, float* dst, int64_t n) {
+  const BlockQ5_K* b = static_cast<const BlockQ5_K*>(src);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const float d = F16ToF32(b[i].d);
+    const float dmin = F16ToF32(b[i].dmin);
+    const uint8_t* q = b[i].qs;
+    const uint8_t* qh = b[i].qh;
+    for (int c = 0; c < 4; ++c, q += 32) {
+      uint8_t sc, m;
+      UnpackQ4KScaleMin(2 * c, b[i].scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      UnpackQ4KScaleMin(2 * c + 1, b[i].scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      const uint8_t lo_bit = static_cast<uint8_t>(1u << (2 * c));
+      const uint8_t hi_bit = static_cast<uint8_t>(2u << (2 * c));
+      for (int l = 0; l < 32; ++l) *dst++ = d1 * ((q[l] & 0xF) + (qh[l] & lo_bit ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *dst++ = d2 * ((q[l] >> 4) + (qh[l] & hi_bit ? 16 : 0)) - m2;
     }
   }
 }

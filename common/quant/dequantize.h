@@ -13,10 +13,19 @@ void DequantF16(const void* src, float* dst, int64_t n);
 void DequantBf16(const void* src, float* dst, int64_t n);
 void DequantQ4_0(const void* src, float* dst, int64_t n);
 void DequantQ4_1(const void* src, float* dst, int64_t n);
+void DequantQ5_0(const void* src, float* dst, int64_t n);
+void DequantQ5_1(const void* src, float* dst, int64_t n);
 void DequantQ8_0(const void* src, float* dst, int64_t n);
 void DequantQ8_1(const void* src, float* dst, int64_t n);
 void DequantQ4_K(const void* src, float* dst, int64_t n);
+void DequantQ5_K(const void* src, float* dst, int64_t n);
 void DequantQ6_K(const void* src, float* dst, int64_t n);
+// The 5-bit value of element j (0..31) of a Q5_0/Q5_1 block, before the
+// Q5_0 offset of -16.
+inline int Q5Value(const uint8_t* qs, uint32_t qh, int j) {
+  const int low = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
+  return low | static_cast<int>(((qh >> j) & 1u) << 4);
+}
 void DequantQ8_K(const void* src, float* dst, int64_t n);
 
 // The 6-bit scale/min unpacking shared by Q4_K (and Q5_K).

@@ -20,6 +20,19 @@ struct BlockQ4_1 {
   uint16_t m;
   uint8_t qs[kQK / 2];
 };
+// Q5: the fifth bit of element j is bit j of qh (j < 16: low nibbles,
+// else high nibbles of qs[j - 16]).
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
 struct BlockQ8_0 {
   uint16_t d;
   int8_t qs[kQK];
@@ -37,6 +50,13 @@ struct BlockQ4_K {
   uint8_t scales[12];
   uint8_t qs[kQKK / 2];
 };
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQKK / 8];
+  uint8_t qs[kQKK / 2];
+};
 struct BlockQ6_K {
   uint8_t ql[kQKK / 2];
   uint8_t qh[kQKK / 4];
@@ -52,9 +72,12 @@ struct BlockQ8_K {
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 

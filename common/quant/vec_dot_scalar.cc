@@ -78,6 +78,38 @@ float DotQ8_0Q8_0(int64_t n, const void* w, const void* a) {
   return s;
 }
 
+// llama.cpp's ggml_vec_dot_q5_0_q8_0 (scalar): integer sums per block,
+// scaled by d_w * d_a.
+float DotQ5_0Q8_0(int64_t n, const void* w, const void* a) {
+  const BlockQ5_0* x = static_cast<const BlockQ5_0*>(w);
+  const BlockQ8_0* y = static_cast<const BlockQ8_0*>(a);
+  float s = 0.0f;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    uint32_t qh;
+    std::memcpy(&qh, x[i].qh, sizeof(qh));
+    int sumi = 0;
+    for (int j = 0; j < kQK; ++j) sumi += (Q5Value(x[i].qs, qh, j) - 16) * y[i].qs[j];
+    s += (F16ToF32(x[i].d) * F16ToF32(y[i].d)) * static_cast<float>(sumi);
+  }
+  return s;
+}
+
+// The min term folds into the activation block's s = d * sum(qs).
+float DotQ5_1Q8_1(int64_t n, const void* w, const void* a) {
+  const BlockQ5_1* x = static_cast<const BlockQ5_1*>(w);
+  const BlockQ8_1* y = static_cast<const BlockQ8_1*>(a);
+  float s = 0.0f;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    uint32_t qh;
+    std::memcpy(&qh, x[i].qh, sizeof(qh));
+    int sumi = 0;
+    for (int j = 0; j < kQK; ++j) sumi += Q5Value(x[i].qs, qh, j) * y[i].qs[j];
+    s += (F16ToF32(x[i].d) * F16ToF32(y[i].d)) * static_cast<float>(sumi) +
+         F16ToF32(x[i].m) * F16ToF32(y[i].s);
+  }
+  return s;
+}
+
 float DotQ4_KQ8_K(int64_t n, const void* w, const void* a) {
   const BlockQ4_K* x = static_cast<const BlockQ4_K*>(w);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
@@ -94,6 +126,36 @@ float DotQ4_KQ8_K(int64_t n, const void* w, const void* a) {
       for (int l = 0; l < 32; ++l) {
         lo += (q[l] & 0xF) * qy[l];
         hi += (q[l] >> 4) * qy[l + 32];
+      }
+      isum += sc0 * lo + sc1 * hi;
+      msum += m0 * (y[i].bsums[4 * c] + y[i].bsums[4 * c + 1]) +
+              m1 * (y[i].bsums[4 * c + 2] + y[i].bsums[4 * c + 3]);
+    }
+    s += F16ToF32(x[i].d) * y[i].d * static_cast<float>(isum) -
+         F16ToF32(x[i].dmin) * y[i].d * static_cast<float>(msum);
+  }
+  return s;
+}
+
+float DotQ5_KQ8_K(int64_t n, const void* w, const void* a) {
+  const BlockQ5_K* x = static_cast<const BlockQ5_K*>(w);
+  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
+  float s = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    int isum = 0, msum = 0;
+    const uint8_t* q = x[i].qs;
+    const uint8_t* qh = x[i].qh;
+    const int8_t* qy = y[i].qs;
+    for (int c = 0; c < 4; ++c, q += 32, qy += 64) {
+      uint8_t sc0, m0, sc1, m1;
+      UnpackQ4KScaleMin(2 * c, x[i].scales, &sc0, &m0);
+      UnpackQ4KScaleMin(2 * c + 1, x[i].scales, &sc1, &m1);
+      const uint8_t lo_bit = static_cast<uint8_t>(1u << (2 * c));
+      const uint8_t hi_bit = static_cast<uint8_t>(2u << (2 * c));
+      int lo = 0, hi = 0;
+      for (int l = 0; l < 32; ++l) {
+        lo += ((q[l] & 0xF) + (qh[l] & lo_bit ? 16 : 0)) * qy[l];
+        hi += ((q[l] >> 4) + (qh[l] & hi_bit ? 16 : 0)) * qy[l + 32];
       }
       isum += sc0 * lo + sc1 * hi;
       msum += m0 * (y[i].bsums[4 * c] + y[i].bsums[4 * c + 1]) +
@@ -153,8 +215,11 @@ const TypeKernels kTable[] = {
     {GgmlType::kBF16, GgmlType::kBF16, DequantBf16, QuantizeRowBf16, DotBf16, nullptr, nullptr},
     {GgmlType::kQ4_0, GgmlType::kQ8_0, DequantQ4_0, QuantizeRowQ8_0, DotQ4_0Q8_0, nullptr, nullptr},
     {GgmlType::kQ4_1, GgmlType::kQ8_1, DequantQ4_1, QuantizeRowQ8_1, DotQ4_1Q8_1, nullptr, nullptr},
+    {GgmlType::kQ5_0, GgmlType::kQ8_0, DequantQ5_0, QuantizeRowQ8_0, DotQ5_0Q8_0, nullptr, nullptr},
+    {GgmlType::kQ5_1, GgmlType::kQ8_1, DequantQ5_1, QuantizeRowQ8_1, DotQ5_1Q8_1, nullptr, nullptr},
     {GgmlType::kQ8_0, GgmlType::kQ8_0, DequantQ8_0, QuantizeRowQ8_0, DotQ8_0Q8_0, nullptr, nullptr},
     {GgmlType::kQ4_K, GgmlType::kQ8_K, DequantQ4_K, QuantizeRowQ8_K, DotQ4_KQ8_K, nullptr, nullptr},
+    {GgmlType::kQ5_K, GgmlType::kQ8_K, DequantQ5_K, QuantizeRowQ8_K, DotQ5_KQ8_K, nullptr, nullptr},
     {GgmlType::kQ6_K, GgmlType::kQ8_K, DequantQ6_K, QuantizeRowQ8_K, DotQ6_KQ8_K, nullptr, nullptr},
 };
 

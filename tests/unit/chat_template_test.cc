@@ -158,6 +158,50 @@ TEST(ChatTemplateTest, Llama2WithoutSysBlocksMatchesLlamaCpp) {
             "[INST] You are terse.\n  Hi there \n [/INST] Hello! </s>[INST] 2+2? [/INST]");
 }
 
+// Mistral's official templates, cut to the markers llama.cpp detects them
+// by; expected strings from llama_chat_apply_template as above.
+TEST(ChatTemplateTest, MistralTemplatesMatchLlamaCpp) {
+  const std::string v3 =
+      "{%- if messages[0]['role'] == 'system' %}{%- set system_message = messages[0]['content'] "
+      "%}{%- endif %}{%- for message in loop_messages %}{%- if message['role'] == 'user' %}{%- if "
+      "tools is not none and (message == user_messages[-1]) %}{{- '[AVAILABLE_TOOLS] [' }}{%- "
+      "endif %}{{- '[INST] ' + message['content'] + '[/INST]' }}{%- elif message['role'] == "
+      "'assistant' %}{{- ' ' + message['content']|trim + eos_token}}{%- endif %}{%- endfor %}";
+  std::string v3_tekken = v3;
+  v3_tekken.replace(v3_tekken.find("'[INST] '"), 9, "\"[INST]\"");
+  struct Case {
+    const char* name;
+    std::string jinja;
+    ChatTemplate::Style style;
+    const char* want;
+  };
+  const Case cases[] = {
+      {"v7",
+       "{%- for message in messages %}{%- if message['role'] == 'system' %}{{- '[SYSTEM_PROMPT]' "
+       "+ message['content'] + '[/SYSTEM_PROMPT]' }}{%- elif message['role'] == 'user' %}{{- "
+       "'[INST]' + message['content'] + '[/INST]' }}{%- endif %}{%- endfor %}",
+       ChatTemplate::Style::kMistralV7,
+       "[SYSTEM_PROMPT] You are terse.[/SYSTEM_PROMPT][INST]   Hi there \n[/INST]  Hello! </s>"
+       "[INST] 2+2?[/INST]"},
+      {"v3", v3, ChatTemplate::Style::kMistral,
+       "[INST] You are terse.\n\n  Hi there \n[/INST] Hello!</s>[INST] 2+2?[/INST]"},
+      {"v3-tekken", v3_tekken, ChatTemplate::Style::kMistral,
+       "[INST]You are terse.\n\n  Hi there \n[/INST] Hello! </s>[INST]2+2?[/INST]"},
+      {"v1",
+       "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ ' [INST] "
+       "' + system_message + message['content'] + ' [/INST]' }}{% else %}{{ ' ' + "
+       "message['content'] + eos_token }}{% endif %}{% endfor %}",
+       ChatTemplate::Style::kMistral,
+       " [INST] You are terse.\n\n  Hi there \n [/INST]  Hello! </s> [INST] 2+2? [/INST]"},
+  };
+  for (const Case& c : cases) {
+    const ChatTemplate t = ChatTemplate::FromJinja(c.jinja);
+    EXPECT_TRUE(t.recognized()) << c.name;
+    EXPECT_EQ(t.style(), c.style) << c.name;
+    EXPECT_EQ(RenderOk(t, kConversation, true), c.want) << c.name;
+  }
+}
+
 TEST(ChatTemplateTest, RejectsEmptyListsAndUnknownRoles) {
   const ChatTemplate t = ChatTemplate::FromJinja(kSmolLm2Template);
   EXPECT_EQ(t.Render({}, true).status().code(), absl::StatusCode::kInvalidArgument);

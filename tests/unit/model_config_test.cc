@@ -338,12 +338,13 @@ TEST(ModelWeightsTest, WrongShapeIsNamed) {
 
 TEST(ModelWeightsTest, TypeWithoutKernelsIsNamed) {
   auto g = RandomGguf(SmallSpec());
-  // Q5_0 (id 6): 64 elements = 2 blocks of 22 bytes; no matmul kernel.
+  // Q8_1 (id 9, an activation format): 64 elements = 2 blocks of 36 bytes;
+  // no matmul kernel takes it as weights.
   ExpectLoadError(*Rewrite(*g, {.drop_tensors = {"blk.0.ffn_up.weight"},
                                 .extra =
                                     [](GgufWriter& w) {
-                                      EXPECT_TRUE(w.AddTensor("blk.0.ffn_up.weight", 6, {64, 96},
-                                                              std::string(44 * 96, '\0'))
+                                      EXPECT_TRUE(w.AddTensor("blk.0.ffn_up.weight", 9, {64, 96},
+                                                              std::string(72 * 96, '\0'))
                                                       .ok());
                                     }}),
                   "blk.0.ffn_up.weight");

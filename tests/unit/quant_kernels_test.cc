@@ -19,19 +19,23 @@ namespace pdserve {
 namespace {
 
 constexpr GgmlType kWeightTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
-                                     GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0,
-                                     GgmlType::kQ4_K, GgmlType::kQ6_K};
+                                     GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                     GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                                     GgmlType::kQ5_K, GgmlType::kQ6_K};
 
 uint32_t Id(GgmlType t) { return static_cast<uint32_t>(t); }
 
 GgmlType ExpectedActType(GgmlType t) {
   switch (t) {
     case GgmlType::kQ4_0:
+    case GgmlType::kQ5_0:
     case GgmlType::kQ8_0:
       return GgmlType::kQ8_0;
     case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1:
       return GgmlType::kQ8_1;
     case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
       return GgmlType::kQ8_K;
     default:
@@ -103,6 +107,24 @@ std::string RandomWeightRow(GgmlType type, int64_t n, std::mt19937_64& rng) {
       for (int64_t i = 0; i < n / kQKK; ++i) b[i].d = SmallF16(rng), b[i].dmin = SmallF16(rng);
       break;
     }
+    case GgmlType::kQ5_0: {
+      out = RandomBytesBlocks<BlockQ5_0>(n / kQK, rng);
+      auto* b = reinterpret_cast<BlockQ5_0*>(out.data());
+      for (int64_t i = 0; i < n / kQK; ++i) b[i].d = SmallF16(rng);
+      break;
+    }
+    case GgmlType::kQ5_1: {
+      out = RandomBytesBlocks<BlockQ5_1>(n / kQK, rng);
+      auto* b = reinterpret_cast<BlockQ5_1*>(out.data());
+      for (int64_t i = 0; i < n / kQK; ++i) b[i].d = SmallF16(rng), b[i].m = SmallF16(rng);
+      break;
+    }
+    case GgmlType::kQ5_K: {
+      out = RandomBytesBlocks<BlockQ5_K>(n / kQKK, rng);
+      auto* b = reinterpret_cast<BlockQ5_K*>(out.data());
+      for (int64_t i = 0; i < n / kQKK; ++i) b[i].d = SmallF16(rng), b[i].dmin = SmallF16(rng);
+      break;
+    }
     case GgmlType::kQ6_K: {
       out = RandomBytesBlocks<BlockQ6_K>(n / kQKK, rng);
       auto* b = reinterpret_cast<BlockQ6_K*>(out.data());
@@ -143,20 +165,22 @@ std::vector<float> DequantAct(GgmlType act, const void* a, int64_t n) {
 }
 
 // Allowed |vec_dot - exact dot of the dequantised rows|: float summation
-// error, plus, for Q4_1 x Q8_1, the f16 rounding of the activation block sum
+// error, plus, for Q4_1/Q5_1 x Q8_1, the f16 rounding of the activation block sum
 // s = d * sum(q) that the min term uses instead of sum(d * q).
 double Tolerance(GgmlType type, const std::string& w, const std::string& a,
                  const std::vector<float>& wf, const std::vector<float>& af) {
   double abs_sum = 0.0;
   for (size_t i = 0; i < wf.size(); ++i) abs_sum += std::fabs(static_cast<double>(wf[i]) * af[i]);
   double tol = 2e-5 * abs_sum + 1e-30;
-  if (type == GgmlType::kQ4_1) {
-    const auto* x = reinterpret_cast<const BlockQ4_1*>(w.data());
+  if (type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1) {
     const auto* y = reinterpret_cast<const BlockQ8_1*>(a.data());
     for (size_t i = 0; i < wf.size() / kQK; ++i) {
+      // Both blocks keep their f16 min at offset 2.
+      uint16_t m;
+      std::memcpy(&m, w.data() + i * GgmlRowBytes(Id(type), kQK) + 2, sizeof(m));
       double sum_q = 0.0;
       for (int j = 0; j < kQK; ++j) sum_q += y[i].qs[j];
-      tol += std::fabs(F16ToF32(x[i].m) * F16ToF32(y[i].d) * sum_q) * std::ldexp(1.0, -9);
+      tol += std::fabs(F16ToF32(m) * F16ToF32(y[i].d) * sum_q) * std::ldexp(1.0, -9);
     }
   }
   return tol;
@@ -181,7 +205,7 @@ TEST(QuantKernelsTest, TableEntriesMatchTypes) {
       EXPECT_NE(k->vec_dot, nullptr);
       EXPECT_EQ(ActivationRowBytes(Id(t), 512), GgmlRowBytes(Id(k->act_type), 512));
     }
-    for (GgmlType t : {GgmlType::kQ5_0, GgmlType::kQ8_1, GgmlType::kQ8_K, GgmlType::kI32}) {
+    for (GgmlType t : {GgmlType::kQ3_K, GgmlType::kQ8_1, GgmlType::kQ8_K, GgmlType::kI32}) {
       EXPECT_EQ(FindTypeKernels(Id(t)), nullptr) << Id(t);
     }
     EXPECT_EQ(FindTypeKernels(4), nullptr);
