@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace pdserve {
@@ -29,6 +31,17 @@ const GgmlTypeTraits* FindGgmlTypeTraits(uint32_t id) {
     if (e.id == id) return &e.traits;
   }
   return nullptr;
+}
+
+absl::StatusOr<uint32_t> GgmlTypeFromName(std::string_view name) {
+  for (const Entry& e : kTable) {
+    if (absl::EqualsIgnoreCase(absl::string_view(e.traits.name.data(), e.traits.name.size()),
+                               absl::string_view(name.data(), name.size()))) {
+      return e.id;
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown GGML type '", absl::string_view(name.data(), name.size()), "'"));
 }
 
 std::string GgmlTypeName(uint32_t id) {

@@ -6,7 +6,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+
+#include "absl/status/statusor.h"
 
 namespace pdserve {
 
@@ -42,6 +45,10 @@ struct GgmlTypeTraits {
 
 // Returns nullptr for ids this build does not know (including removed ones).
 const GgmlTypeTraits* FindGgmlTypeTraits(uint32_t id);
+
+// The id of a type name ("Q4_K", case-insensitive); INVALID_ARGUMENT for
+// names this build does not know.
+absl::StatusOr<uint32_t> GgmlTypeFromName(std::string_view name);
 
 // Name for logs and errors; "unknown(<id>)" style for unsupported ids.
 std::string GgmlTypeName(uint32_t id);

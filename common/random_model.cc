@@ -1,6 +1,7 @@
 #include "common/random_model.h"
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -10,12 +11,16 @@
 #include "common/ggml_type.h"
 #include "common/gguf_file.h"
 #include "common/gguf_writer.h"
+#include "common/half.h"
 #include "common/quant/kernels.h"
 #include "common/quant/quantize_activations.h"
 #include "common/status_macros.h"
 
 namespace pdserve {
 namespace {
+
+absl::StatusOr<std::string> RandomBlocks(uint32_t type, int64_t ne0, int64_t ne1, float scale,
+                                         std::mt19937_64& rng);
 
 // Quantises random N(0, scale) values into `type`'s format.
 absl::StatusOr<std::string> RandomTensor(uint32_t type, int64_t ne0, int64_t ne1, float scale,
@@ -36,9 +41,53 @@ absl::StatusOr<std::string> RandomTensor(uint32_t type, int64_t ne0, int64_t ne1
       case GgmlType::kBF16: QuantizeRowBf16(row.data(), dst, ne0); break;
       case GgmlType::kF32: QuantizeRowF32(row.data(), dst, ne0); break;
       default:
-        return absl::InvalidArgumentError(
-            absl::StrCat("random model: cannot write type ", GgmlTypeName(type)));
+        return RandomBlocks(type, ne0, ne1, scale, rng);
     }
+  }
+  return out;
+}
+
+// Types without a quantiser here get random bytes with their f16 scale
+// fields set so that elements come out roughly N(0, scale): valid blocks of
+// the format, which is all a random model needs. `d_per_std` is the block
+// scale per unit of element standard deviation (from the format's value
+// distribution under uniform random bits), `dmin_per_d` sets the min that
+// centres it.
+struct RandomBlockFormat {
+  GgmlType type;
+  int d_offset;     // byte offset of the f16 scale in a block
+  int dmin_offset;  // of the f16 min/dmin, or -1
+  float d_per_std;
+  float dmin_per_d;
+};
+
+constexpr RandomBlockFormat kRandomBlockFormats[] = {
+    {GgmlType::kQ5_0, 0, -1, 1.0f / 9.2f, 0.0f},
+    {GgmlType::kQ5_1, 0, 2, 1.0f / 9.2f, -15.5f},  // m = -15.5 d centres q in [0, 32)
+    {GgmlType::kQ4_K, 0, 2, 1.0f / 263.0f, 7.5f},  // d*sc*q - dmin*m
+    {GgmlType::kQ5_K, 0, 2, 1.0f / 537.0f, 15.5f},
+    {GgmlType::kQ6_K, 208, -1, 1.0f / 1366.0f, 0.0f},  // d*sc*(q - 32)
+};
+
+absl::StatusOr<std::string> RandomBlocks(uint32_t type, int64_t ne0, int64_t ne1, float scale,
+                                         std::mt19937_64& rng) {
+  const RandomBlockFormat* f = nullptr;
+  for (const RandomBlockFormat& candidate : kRandomBlockFormats) {
+    if (static_cast<uint32_t>(candidate.type) == type) f = &candidate;
+  }
+  const GgmlTypeTraits* traits = FindGgmlTypeTraits(type);
+  const int64_t row_bytes = GgmlRowBytes(type, ne0);
+  if (f == nullptr || traits == nullptr || row_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("random model: cannot write type ", GgmlTypeName(type)));
+  }
+  std::string out(static_cast<size_t>(row_bytes * ne1), '\0');
+  for (char& c : out) c = static_cast<char>(rng());
+  const uint16_t d = F32ToF16(scale * f->d_per_std);
+  const uint16_t dmin = F32ToF16(scale * f->d_per_std * f->dmin_per_d);
+  for (size_t b = 0; b < out.size(); b += traits->block_bytes) {
+    std::memcpy(&out[b + f->d_offset], &d, sizeof(d));
+    if (f->dmin_offset >= 0) std::memcpy(&out[b + f->dmin_offset], &dmin, sizeof(dmin));
   }
   return out;
 }
@@ -71,10 +120,17 @@ void AddVocab(const RandomModelSpec& s, GgufWriter& w) {
   }
   std::vector<std::string> merges;
   const std::string letters = "etaoinshrdlucmfwypvbgk";
+  const size_t pairs = letters.size() * letters.size();
+  // Token texts must be unique (llama.cpp refuses a vocabulary with
+  // duplicates): every letter pair once, then filler tokens no merge makes.
   for (size_t i = 0; tokens.size() < static_cast<size_t>(s.n_vocab); ++i) {
-    const char a = letters[i % letters.size()], b = letters[(i / letters.size()) % letters.size()];
-    tokens.push_back(std::string{a, b});
     types.push_back(1);
+    if (i >= pairs) {
+      tokens.push_back(absl::StrCat("[extra_", i - pairs, "]"));
+      continue;
+    }
+    const char a = letters[i % letters.size()], b = letters[i / letters.size()];
+    tokens.push_back(std::string{a, b});
     merges.push_back(std::string{a, ' ', b});
   }
   w.AddString("tokenizer.ggml.model", "gpt2");
