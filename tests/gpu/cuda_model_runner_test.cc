@@ -56,12 +56,14 @@ class CudaModelRunnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-    model_ = test::LoadTestModel(RandomModelSpec::SmolLm2Shapes());
+    model_ = test::LoadTestModel(Spec());
     ASSERT_NE(model_, nullptr);
     const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     cpu_ = Make(DeviceSpec{}, threads);
     gpu_ = Make(DeviceSpec{DeviceSpec::Kind::kCuda, 0}, 1);
   }
+
+  virtual RandomModelSpec Spec() const { return RandomModelSpec::SmolLm2Shapes(); }
 
   Runtime Make(const DeviceSpec& device, int threads, bool graphs = false) {
     Runtime rt;
@@ -105,39 +107,60 @@ class CudaModelRunnerTest : public ::testing::Test {
     return {out, all};
   }
 
+  void ExpectGreedyAgreement(const char* label) {
+    constexpr int kSteps = 32;
+    const std::vector<int32_t> prompt = test::RandomTokens(45, model_->config.n_vocab, 7);
+    auto [cpu_tokens, cpu_logits] = Greedy(cpu_, prompt, kSteps);
+    auto [gpu_tokens, gpu_logits] = Greedy(gpu_, prompt, kSteps);
+    ASSERT_EQ(cpu_logits.size(), gpu_logits.size());
+    double worst_err = 0, worst_cos = 1;
+    int first_diff = -1;
+    for (size_t s = 0; s < cpu_logits.size(); ++s) {
+      if (first_diff < 0 && cpu_tokens[s] != gpu_tokens[s]) first_diff = static_cast<int>(s);
+      if (first_diff >= 0) break;  // the sequences differ from here on
+      const Agreement a = Compare(cpu_logits[s], gpu_logits[s]);
+      worst_err = std::max(worst_err, a.rel_error);
+      worst_cos = std::min(worst_cos, a.cosine);
+    }
+    std::printf("GPU_CHECK %s logits max_rel_error=%.5f min_cosine=%.6f greedy_match=%d/%d\n",
+                label, worst_err, worst_cos, first_diff < 0 ? kSteps : first_diff, kSteps);
+    EXPECT_LE(worst_err, kMaxRelError);
+    EXPECT_GE(worst_cos, kMinCosine);
+    if (first_diff >= 0) {
+      // Only a near tie on the CPU may pick a different token.
+      const std::vector<float>& row = cpu_logits[first_diff];
+      const float margin = row[cpu_tokens[first_diff]] - row[gpu_tokens[first_diff]];
+      const float scale = *std::max_element(row.begin(), row.end(), [](float a, float b) {
+        return std::fabs(a) < std::fabs(b);
+      });
+      EXPECT_LE(margin, kMaxRelError * std::fabs(scale))
+          << "greedy tokens diverge at step " << first_diff << " without a near tie";
+    }
+  }
+
   std::unique_ptr<test::TestModel> model_;
   Runtime cpu_, gpu_;
 };
 
-TEST_F(CudaModelRunnerTest, PrefillAndGreedyDecodeMatchTheCpuRunner) {
-  constexpr int kSteps = 32;
-  const std::vector<int32_t> prompt = test::RandomTokens(45, model_->config.n_vocab, 7);
-  auto [cpu_tokens, cpu_logits] = Greedy(cpu_, prompt, kSteps);
-  auto [gpu_tokens, gpu_logits] = Greedy(gpu_, prompt, kSteps);
-  ASSERT_EQ(cpu_logits.size(), gpu_logits.size());
-  double worst_err = 0, worst_cos = 1;
-  int first_diff = -1;
-  for (size_t s = 0; s < cpu_logits.size(); ++s) {
-    if (first_diff < 0 && cpu_tokens[s] != gpu_tokens[s]) first_diff = static_cast<int>(s);
-    if (first_diff >= 0) break;  // the sequences differ from here on
-    const Agreement a = Compare(cpu_logits[s], gpu_logits[s]);
-    worst_err = std::max(worst_err, a.rel_error);
-    worst_cos = std::min(worst_cos, a.cosine);
+TEST_F(CudaModelRunnerTest, PrefillAndGreedyDecodeMatchTheCpuRunner) { ExpectGreedyAgreement("smollm2"); }
+
+// LLaMA 3.1-style RoPE (rope_freqs.weight, plus linear scaling) and K-quant
+// weights through both runners.
+class CudaLlama3StyleTest : public CudaModelRunnerTest {
+ protected:
+  RandomModelSpec Spec() const override {
+    RandomModelSpec s;
+    s.n_layers = 2, s.n_embd = 256, s.n_ff = 512, s.n_heads = 4, s.n_kv_heads = 2;
+    s.n_vocab = 2048, s.context_length = 512, s.tied_output = false;
+    s.matrix_type = 12;  // Q4_K
+    s.rope_freq_factors = Llama3RopeFreqFactors(s.n_embd / s.n_heads, s.rope_base);
+    s.rope_scaling_factor = 2.0f;
+    return s;
   }
-  std::printf("GPU_CHECK logits max_rel_error=%.5f min_cosine=%.6f greedy_match=%d/%d\n",
-              worst_err, worst_cos, first_diff < 0 ? kSteps : first_diff, kSteps);
-  EXPECT_LE(worst_err, kMaxRelError);
-  EXPECT_GE(worst_cos, kMinCosine);
-  if (first_diff >= 0) {
-    // Only a near tie on the CPU may pick a different token.
-    const std::vector<float>& row = cpu_logits[first_diff];
-    const float margin = row[cpu_tokens[first_diff]] - row[gpu_tokens[first_diff]];
-    const float scale = *std::max_element(row.begin(), row.end(), [](float a, float b) {
-      return std::fabs(a) < std::fabs(b);
-    });
-    EXPECT_LE(margin, kMaxRelError * std::fabs(scale))
-        << "greedy tokens diverge at step " << first_diff << " without a near tie";
-  }
+};
+
+TEST_F(CudaLlama3StyleTest, PrefillAndGreedyDecodeMatchTheCpuRunner) {
+  ExpectGreedyAgreement("llama3_style");
 }
 
 TEST_F(CudaModelRunnerTest, RaggedBatchMatchesSequenceBySequence) {
