@@ -15,6 +15,10 @@
 //  - EOG detection adds every FIM pad/repo/sep candidate text, not the one
 //    llama.cpp happens to meet first while iterating a hash map.
 //  - Per-model LSTRIP/RSTRIP special-token hacks (phi-3, jina) are absent.
+//  - SentencePiece: a byte with neither a "<0xNN>" nor a one-byte token
+//    becomes the unknown token (llama.cpp throws and the process dies).
+//  - Unassigned code points count as punctuation in every pre-tokenizer
+//    (llama.cpp gives each its own piece). No assigned character differs.
 #include "common/tokenizer.h"
 
 #include <algorithm>
