@@ -1,5 +1,5 @@
 // Deviations from llama.cpp (llama-vocab.cpp / unicode.cpp, early 2025),
-// none of which changes any result for well-formed UTF-8 with SmolLM2:
+// none of which changes any result for well-formed UTF-8 of assigned characters with SmolLM2:
 //  - Ill-formed UTF-8 is tokenized (bad bytes keep their values, classed like
 //    U+FFFD) instead of aborting the process.
 //  - Malformed vocabularies are rejected at load (missing arrays, length
