@@ -91,8 +91,12 @@ void UnpackQ4KScaleMin(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
-void DequantQ4_K(const void* src, float* dst, int64_t n) {
-  const BlockQ4_K* b = static_cast<const BlockQ4_K*>(src);
+namespace {
+
+// Q4_K and Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins.
+template <typename Block>
+void DequantQ4Or5K(const void* src, float* dst, int64_t n) {
+  const Block* b = static_cast<const Block*>(src);
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const float d = F16ToF32(b[i].d);
     const float dmin = F16ToF32(b[i].dmin);
@@ -103,33 +107,22 @@ void DequantQ4_K(const void* src, float* dst, int64_t n) {
       const float d1 = d * sc, m1 = dmin * m;
       UnpackQ4KScaleMin(2 * c + 1, b[i].scales, &sc, &m);
       const float d2 = d * sc, m2 = dmin * m;
-      for (int l = 0; l < 32; ++l) *dst++ = d1 * (q[l] & 0xF) - m1;
-      for (int l = 0; l < 32; ++l) *dst++ = d2 * (q[l] >> 4) - m2;
+      const auto lo_bit = static_cast<uint8_t>(1u << (2 * c));
+      const auto hi_bit = static_cast<uint8_t>(2u << (2 * c));
+      for (int l = 0; l < 32; ++l) {
+        *dst++ = d1 * ((q[l] & 0xF) + KQuantHighBit(b[i], l, lo_bit)) - m1;
+      }
+      for (int l = 0; l < 32; ++l) {
+        *dst++ = d2 * ((q[l] >> 4) + KQuantHighBit(b[i], l, hi_bit)) - m2;
+      }
     }
   }
 }
 
-// Like Q4_K, with the fifth bit of sub-block c's element l in bit c of qh[l].
-void DequantQ5_K(const void* src, float* dst, int64_t n) {
-  const BlockQ5_K* b = static_cast<const BlockQ5_K*>(src);
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    const float d = F16ToF32(b[i].d);
-    const float dmin = F16ToF32(b[i].dmin);
-    const uint8_t* q = b[i].qs;
-    const uint8_t* qh = b[i].qh;
-    for (int c = 0; c < 4; ++c, q += 32) {
-      uint8_t sc, m;
-      UnpackQ4KScaleMin(2 * c, b[i].scales, &sc, &m);
-      const float d1 = d * sc, m1 = dmin * m;
-      UnpackQ4KScaleMin(2 * c + 1, b[i].scales, &sc, &m);
-      const float d2 = d * sc, m2 = dmin * m;
-      const uint8_t lo_bit = static_cast<uint8_t>(1u << (2 * c));
-      const uint8_t hi_bit = static_cast<uint8_t>(2u << (2 * c));
-      for (int l = 0; l < 32; ++l) *dst++ = d1 * ((q[l] & 0xF) + (qh[l] & lo_bit ? 16 : 0)) - m1;
-      for (int l = 0; l < 32; ++l) *dst++ = d2 * ((q[l] >> 4) + (qh[l] & hi_bit ? 16 : 0)) - m2;
-    }
-  }
-}
+}  // namespace
+
+void DequantQ4_K(const void* src, float* dst, int64_t n) { DequantQ4Or5K<BlockQ4_K>(src, dst, n); }
+void DequantQ5_K(const void* src, float* dst, int64_t n) { DequantQ4Or5K<BlockQ5_K>(src, dst, n); }
 
 void DequantQ6_K(const void* src, float* dst, int64_t n) {
   const BlockQ6_K* b = static_cast<const BlockQ6_K*>(src);

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "common/quant/quant_blocks.h"
+
 namespace pdserve {
 
 void DequantF32(const void* src, float* dst, int64_t n);
@@ -20,6 +22,11 @@ void DequantQ8_1(const void* src, float* dst, int64_t n);
 void DequantQ4_K(const void* src, float* dst, int64_t n);
 void DequantQ5_K(const void* src, float* dst, int64_t n);
 void DequantQ6_K(const void* src, float* dst, int64_t n);
+// Q4_K and Q5_K differ only in Q5_K's fifth bit: 16 when bit `bit` of
+// qh[l] is set (bit 2c for sub-block 2c's element l, 2c + 1 for 2c + 1).
+inline int KQuantHighBit(const BlockQ4_K&, int, uint8_t) { return 0; }
+inline int KQuantHighBit(const BlockQ5_K& b, int l, uint8_t bit) { return b.qh[l] & bit ? 16 : 0; }
+
 // The 5-bit value of element j (0..31) of a Q5_0/Q5_1 block, before the
 // Q5_0 offset of -16.
 inline int Q5Value(const uint8_t* qs, uint32_t qh, int j) {

@@ -110,8 +110,11 @@ float DotQ5_1Q8_1(int64_t n, const void* w, const void* a) {
   return s;
 }
 
-float DotQ4_KQ8_K(int64_t n, const void* w, const void* a) {
-  const BlockQ4_K* x = static_cast<const BlockQ4_K*>(w);
+// Q4_K and Q5_K: integer sums per sub-block, scaled by the 6-bit scales;
+// the mins go against the activation block sums.
+template <typename Block>
+float DotQ4Or5KQ8_K(int64_t n, const void* w, const void* a) {
+  const Block* x = static_cast<const Block*>(w);
   const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
   float s = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
@@ -122,10 +125,12 @@ float DotQ4_KQ8_K(int64_t n, const void* w, const void* a) {
       uint8_t sc0, m0, sc1, m1;
       UnpackQ4KScaleMin(2 * c, x[i].scales, &sc0, &m0);
       UnpackQ4KScaleMin(2 * c + 1, x[i].scales, &sc1, &m1);
+      const auto lo_bit = static_cast<uint8_t>(1u << (2 * c));
+      const auto hi_bit = static_cast<uint8_t>(2u << (2 * c));
       int lo = 0, hi = 0;
       for (int l = 0; l < 32; ++l) {
-        lo += (q[l] & 0xF) * qy[l];
-        hi += (q[l] >> 4) * qy[l + 32];
+        lo += ((q[l] & 0xF) + KQuantHighBit(x[i], l, lo_bit)) * qy[l];
+        hi += ((q[l] >> 4) + KQuantHighBit(x[i], l, hi_bit)) * qy[l + 32];
       }
       isum += sc0 * lo + sc1 * hi;
       msum += m0 * (y[i].bsums[4 * c] + y[i].bsums[4 * c + 1]) +
@@ -137,34 +142,12 @@ float DotQ4_KQ8_K(int64_t n, const void* w, const void* a) {
   return s;
 }
 
+float DotQ4_KQ8_K(int64_t n, const void* w, const void* a) {
+  return DotQ4Or5KQ8_K<BlockQ4_K>(n, w, a);
+}
+
 float DotQ5_KQ8_K(int64_t n, const void* w, const void* a) {
-  const BlockQ5_K* x = static_cast<const BlockQ5_K*>(w);
-  const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
-  float s = 0.0f;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    int isum = 0, msum = 0;
-    const uint8_t* q = x[i].qs;
-    const uint8_t* qh = x[i].qh;
-    const int8_t* qy = y[i].qs;
-    for (int c = 0; c < 4; ++c, q += 32, qy += 64) {
-      uint8_t sc0, m0, sc1, m1;
-      UnpackQ4KScaleMin(2 * c, x[i].scales, &sc0, &m0);
-      UnpackQ4KScaleMin(2 * c + 1, x[i].scales, &sc1, &m1);
-      const uint8_t lo_bit = static_cast<uint8_t>(1u << (2 * c));
-      const uint8_t hi_bit = static_cast<uint8_t>(2u << (2 * c));
-      int lo = 0, hi = 0;
-      for (int l = 0; l < 32; ++l) {
-        lo += ((q[l] & 0xF) + (qh[l] & lo_bit ? 16 : 0)) * qy[l];
-        hi += ((q[l] >> 4) + (qh[l] & hi_bit ? 16 : 0)) * qy[l + 32];
-      }
-      isum += sc0 * lo + sc1 * hi;
-      msum += m0 * (y[i].bsums[4 * c] + y[i].bsums[4 * c + 1]) +
-              m1 * (y[i].bsums[4 * c + 2] + y[i].bsums[4 * c + 3]);
-    }
-    s += F16ToF32(x[i].d) * y[i].d * static_cast<float>(isum) -
-         F16ToF32(x[i].dmin) * y[i].d * static_cast<float>(msum);
-  }
-  return s;
+  return DotQ4Or5KQ8_K<BlockQ5_K>(n, w, a);
 }
 
 float DotQ6_KQ8_K(int64_t n, const void* w, const void* a) {

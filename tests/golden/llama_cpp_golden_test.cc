@@ -19,6 +19,7 @@
 #include "common/model.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/golden/greedy_engine.h"
 #include "tests/golden/test_model.h"
 
 namespace pdserve {
@@ -48,21 +49,7 @@ class LlamaCppGoldenTest : public ::testing::Test {
 
   // Greedy tokens for `prompt` through the serving engine.
   std::vector<int32_t> Generate(const std::vector<int32_t>& prompt, int n) {
-    CpuModelRunner runner(model_->config(), &model_->weights(), 2);
-    auto cache = KvCache::Create(KvLayout::ForModel(model_->config(), 16), 256);
-    EXPECT_TRUE(cache.ok());
-    Engine engine(&model_->tokenizer(), &runner, cache->get(), {});
-    std::vector<int32_t> out;
-    SequenceOptions o;
-    o.prompt = prompt;
-    o.max_tokens = n;
-    o.ignore_eos = true;
-    auto id = engine.Add(o, [&](const TokenEvent& e) {
-      if (e.token >= 0) out.push_back(e.token);
-    });
-    EXPECT_TRUE(id.ok()) << id.status();
-    while (engine.HasWork()) EXPECT_TRUE(engine.Step().ok());
-    return out;
+    return testing::GreedyTokens(*model_, prompt, n);
   }
 
   static Model* model_;

@@ -18,12 +18,11 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
-#include "common/cpu_model_runner.h"
-#include "common/engine.h"
 #include "common/model.h"
 #include "common/random_model.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/golden/greedy_engine.h"
 #include "tests/golden/test_model.h"
 
 namespace pdserve {
@@ -61,24 +60,6 @@ std::string Sha256Hex(const std::string& bytes) {
   SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
   return absl::BytesToHexString(
       absl::string_view(reinterpret_cast<const char*>(digest), sizeof(digest)));
-}
-
-std::vector<int32_t> Generate(const Model& model, const std::vector<int32_t>& prompt, int n) {
-  CpuModelRunner runner(model.config(), &model.weights(), 2);
-  auto cache = KvCache::Create(KvLayout::ForModel(model.config(), 16), 64);
-  EXPECT_TRUE(cache.ok());
-  Engine engine(&model.tokenizer(), &runner, cache->get(), {});
-  std::vector<int32_t> out;
-  SequenceOptions o;
-  o.prompt = prompt;
-  o.max_tokens = n;
-  o.ignore_eos = true;
-  auto id = engine.Add(o, [&](const TokenEvent& e) {
-    if (e.token >= 0) out.push_back(e.token);
-  });
-  EXPECT_TRUE(id.ok()) << id.status();
-  while (engine.HasWork()) EXPECT_TRUE(engine.Step().ok());
-  return out;
 }
 
 class LlamaFamilyGoldenTest : public ::testing::TestWithParam<std::string> {
@@ -131,7 +112,8 @@ TEST_P(LlamaFamilyGoldenTest, GreedyTokensMatch) {
     const auto prompt = run.at("prompt_tokens").get<std::vector<int32_t>>();
     const auto want = run.at("output_tokens").get<std::vector<int32_t>>();
     const auto gaps = run.at("gap").get<std::vector<double>>();
-    const std::vector<int32_t> got = Generate(*model_, prompt, static_cast<int>(want.size()));
+    const std::vector<int32_t> got =
+        testing::GreedyTokens(*model_, prompt, static_cast<int>(want.size()), 64);
     ASSERT_EQ(got.size(), want.size());
     size_t i = 0;
     while (i < want.size() && got[i] == want[i]) ++i;

@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/golden/test_model.h"
+#include "tests/unit/tokenizer_golden_entries.h"
 
 namespace pdserve {
 namespace {
@@ -106,19 +107,7 @@ TEST_P(TokenizerVocabFixtureTest, LlamaCppTestStringsMatchHuggingFace) {
 TEST_P(TokenizerVocabFixtureTest, EveryGoldenEntryMatchesLlamaCpp) {
   const auto& entries = golden_.at("entries");
   ASSERT_GE(entries.size(), 150u);
-  int matched = 0;
-  for (const auto& e : entries) {
-    const std::string text = e.at("text").get<std::string>();
-    const bool parse_special = e.at("parse_special").get<bool>();
-    const std::vector<int32_t> expected = e.at("ids").get<std::vector<int32_t>>();
-    const std::vector<int32_t> ids = tokenizer_->Encode(text, parse_special);
-    EXPECT_EQ(ids, expected) << "text=\"" << absl::CEscape(text)
-                             << "\" parse_special=" << parse_special;
-    const std::string decoded = absl::HexStringToBytes(e.at("decoded_hex").get<std::string>());
-    EXPECT_EQ(tokenizer_->Decode(expected, /*render_special=*/true), decoded)
-        << "text=\"" << absl::CEscape(text) << "\"";
-    matched += ids == expected;
-  }
+  const int matched = testing::ExpectGoldenEntriesMatch(*tokenizer_, entries);
   EXPECT_EQ(matched, static_cast<int>(entries.size()));
 }
 
