@@ -18,7 +18,6 @@ compares against the same weights.
 Usage: python3 tests/data/make_llama_family_golden.py build/bin/pdserve [vocab_dir]
 """
 
-import hashlib
 import json
 import os
 import subprocess
@@ -27,6 +26,9 @@ import tempfile
 
 import llama_cpp
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_tokenizer_golden import sha256  # noqa: E402
 
 STEPS = 24
 PROMPTS = [
@@ -49,13 +51,6 @@ CASES = {
 MUST_DIFFER = [("llama2_spm", "llama2_spm_linear_rope"), ("llama3_bpe", "llama3_rope_freqs")]
 SEED = 7
 
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def greedy(llm, prompt_tokens):

@@ -19,7 +19,6 @@ Usage: python3 tests/data/make_vocab_golden.py [vocab_dir]
 """
 
 import ctypes
-import hashlib
 import json
 import os
 import sys
@@ -27,7 +26,7 @@ import sys
 import llama_cpp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_tokenizer_golden import STRINGS  # noqa: E402
+from make_tokenizer_golden import STRINGS, sha256  # noqa: E402
 
 FIXTURES = {
     "llama_spm": "ggml-vocab-llama-spm.gguf",
@@ -59,13 +58,6 @@ EXTRA_STRINGS = [
     "!!!\n\n?? ...\r\n",
 ]
 
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class Vocab:
