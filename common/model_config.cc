@@ -36,8 +36,9 @@ absl::Status CheckShapes(const ModelConfig& c) {
   return absl::OkStatus();
 }
 
-// llama.cpp's reading: a scaling factor applies (as 1 / factor) whatever the
-// type, unless the type needs extra math we do not implement.
+// llama.cpp's reading: a scaling factor applies (as 1 / factor) when the
+// type is linear or absent, never with "none"; other types need math we do
+// not implement.
 absl::Status ReadRopeScaling(const GgufFile& g, const std::string& p, ModelConfig* c) {
   if (g.Find(p + "rope.scaling.type") != nullptr) {
     ASSIGN_OR_RETURN(std::string_view type, g.GetString(p + "rope.scaling.type"));
@@ -45,6 +46,7 @@ absl::Status ReadRopeScaling(const GgufFile& g, const std::string& p, ModelConfi
       return absl::FailedPreconditionError(absl::StrCat("model: rope scaling '", std::string(type),
                                                         "' is not supported (only linear)"));
     }
+    if (type == "none") return absl::OkStatus();  // llama.cpp never scales then
   }
   double factor = 0.0;
   for (const char* key : {"rope.scaling.factor", "rope.scale_linear"}) {
@@ -118,6 +120,13 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& g) {
   }
   if (g.Find(p + "vocab_size") != nullptr) {
     ASSIGN_OR_RETURN(c.n_vocab, GetPositiveInt(g, p + "vocab_size"));
+  }
+  if (g.Find(p + "expert_count") != nullptr) {
+    ASSIGN_OR_RETURN(const uint64_t experts, g.GetUint(p + "expert_count"));
+    if (experts > 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("model: ", experts, " experts (mixture of experts) are not supported"));
+    }
   }
   c.tied_output = g.FindTensor("output.weight") == nullptr;
   RETURN_IF_ERROR(CheckShapes(c));

@@ -1,5 +1,8 @@
 #include "common/model_weights.h"
 
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/quant/kernels.h"
 #include "common/status_macros.h"
@@ -68,6 +71,29 @@ absl::StatusOr<LayerWeights> LoadLayer(const GgufFile& g, const ModelConfig& c, 
   return w;
 }
 
+// A tensor this forward pass does not read (attention or FFN biases, experts,
+// extra heads) would be silently dropped and the output would be wrong, so
+// such files are refused, as llama.cpp refuses tensors it does not expect.
+absl::Status CheckEveryTensorUsed(const GgufFile& g, const ModelConfig& c) {
+  constexpr const char* kLayerTensors[] = {
+      "attn_norm.weight",   "ffn_norm.weight", "attn_q.weight", "attn_k.weight",  "attn_v.weight",
+      "attn_output.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+  absl::flat_hash_set<std::string> used = {"token_embd.weight", "output.weight",
+                                           "output_norm.weight", "rope_freqs.weight"};
+  for (int l = 0; l < c.n_layers; ++l) {
+    for (const char* name : kLayerTensors) used.insert(absl::StrCat("blk.", l, ".", name));
+  }
+  for (const GgufTensorInfo& t : g.tensors()) {
+    if (!used.contains(t.name)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model: tensor '", t.name,
+          "' is not part of the llama forward pass pdserve runs (biases, mixture-of-experts "
+          "and extra tensors are not supported)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelWeights> ModelWeights::Load(const GgufFile& g, const ModelConfig& c) {
@@ -84,6 +110,7 @@ absl::StatusOr<ModelWeights> ModelWeights::Load(const GgufFile& g, const ModelCo
     ASSIGN_OR_RETURN(LayerWeights layer, LoadLayer(g, c, l));
     w.layers.push_back(std::move(layer));
   }
+  RETURN_IF_ERROR(CheckEveryTensorUsed(g, c));
   return w;
 }
 

@@ -130,13 +130,26 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& g
   if (gguf.Find("tokenizer.ggml.pre") != nullptr) {
     ASSIGN_OR_RETURN(const std::string_view pre, gguf.GetString("tokenizer.ggml.pre"));
     v.pre = std::string(pre);
-    // llama.cpp adds BOS for LLaMA 3 style vocabularies unless the file says.
-    if (!spm && FindPreTokenizerType(pre) == PreTokenizerType::kLlama3) v.add_bos = true;
+    // llama.cpp adds BOS for these unless the file says otherwise.
+    for (std::string_view bos_pre : {"llama3", "llama-v3", "llama-bpe", "falcon3"}) {
+      if (!spm && pre == bos_pre) v.add_bos = true;
+    }
+  }
+  if (!spm && FindPreTokenizerType(v.pre) == PreTokenizerType::kGpt2 && v.pre != "gpt2" &&
+      v.pre != "gpt-2") {
+    LOG(WARNING) << "tokenizer.ggml.pre is '" << v.pre
+                 << "' (or missing): using the GPT-2 pre-tokenizer; llama.cpp's splits differ "
+                    "for some text (punctuation runs, digits), so prompts may tokenize "
+                    "differently from it";
   }
   ASSIGN_OR_RETURN(const auto tokens, gguf.GetStringArray("tokenizer.ggml.tokens"));
   v.tokens.assign(tokens.begin(), tokens.end());
-  ASSIGN_OR_RETURN(const auto types, gguf.GetIntArray("tokenizer.ggml.token_type"));
-  v.token_types.assign(types.begin(), types.end());
+  if (gguf.Find("tokenizer.ggml.token_type") != nullptr) {
+    ASSIGN_OR_RETURN(const auto types, gguf.GetIntArray("tokenizer.ggml.token_type"));
+    v.token_types.assign(types.begin(), types.end());
+  } else {  // llama.cpp takes every token as NORMAL
+    v.token_types.assign(v.tokens.size(), static_cast<int32_t>(TokenType::kNormal));
+  }
   if (!spm || gguf.Find("tokenizer.ggml.merges") != nullptr) {
     ASSIGN_OR_RETURN(const auto merges, gguf.GetStringArray("tokenizer.ggml.merges"));
     v.merges.assign(merges.begin(), merges.end());
@@ -161,6 +174,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& g
   }
   const std::pair<const char*, bool*> flags[] = {
       {"tokenizer.ggml.add_bos_token", &v.add_bos},
+      {"tokenizer.ggml.add_eos_token", &v.add_eos},
       {"tokenizer.ggml.add_space_prefix", &v.add_space_prefix},
   };
   for (const auto& [key, field] : flags) {
@@ -295,6 +309,7 @@ absl::Status Tokenizer::InitSpecialIds(const TokenizerVocab& vocab) {
   eos_id_ = vocab.eos_id;
   unk_id_ = vocab.unk_id;
   add_bos_ = vocab.add_bos;
+  add_eos_ = vocab.add_eos;
   return absl::OkStatus();
 }
 
@@ -438,6 +453,7 @@ std::vector<int32_t> Tokenizer::EncodePrompt(std::string_view text) const {
   if (add_bos_ && bos_id_ >= 0) ids.push_back(bos_id_);
   const std::vector<int32_t> body = Encode(text, /*parse_special=*/true);
   ids.insert(ids.end(), body.begin(), body.end());
+  if (add_eos_ && eos_id_ >= 0) ids.push_back(eos_id_);
   return ids;
 }
 

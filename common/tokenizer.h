@@ -68,6 +68,7 @@ struct TokenizerVocab {
   int32_t fim_rep_id = -1;
   int32_t fim_sep_id = -1;
   bool add_bos = false;
+  bool add_eos = false;          // EOS after a prompt (tokenizer.ggml.add_eos_token)
   bool add_space_prefix = true;  // llama only
 };
 
@@ -76,7 +77,8 @@ class Tokenizer {
   // Reads tokenizer.ggml.* from `gguf`. INVALID_ARGUMENT (naming the key)
   // for missing or malformed metadata, UNIMPLEMENTED for other models.
   // For "llama" vocabularies the absent keys take llama.cpp's defaults (bos
-  // 1, eos 2, unk 0, add_bos and add_space_prefix true).
+  // 1, eos 2, unk 0, add_bos and add_space_prefix true), as does add_bos for
+  // LLaMA 3 pre-tokenizers; a missing token_type makes every token NORMAL.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& gguf);
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromVocab(const TokenizerVocab& vocab);
 
@@ -88,7 +90,8 @@ class Tokenizer {
   // USER_DEFINED tokens are always matched, as in llama.cpp.
   std::vector<int32_t> Encode(std::string_view text, bool parse_special) const;
   // A prompt as llama.cpp tokenizes it (add_special, parse_special): BOS
-  // first when the model asks for it, then Encode(text, true).
+  // first and EOS last when the model asks for them, Encode(text, true)
+  // between.
   std::vector<int32_t> EncodePrompt(std::string_view text) const;
 
   // Raw bytes the token stands for (inverse byte-level map; for llama
@@ -107,6 +110,7 @@ class Tokenizer {
   int32_t bos_id() const { return bos_id_; }
   int32_t eos_id() const { return eos_id_; }
   bool add_bos() const { return add_bos_; }
+  bool add_eos() const { return add_eos_; }
   PreTokenizerType pre_tokenizer_type() const { return pre_tokenizer_.type(); }
   bool IsValidId(int32_t id) const { return id >= 0 && id < vocab_size(); }
   // End of generation: EOS, EOT/EOM and tokens llama.cpp recognises by text
@@ -169,6 +173,7 @@ class Tokenizer {
   int32_t eos_id_ = -1;
   int32_t unk_id_ = -1;
   bool add_bos_ = false;
+  bool add_eos_ = false;
 };
 
 }  // namespace pdserve

@@ -81,7 +81,15 @@ absl::Status UpCommand() {
   o.extra_prefill_flags.push_back("--kv_transport=" + absl::GetFlag(FLAGS_kv_transport));
   ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(o));
   GenerateClient client(cluster->router_address());
-  RETURN_IF_ERROR(client.WaitReady(absl::Seconds(60)));
+  // A worker that refuses the model exits at once: say so, with its reason,
+  // instead of waiting out the router.
+  const absl::Time ready_deadline = absl::Now() + absl::Seconds(60);
+  while (true) {
+    RETURN_IF_ERROR(cluster->CheckAlive());
+    const absl::Status ready = client.WaitReady(absl::Seconds(1));
+    if (ready.ok()) break;
+    if (absl::Now() > ready_deadline) return ready;
+  }
   std::fprintf(stderr, "pdserve: router listening on %s (%d prefill, %d decode%s); logs in %s\n",
                cluster->router_address().c_str(), o.colocated ? 0 : o.prefill, o.decode,
                o.colocated ? ", colocated" : "", o.log_dir.c_str());

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -166,6 +167,36 @@ void LocalCluster::Stop() {
       absl::SleepFor(absl::Milliseconds(20));
     }
   }
+}
+
+namespace {
+
+// The last `n` non-empty lines of a file, joined with newlines.
+std::string LogTail(const std::string& path, size_t n) {
+  std::ifstream f(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  const size_t from = lines.size() > n ? lines.size() - n : 0;
+  return absl::StrJoin(lines.begin() + from, lines.end(), "\n");
+}
+
+}  // namespace
+
+absl::Status LocalCluster::CheckAlive() {
+  for (ClusterProcess& p : processes_) {
+    if (p.pid <= 0) continue;
+    int status = 0;
+    if (waitpid(p.pid, &status, WNOHANG) != p.pid) continue;
+    p.pid = -1;
+    const std::string log = absl::StrCat(log_dir_, "/", p.name, ".log");
+    return absl::FailedPreconditionError(
+        absl::StrCat(p.name, " exited (", WIFEXITED(status) ? "status " : "signal ",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), "); ", log,
+                     " ends:\n", LogTail(log, 4)));
+  }
+  return absl::OkStatus();
 }
 
 LocalCluster::~LocalCluster() { Stop(); }

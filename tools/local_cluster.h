@@ -59,6 +59,10 @@ class LocalCluster {
   absl::Status Restart(const std::string& name);
   // SIGTERM everything, wait (bounded), SIGKILL leftovers. Idempotent.
   void Stop();
+  // FAILED_PRECONDITION naming the first process that has exited, with the
+  // last lines of its log (a refused model says why there); OK otherwise.
+  // Reaps what it finds.
+  absl::Status CheckAlive();
 
  private:
   LocalCluster() = default;

@@ -12,6 +12,7 @@
 #include "common/engine.h"
 #include "common/model.h"
 #include "common/random_model.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/cluster_test_util.h"
 
@@ -82,6 +83,26 @@ class ServingTest : public ::testing::Test {
     if (testing::RealModelPath().empty()) GTEST_SKIP() << "real model not found";
   }
 };
+
+// A process that refuses its model exits at once; `pdserve up` reports it
+// with the reason from its log instead of waiting for the router.
+TEST(LocalClusterTest, ExitedProcessIsReportedWithItsLog) {
+  LocalClusterOptions o;
+  o.bin_dir = testing::BinDir();
+  o.model = "/nonexistent/refused-model.gguf";
+  o.log_dir = ::testing::TempDir() + "/pdserve-refused";
+  auto c = LocalCluster::Start(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::Status alive = absl::OkStatus();
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (alive.ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+    alive = (*c)->CheckAlive();
+  }
+  EXPECT_EQ(alive.code(), absl::StatusCode::kFailedPrecondition) << alive;
+  EXPECT_THAT(std::string(alive.message()), ::testing::HasSubstr("exited"));
+  EXPECT_THAT(std::string(alive.message()), ::testing::HasSubstr("refused-model.gguf"));
+}
 
 TEST_F(ServingTest, DisaggregatedEqualsColocatedEqualsInProcess) {
   auto model = Model::Load(testing::RealModelPath());

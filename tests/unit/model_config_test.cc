@@ -230,6 +230,26 @@ TEST(ModelConfigTest, ReadsRopeScalingAndFreqFactors) {
   EXPECT_TRUE(plain->rope_freq_factors.empty());
 }
 
+TEST(ModelConfigTest, ScalingTypeNoneIgnoresTheFactor) {
+  auto g = RandomGguf(SmallSpec());
+  auto edited = Rewrite(*g, {.extra = [](GgufWriter& w) {
+    w.AddString("llama.rope.scaling.type", "none");
+    w.AddFloat32("llama.rope.scaling.factor", 4.0f);
+  }});
+  auto c = ModelConfig::FromGguf(*edited);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FLOAT_EQ(c->rope_freq_scale, 1.0f);
+}
+
+TEST(ModelConfigTest, RefusesMixtureOfExperts) {
+  auto g = RandomGguf(SmallSpec());
+  auto c = ModelConfig::FromGguf(
+      *Rewrite(*g, {.extra = [](GgufWriter& w) { w.AddUint32("llama.expert_count", 8); }}));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("mixture of experts"));
+}
+
 TEST(ModelConfigTest, RefusesRopeItCannotCompute) {
   auto g = RandomGguf(SmallSpec());
   struct Case {
@@ -334,6 +354,19 @@ TEST(ModelWeightsTest, WrongShapeIsNamed) {
                                                       .ok());
                                     }}),
                   "blk.1.ffn_norm.weight");
+}
+
+TEST(ModelWeightsTest, TensorsTheForwardPassDoesNotReadAreRefused) {
+  auto g = RandomGguf(SmallSpec());
+  for (const char* name :
+       {"blk.0.attn_q.bias", "blk.1.ffn_gate_inp.weight", "blk.2.attn_norm.weight"}) {
+    ExpectLoadError(
+        *Rewrite(*g, {.extra =
+                          [name](GgufWriter& w) {
+                            EXPECT_TRUE(w.AddTensor(name, 0, {64}, std::string(64 * 4, '\0')).ok());
+                          }}),
+        name);
+  }
 }
 
 TEST(ModelWeightsTest, TypeWithoutKernelsIsNamed) {

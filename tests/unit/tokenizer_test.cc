@@ -1,5 +1,6 @@
 #include "common/tokenizer.h"
 
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -256,16 +257,62 @@ TEST(SpmTokenizerTest, DecodeUnescapesSpacesAndBytes) {
   EXPECT_EQ(t->TokenBytes(t->bos_id(), /*render_special=*/true), "<s>");
 }
 
-std::string VocabGguf(const TokenizerVocab& v, bool with_merges = true) {
+// `extra` adds or overrides keys after the defaults below.
+std::string VocabGguf(const TokenizerVocab& v, bool with_merges = true,
+                      const std::function<void(GgufWriter&)>& extra = nullptr,
+                      bool with_types = true, bool with_add_bos = true) {
   GgufWriter w;
   w.AddString("tokenizer.ggml.model", v.model);
   w.AddString("tokenizer.ggml.pre", v.pre);
   w.AddStringArray("tokenizer.ggml.tokens", v.tokens);
-  w.AddInt32Array("tokenizer.ggml.token_type", v.token_types);
+  if (with_types) w.AddInt32Array("tokenizer.ggml.token_type", v.token_types);
   if (with_merges) w.AddStringArray("tokenizer.ggml.merges", v.merges);
   w.AddUint32("tokenizer.ggml.eos_token_id", 259);
-  w.AddBool("tokenizer.ggml.add_bos_token", true);
+  if (with_add_bos) w.AddBool("tokenizer.ggml.add_bos_token", true);
+  if (extra) extra(w);
   return w.Serialize();
+}
+
+std::unique_ptr<Tokenizer> FromGgufOk(const std::string& bytes) {
+  auto gguf = GgufFile::FromBuffer(bytes);
+  EXPECT_TRUE(gguf.ok()) << gguf.status();
+  if (!gguf.ok()) return nullptr;
+  auto t = Tokenizer::FromGguf(**gguf);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+TEST(TokenizerTest, EncodePromptAddsBosAndEosAsAsked) {
+  auto t = FromGgufOk(VocabGguf(ChatVocab(), true, [](GgufWriter& w) {
+    w.AddUint32("tokenizer.ggml.bos_token_id", 258);
+    w.AddBool("tokenizer.ggml.add_eos_token", true);
+  }));
+  ASSERT_NE(t, nullptr);
+  EXPECT_TRUE(t->add_eos());
+  EXPECT_THAT(t->EncodePrompt("hi"), ElementsAre(258, 256, 259));
+  auto plain = FromGgufOk(VocabGguf(ChatVocab(), true, nullptr, true, /*with_add_bos=*/false));
+  ASSERT_NE(plain, nullptr);
+  EXPECT_THAT(plain->EncodePrompt("hi"), ElementsAre(256));
+}
+
+TEST(TokenizerTest, Llama3PreTokenizersDefaultToBosButNotSmaug) {
+  for (const auto& [pre, bos] : std::vector<std::pair<std::string, bool>>{
+           {"llama-bpe", true}, {"llama3", true}, {"smaug-bpe", false}, {"dbrx", false}}) {
+    TokenizerVocab v = ChatVocab();
+    v.pre = pre;
+    auto t = FromGgufOk(VocabGguf(v, true, nullptr, true, /*with_add_bos=*/false));
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->add_bos(), bos) << pre;
+    EXPECT_EQ(t->pre_tokenizer_type(), PreTokenizerType::kLlama3) << pre;
+  }
+}
+
+TEST(TokenizerTest, MissingTokenTypesMeanNormal) {
+  auto t = FromGgufOk(VocabGguf(ChatVocab(), true, nullptr, /*with_types=*/false));
+  ASSERT_NE(t, nullptr);
+  // (End-of-generation texts are still retyped CONTROL, as llama.cpp does.)
+  EXPECT_EQ(t->GetTokenType(258), TokenType::kNormal);  // <|im_start|>, CONTROL in ChatVocab
+  for (int32_t id = 0; id <= 256; ++id) EXPECT_EQ(t->GetTokenType(id), TokenType::kNormal) << id;
 }
 
 TEST(TokenizerTest, FromGgufReadsMetadata) {
