@@ -118,16 +118,17 @@ bool IsKnownRole(std::string_view role) {
 
 }  // namespace
 
-absl::StatusOr<ChatTemplate> ChatTemplate::FromGguf(const GgufFile& gguf) {
+absl::StatusOr<ChatTemplate> ChatTemplate::FromGguf(const GgufFile& gguf,
+                                                    std::string_view eos_text) {
   if (gguf.Find(kTemplateKey) == nullptr) {
     LOG(WARNING) << "model has no " << kTemplateKey << "; using plain ChatML";
     return ChatTemplate(false, Style::kChatMl, std::nullopt, {}, {});
   }
   ASSIGN_OR_RETURN(const std::string_view jinja, gguf.GetString(kTemplateKey));
-  return FromJinja(jinja);
+  return FromJinja(jinja, eos_text);
 }
 
-ChatTemplate ChatTemplate::FromJinja(std::string_view jinja) {
+ChatTemplate ChatTemplate::FromJinja(std::string_view jinja, std::string_view eos_text) {
   if (Contains(jinja, kImStart) && !Contains(jinja, "<|im_sep|>")) {
     return ChatTemplate(true, Style::kChatMl, FindDefaultSystemPrompt(jinja), {}, {});
   }
@@ -147,11 +148,21 @@ ChatTemplate ChatTemplate::FromJinja(std::string_view jinja) {
     }
     return ChatTemplate(true, Style::kLlama2, std::nullopt, options, {});
   }
+  if (Contains(jinja, "<|assistant|>") && Contains(jinja, "<|user|>") &&
+      !Contains(jinja, "<|end|>")) {
+    ChatTemplate t(true, Style::kZephyr, std::nullopt, {}, {});
+    if (Contains(jinja, "eos_token")) {
+      t.end_of_turn_ = std::string(eos_text);
+    } else if (Contains(jinja, "<|endoftext|>")) {
+      t.end_of_turn_ = "<|endoftext|>";
+    }
+    return t;
+  }
   if (Contains(jinja, "<|start_header_id|>") && Contains(jinja, "<|end_header_id|>")) {
     return ChatTemplate(true, Style::kLlama3, std::nullopt, {}, {});
   }
-  LOG(WARNING) << "chat template is not ChatML, LLaMA 2 or LLaMA 3; falling back to plain ChatML, "
-                  "which this model may not have been trained on";
+  LOG(WARNING) << "chat template is not ChatML, LLaMA 2/3, Mistral or Zephyr-style; falling back "
+                  "to plain ChatML, which this model may not have been trained on";
   return ChatTemplate(false, Style::kChatMl, std::nullopt, {}, {});
 }
 
@@ -200,6 +211,12 @@ absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> m
       break;
     case Style::kMistralV7:
       RenderMistralV7(messages, &out);
+      break;
+    case Style::kZephyr:
+      for (const ChatMessage& m : messages) {
+        Append(&out, {"<|", m.role, "|>\n", m.content, end_of_turn_, "\n"});
+      }
+      if (add_generation_prompt) out.append("<|assistant|>\n");
       break;
   }
   return out;

@@ -18,6 +18,12 @@
 //  - Mistral's official templates ("[SYSTEM_PROMPT]": v7; "[AVAILABLE_TOOLS]"
 //    or "' [INST] ' + system_message": v1, v3, v3-tekken), each spaced as
 //    llama.cpp spaces it: "[INST] {system}\n\n{user}[/INST] {assistant}</s>".
+//  - Zephyr style ("<|user|>" and "<|assistant|>", no "<|end|>": TinyLlama
+//    chat, Zephyr, Falcon 3), byte-identical to the Jinja template:
+//      <|{role}|>\n{content}{end}\n ... [<|assistant|>\n]
+//    where {end} is the model's EOS text when the template appends
+//    eos_token (TinyLlama: "</s>"), else "<|endoftext|>" when it names that,
+//    else nothing (Falcon 3).
 //  - LLaMA 3 ("<|start_header_id|>" and "<|end_header_id|>"):
 //      <|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|>
 //    ... [<|start_header_id|>assistant<|end_header_id|>\n\n]
@@ -57,16 +63,18 @@ struct ChatMessage {
 class ChatTemplate {
  public:
   // Reads `tokenizer.chat_template`; INVALID_ARGUMENT if it is present but
-  // not a string. A missing template takes the fallback.
-  static absl::StatusOr<ChatTemplate> FromGguf(const GgufFile& gguf);
+  // not a string. A missing template takes the fallback. `eos_text` is the
+  // text of the model's EOS token, for templates that use eos_token.
+  static absl::StatusOr<ChatTemplate> FromGguf(const GgufFile& gguf,
+                                               std::string_view eos_text = "");
   // Recognises a Jinja template string (see the file comment).
-  static ChatTemplate FromJinja(std::string_view jinja);
+  static ChatTemplate FromJinja(std::string_view jinja, std::string_view eos_text = "");
 
   // INVALID_ARGUMENT for an empty list or an unknown role.
   absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
                                      bool add_generation_prompt) const;
 
-  enum class Style { kChatMl, kLlama2, kLlama3, kMistral, kMistralV7 };
+  enum class Style { kChatMl, kLlama2, kLlama3, kMistral, kMistralV7, kZephyr };
 
   // False when the template was not recognised and the fallback is in use.
   bool recognized() const { return recognized_; }
@@ -108,6 +116,7 @@ class ChatTemplate {
   std::optional<std::string> default_system_prompt_;
   Llama2Options llama2_;
   MistralOptions mistral_;
+  std::string end_of_turn_;  // kZephyr
 };
 
 }  // namespace pdserve

@@ -54,7 +54,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
     ASSIGN_OR_RETURN(m->weights_, ModelWeights::Load(*m->gguf_, m->config_));
   }
   ASSIGN_OR_RETURN(m->tokenizer_, Tokenizer::FromGguf(*m->gguf_));
-  ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::FromGguf(*m->gguf_));
+  ASSIGN_OR_RETURN(
+      ChatTemplate tmpl,
+      ChatTemplate::FromGguf(*m->gguf_, m->tokenizer_->TokenText(m->tokenizer_->eos_id())));
   m->chat_template_ = std::make_unique<ChatTemplate>(std::move(tmpl));
   m->fingerprint_ = ComputeModelFingerprint(*m->gguf_);
   LOG(INFO) << "loaded model '" << m->config_.name << "' from " << path << ": "

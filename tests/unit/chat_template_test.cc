@@ -202,6 +202,34 @@ TEST(ChatTemplateTest, MistralTemplatesMatchLlamaCpp) {
   }
 }
 
+// TinyLlama-1.1B-Chat's template, verbatim; expected strings rendered by
+// jinja2 with trim_blocks and lstrip_blocks (as Hugging Face applies it) and
+// eos_token "</s>".
+TEST(ChatTemplateTest, ZephyrStyleMatchesItsJinja) {
+  const ChatTemplate t = ChatTemplate::FromJinja(
+      "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + "
+      "message['content'] + eos_token }}\n{% elif message['role'] == 'system' %}\n{{ "
+      "'<|system|>\n' + message['content'] + eos_token }}\n{% elif message['role'] == "
+      "'assistant' %}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif "
+      "%}\n{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n"
+      "{% endfor %}",
+      "</s>");
+  EXPECT_TRUE(t.recognized());
+  EXPECT_EQ(t.style(), ChatTemplate::Style::kZephyr);
+  EXPECT_EQ(RenderOk(t, kConversation, true),
+            "<|system|>\nYou are terse.</s>\n<|user|>\n  Hi there \n</s>\n<|assistant|>\n Hello! "
+            "</s>\n<|user|>\n2+2?</s>\n<|assistant|>\n");
+  EXPECT_EQ(RenderOk(t, kConversation, false),
+            "<|system|>\nYou are terse.</s>\n<|user|>\n  Hi there \n</s>\n<|assistant|>\n Hello! "
+            "</s>\n<|user|>\n2+2?</s>\n");
+  // Without eos_token in the template (Falcon 3) turns end with the newline.
+  const ChatTemplate falcon = ChatTemplate::FromJinja(
+      "{% for m in messages %}{{ '<|' + m['role'] + '|>\n' + m['content'] + '\n' }}{% endfor %}"
+      "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}{# <|user|> #}",
+      "</s>");
+  EXPECT_EQ(RenderOk(falcon, {{"user", "Hi"}}, true), "<|user|>\nHi\n<|assistant|>\n");
+}
+
 TEST(ChatTemplateTest, RejectsEmptyListsAndUnknownRoles) {
   const ChatTemplate t = ChatTemplate::FromJinja(kSmolLm2Template);
   EXPECT_EQ(t.Render({}, true).status().code(), absl::StatusCode::kInvalidArgument);
