@@ -76,6 +76,9 @@ absl::Status UpCommand() {
   o.threads_per_worker = absl::GetFlag(FLAGS_threads);
   o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
   o.extra_worker_flags.push_back("--device=" + absl::GetFlag(FLAGS_device));
+  // Drain (finish in-flight requests) before Stop's SIGKILL, not after.
+  o.extra_worker_flags.push_back(
+      absl::StrCat("--drain_timeout_ms=", absl::ToInt64Milliseconds(LocalCluster::kWorkerDrain)));
   o.extra_worker_flags.push_back("--kv_dtype=" + absl::GetFlag(FLAGS_kv_dtype));
   if (absl::GetFlag(FLAGS_cuda_graphs)) o.extra_worker_flags.push_back("--cuda_graphs");
   o.extra_prefill_flags.push_back("--kv_transport=" + absl::GetFlag(FLAGS_kv_transport));

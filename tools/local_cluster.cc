@@ -147,9 +147,11 @@ absl::Status LocalCluster::Restart(const std::string& name) {
 
 void LocalCluster::Stop() {
   for (ClusterProcess& p : processes_) {
-    if (p.pid > 0) kill(p.pid, SIGTERM);
+    if (p.pid <= 0) continue;
+    kill(p.pid, SIGTERM);
+    kill(p.pid, SIGCONT);  // a stopped (fault-injected) process handles it too
   }
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  const absl::Time deadline = absl::Now() + kStopGrace;
   for (ClusterProcess& p : processes_) {
     while (p.pid > 0) {
       int status = 0;

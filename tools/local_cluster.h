@@ -57,8 +57,11 @@ class LocalCluster {
   // Starts a killed process again with its original arguments (same port;
   // its log is appended to). No-op if it is running.
   absl::Status Restart(const std::string& name);
-  // SIGTERM everything, wait (bounded), SIGKILL leftovers. Idempotent.
+  // SIGTERM everything, wait up to kStopGrace, SIGKILL leftovers. Idempotent.
   void Stop();
+  // Workers started by `pdserve up` drain within kWorkerDrain, inside it.
+  static constexpr absl::Duration kStopGrace = absl::Seconds(10);
+  static constexpr absl::Duration kWorkerDrain = absl::Seconds(8);
   // FAILED_PRECONDITION naming the first process that has exited, with the
   // last lines of its log (a refused model says why there); OK otherwise.
   // Reaps what it finds.
