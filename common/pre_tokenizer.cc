@@ -204,6 +204,11 @@ std::optional<PreTokenizerType> FindPreTokenizerType(std::string_view name) {
 }
 
 PreTokenizerType PreTokenizerTypeFromName(std::string_view name) {
+  if (name == "default") {  // also what a file without tokenizer.ggml.pre gets
+    LOG(WARNING) << "pre-tokenizer 'default' (or none given): using the GPT-2 regex; llama.cpp's "
+                    "default adds punctuation and digit splits, so some text may tokenize "
+                    "differently from it";
+  }
   if (const std::optional<PreTokenizerType> type = FindPreTokenizerType(name)) return *type;
   LOG(WARNING) << "unknown pre-tokenizer type '" << name
                << "'; falling back to the GPT-2 regex, tokens may differ from the model's";

@@ -37,8 +37,9 @@ enum class PreTokenizerType {
 // llama.cpp treats identically (starcoder, refact, command-r, codeshell,
 // exaone, minerva-7b) give kSmollm; "llama3", "llama-v3", "llama-bpe",
 // "falcon3", "dbrx" and "smaug-bpe" give kLlama3; "gpt2"/"gpt-2"/"default" and every
-// unknown name give kGpt2, the latter with a LOG(WARNING). Note llama.cpp's
-// own "default" adds extra punctuation/number splits we do not implement.
+// unknown name give kGpt2, "default" and unknown names with a LOG(WARNING):
+// llama.cpp's own "default" adds extra punctuation/number splits we do not
+// implement.
 PreTokenizerType PreTokenizerTypeFromName(std::string_view name);
 // The same without the fallback or the warning: nullopt for unknown names.
 std::optional<PreTokenizerType> FindPreTokenizerType(std::string_view name);

@@ -22,9 +22,34 @@ namespace {
 absl::StatusOr<std::string> RandomBlocks(uint32_t type, int64_t ne0, int64_t ne1, float scale,
                                          std::mt19937_64& rng);
 
-// Quantises random N(0, scale) values into `type`'s format.
+using RowQuantizer = void (*)(const float*, void*, int64_t);
+
+// The types this file can quantise real values into; nullptr for others.
+RowQuantizer QuantizerFor(uint32_t type) {
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::kQ4_0:
+      return QuantizeRowQ4_0;
+    case GgmlType::kQ4_1:
+      return QuantizeRowQ4_1;
+    case GgmlType::kQ8_0:
+      return QuantizeRowQ8_0;
+    case GgmlType::kF16:
+      return QuantizeRowF16;
+    case GgmlType::kBF16:
+      return QuantizeRowBf16;
+    case GgmlType::kF32:
+      return QuantizeRowF32;
+    default:
+      return nullptr;
+  }
+}
+
+// Random N(0, scale) values in `type`'s format: quantised where a quantiser
+// exists, else valid random blocks (RandomBlocks).
 absl::StatusOr<std::string> RandomTensor(uint32_t type, int64_t ne0, int64_t ne1, float scale,
                                          std::mt19937_64& rng) {
+  const RowQuantizer quantize = QuantizerFor(type);
+  if (quantize == nullptr) return RandomBlocks(type, ne0, ne1, scale, rng);
   std::normal_distribution<float> dist(0.0f, scale);
   std::vector<float> row(ne0);
   const int64_t row_bytes = GgmlRowBytes(type, ne0);
@@ -32,17 +57,7 @@ absl::StatusOr<std::string> RandomTensor(uint32_t type, int64_t ne0, int64_t ne1
   std::string out(static_cast<size_t>(row_bytes * ne1), '\0');
   for (int64_t r = 0; r < ne1; ++r) {
     for (float& v : row) v = dist(rng);
-    void* dst = out.data() + r * row_bytes;
-    switch (static_cast<GgmlType>(type)) {
-      case GgmlType::kQ4_0: QuantizeRowQ4_0(row.data(), dst, ne0); break;
-      case GgmlType::kQ4_1: QuantizeRowQ4_1(row.data(), dst, ne0); break;
-      case GgmlType::kQ8_0: QuantizeRowQ8_0(row.data(), dst, ne0); break;
-      case GgmlType::kF16: QuantizeRowF16(row.data(), dst, ne0); break;
-      case GgmlType::kBF16: QuantizeRowBf16(row.data(), dst, ne0); break;
-      case GgmlType::kF32: QuantizeRowF32(row.data(), dst, ne0); break;
-      default:
-        return RandomBlocks(type, ne0, ne1, scale, rng);
-    }
+    quantize(row.data(), out.data() + r * row_bytes, ne0);
   }
   return out;
 }

@@ -135,13 +135,6 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& g
       if (!spm && pre == bos_pre) v.add_bos = true;
     }
   }
-  if (!spm && FindPreTokenizerType(v.pre) == PreTokenizerType::kGpt2 && v.pre != "gpt2" &&
-      v.pre != "gpt-2") {
-    LOG(WARNING) << "tokenizer.ggml.pre is '" << v.pre
-                 << "' (or missing): using the GPT-2 pre-tokenizer; llama.cpp's splits differ "
-                    "for some text (punctuation runs, digits), so prompts may tokenize "
-                    "differently from it";
-  }
   ASSIGN_OR_RETURN(const auto tokens, gguf.GetStringArray("tokenizer.ggml.tokens"));
   v.tokens.assign(tokens.begin(), tokens.end());
   if (gguf.Find("tokenizer.ggml.token_type") != nullptr) {

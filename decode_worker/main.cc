@@ -5,6 +5,7 @@
 #include "absl/flags/parse.h"
 #include "common/rpc/grpc_server.h"
 #include "common/rpc/server_tls_flags.h"
+#include "common/rpc/worker_runtime_flags.h"
 #include "decode_worker/decode_worker.h"
 #include "glog/logging.h"
 
@@ -15,15 +16,6 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:50071", "gRPC listen address");
 ABSL_FLAG(std::string, kv_listen, "0.0.0.0:0", "KV receiver listen address (port 0 = any)");
 ABSL_FLAG(std::string, kv_advertise, "", "KV endpoint told to prefill workers (host:port)");
 ABSL_FLAG(std::string, worker_id, "", "Worker id in logs and WorkerInfo (default decode-<pid>)");
-ABSL_FLAG(int32_t, threads, 2, "Engine threads");
-ABSL_FLAG(bool, cuda_graphs, false,
-          "With --device=cuda: replay decode-only steps (up to 64 sequences) from CUDA graphs");
-ABSL_FLAG(std::string, device, "cpu",
-          "Where the model runs and the KV cache lives: cpu, cuda or cuda:N");
-ABSL_FLAG(int32_t, kv_blocks, 1024, "KV cache blocks");
-ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV block");
-ABSL_FLAG(std::string, kv_dtype, "f16",
-          "KV cache element type: f16 or int8 (per-token, per-head scales); must match the other tier");
 ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (local prefill chunk)");
 ABSL_FLAG(int32_t, max_batch, 64, "Sequences per decode batch");
 ABSL_FLAG(int32_t, kv_wait_ms, 10000, "Default wait for a reservation's KV commit");
@@ -44,12 +36,7 @@ int main(int argc, char** argv) {
   c.kv_listen = absl::GetFlag(FLAGS_kv_listen);
   c.kv_advertise = absl::GetFlag(FLAGS_kv_advertise);
   c.worker_id = absl::GetFlag(FLAGS_worker_id);
-  c.runtime.threads = absl::GetFlag(FLAGS_threads);
-  c.runtime.device = absl::GetFlag(FLAGS_device);
-  c.runtime.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
-  c.runtime.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
-  c.runtime.block_size = absl::GetFlag(FLAGS_block_size);
-  c.runtime.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+  c.runtime = pdserve::WorkerRuntimeFlagsFromFlags();
   c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.max_batch = absl::GetFlag(FLAGS_max_batch);
   c.kv_wait = absl::Milliseconds(absl::GetFlag(FLAGS_kv_wait_ms));

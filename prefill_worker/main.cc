@@ -3,6 +3,7 @@
 #include "absl/flags/parse.h"
 #include "common/rpc/grpc_server.h"
 #include "common/rpc/server_tls_flags.h"
+#include "common/rpc/worker_runtime_flags.h"
 #include "glog/logging.h"
 #include "prefill_worker/prefill_worker.h"
 
@@ -11,18 +12,9 @@ ABSL_FLAG(std::string, kv_secret_file, "",
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model path");
 ABSL_FLAG(std::string, listen, "0.0.0.0:50061", "gRPC listen address");
 ABSL_FLAG(std::string, worker_id, "", "Worker id in logs and WorkerInfo (default prefill-<pid>)");
-ABSL_FLAG(int32_t, threads, 2, "Engine threads");
-ABSL_FLAG(bool, cuda_graphs, false,
-          "With --device=cuda: replay decode-only steps (up to 64 sequences) from CUDA graphs");
-ABSL_FLAG(std::string, device, "cpu",
-          "Where the model runs and the KV cache lives: cpu, cuda or cuda:N");
-ABSL_FLAG(int32_t, kv_blocks, 1024, "KV cache blocks");
-ABSL_FLAG(int32_t, block_size, 16, "Tokens per KV block");
 ABSL_FLAG(std::string, kv_transport, "auto",
           "KV path to decode workers: auto (cuda_ipc when both KV caches are on GPUs of this "
           "node, else tcp), tcp, cuda_ipc, or nccl (GPUs on other nodes; never chosen by auto)");
-ABSL_FLAG(std::string, kv_dtype, "f16",
-          "KV cache element type: f16 or int8 (per-token, per-head scales); must match the other tier");
 ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (prefill chunk)");
 ABSL_FLAG(int32_t, max_batch, 16, "Prompts per step");
 ABSL_FLAG(int32_t, drain_timeout_ms, 30000, "Longest drain on SIGTERM");
@@ -40,12 +32,7 @@ int main(int argc, char** argv) {
   c.kv_secret_file = absl::GetFlag(FLAGS_kv_secret_file);
   c.listen = absl::GetFlag(FLAGS_listen);
   c.worker_id = absl::GetFlag(FLAGS_worker_id);
-  c.runtime.threads = absl::GetFlag(FLAGS_threads);
-  c.runtime.device = absl::GetFlag(FLAGS_device);
-  c.runtime.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
-  c.runtime.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
-  c.runtime.block_size = absl::GetFlag(FLAGS_block_size);
-  c.runtime.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+  c.runtime = pdserve::WorkerRuntimeFlagsFromFlags();
   c.kv_transport = absl::GetFlag(FLAGS_kv_transport);
   c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.max_batch = absl::GetFlag(FLAGS_max_batch);
