@@ -53,10 +53,15 @@ CLUSTER_SCOPED = {"Namespace"}
 # Which binary serves which tier, where its flags are defined, and the HPA
 # metric each worker tier scales on.
 BINARIES = {
-    "pdserve-router": {"tier": "router", "flag_sources": ["router"]},
-    "pdserve-prefill": {"tier": "prefill", "flag_sources": ["prefill_worker"],
+    "pdserve-router": {"tier": "router",
+                       "flag_sources": ["router", "common/rpc/server_tls_flags.cc"]},
+    "pdserve-prefill": {"tier": "prefill",
+                        "flag_sources": ["prefill_worker", "common/rpc/server_tls_flags.cc",
+                                         "common/rpc/worker_runtime_flags.cc"],
                         "hpa_metric": "pdserve_prefill_queued_prompt_tokens"},
-    "pdserve-decode": {"tier": "decode", "flag_sources": ["decode_worker"],
+    "pdserve-decode": {"tier": "decode",
+                       "flag_sources": ["decode_worker", "common/rpc/server_tls_flags.cc",
+                                        "common/rpc/worker_runtime_flags.cc"],
                        "hpa_metric": "pdserve_decode_kv_blocks_utilization"},
 }
 METRICS_PORT = 9090
@@ -228,14 +233,19 @@ class Pod:
         return BINARIES[b]["tier"] if b else self.labels.get("app.kubernetes.io/component")
 
 
-def flags_defined(source_root, dirs):
+def flags_defined(source_root, sources):
+    """ABSL_FLAG names in the given directories' .cc files and .cc files."""
     names = set()
-    for d in dirs:
-        path = os.path.join(source_root, d)
-        for f in os.listdir(path):
-            if f.endswith(".cc"):
-                with open(os.path.join(path, f)) as fh:
-                    names |= set(re.findall(r"ABSL_FLAG\(\s*[^,]+,\s*([A-Za-z0-9_]+)\s*,", fh.read()))
+    files = []
+    for src in sources:
+        path = os.path.join(source_root, src)
+        if src.endswith(".cc"):
+            files.append(path)
+        else:
+            files += [os.path.join(path, f) for f in os.listdir(path) if f.endswith(".cc")]
+    for f in files:
+        with open(f) as fh:
+            names |= set(re.findall(r"ABSL_FLAG\(\s*[^,]+,\s*([A-Za-z0-9_]+)\s*,", fh.read()))
     return names
 
 
