@@ -66,7 +66,7 @@
 
 namespace pdserve {
 
-class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
+class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                      private DecodeStream::Observer {
  public:
   // What every call shares; owned by GenerationService, which outlives all
@@ -112,7 +112,7 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse>,
     PrefillCall* cancel_prefill = nullptr;
     TransferRetryCall* cancel_retry = nullptr;
     DecodeStream* resume_decode = nullptr;
-    const v1::GenerateResponse* write = nullptr;
+    const grpc::ByteBuffer* write = nullptr;
     std::optional<grpc::Status> finish;
   };
 

@@ -109,7 +109,7 @@ void GenerateCall::MaybeComplete(Actions* a) {
                                   timeline_.inter_token_seconds());
     env_.metrics->CountRequest(grpc::StatusCode::OK);
   }
-  out_.Push(std::move(response));
+  out_.Push(response);
   terminal_ = true;
   out_.Close(grpc::Status::OK);
 }
@@ -167,13 +167,13 @@ void GenerateCall::PushStarted(const std::string& prefill_worker) {
   started->set_prompt_tokens(static_cast<int32_t>(request_.prompt_tokens.size()));
   started->set_decode_worker(decode_worker_.address);
   started->set_prefill_worker(prefill_worker);
-  out_.Push(std::move(response));
+  out_.Push(response);
 }
 
 void GenerateCall::PushChunk(v1::Chunk chunk) {
   v1::GenerateResponse response;
   *response.mutable_chunk() = std::move(chunk);
-  out_.Push(std::move(response));
+  out_.Push(response);
 }
 
 }  // namespace pdserve

@@ -6,13 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "common/detokenizer.h"
 #include "common/grpc_status.h"
+#include "common/rpc/raw_message.h"
 #include "glog/logging.h"
 
 namespace pdserve {
 namespace {
 
 // The reactor for a request refused before any work (admission control).
-class RejectedCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class RejectedCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit RejectedCall(grpc::Status status) { Finish(std::move(status)); }
   void OnDone() override { delete this; }
@@ -48,30 +49,32 @@ absl::StatusOr<std::string> GenerationService::Identify(
   return who;
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* body) {
+  auto refuse = [this](grpc::Status status) {
+    if (metrics_ != nullptr) metrics_->CountRequest(status.error_code());
+    return new RejectedCall(std::move(status));
+  };
   absl::StatusOr<std::string> client = Identify(*context);
-  if (!client.ok()) {
-    if (metrics_ != nullptr) metrics_->CountRequest(grpc::StatusCode::UNAUTHENTICATED);
-    return new RejectedCall(ToGrpcStatus(client.status()));
+  if (!client.ok()) return refuse(ToGrpcStatus(client.status()));
+  v1::GenerateRequest request;
+  if (absl::Status s = ParseRawRequest(*body, context->peer(), &request); !s.ok()) {
+    return refuse(ToGrpcStatus(s));
   }
   if (!clients_.TryAcquire(*client)) {
     LOG(WARNING) << "rejecting a request of " << *client << ": "
                  << config_.max_streams_per_client << " streams already open";
-    if (metrics_ != nullptr) metrics_->CountRequest(grpc::StatusCode::RESOURCE_EXHAUSTED);
-    return new RejectedCall(grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("this client already has ", config_.max_streams_per_client,
-                     " streams open (--max_streams_per_client); retry later")));
+    return refuse(
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     absl::StrCat("this client already has ", config_.max_streams_per_client,
+                                  " streams open (--max_streams_per_client); retry later")));
   }
   if (!TryAdmit()) {
     clients_.Release(*client);
     LOG(WARNING) << "rejecting a request: " << config_.max_queue << " already in flight";
-    if (metrics_ != nullptr) metrics_->CountRequest(grpc::StatusCode::RESOURCE_EXHAUSTED);
-    return new RejectedCall(
-        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                     absl::StrCat("router is at capacity (", config_.max_queue,
-                                  " requests in flight, --max_queue); retry later")));
+    return refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                               absl::StrCat("router is at capacity (", config_.max_queue,
+                                            " requests in flight, --max_queue); retry later")));
   }
   // The call gives its client's slot back when it is destroyed.
   GenerateCall::Env env = env_;
@@ -79,56 +82,74 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
     clients_.Release(who);
     OnCallDestroyed();
   };
-  return GenerateCall::Create(env, context, *request);
+  return GenerateCall::Create(env, context, request);
+}
+
+absl::Status GenerationService::Accept(const grpc::CallbackServerContext& context,
+                                       const grpc::ByteBuffer& body,
+                                       google::protobuf::Message* request) const {
+  if (absl::StatusOr<std::string> who = Identify(context); !who.ok()) return who.status();
+  return ParseRawRequest(body, context.peer(), request);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
-                                                      const v1::TokenizeRequest* request,
-                                                      v1::TokenizeResponse* response) {
+                                                      const grpc::ByteBuffer* body,
+                                                      grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::StatusOr<std::string> who = Identify(*context); !who.ok()) {
-    reactor->Finish(ToGrpcStatus(who.status()));
-    return reactor;
+  v1::TokenizeRequest request;
+  absl::Status status = Accept(*context, *body, &request);
+  if (status.ok()) {
+    absl::StatusOr<v1::TokenizeResponse> result = Tokenized(request);
+    if (result.ok()) *response = SerializeRawMessage(*result);
+    status = result.status();
   }
-  absl::StatusOr<std::vector<int32_t>> ids;
-  if (request->input_case() == v1::TokenizeRequest::kText) {
-    ids = validator_.EncodeText(request->text());
-  } else if (request->input_case() == v1::TokenizeRequest::kChat) {
-    ids = validator_.EncodeChat(request->chat());
-  } else {
-    ids = absl::InvalidArgumentError("exactly one of text or chat must be set");
-  }
-  if (!ids.ok()) {
-    reactor->Finish(ToGrpcStatus(ids.status()));
-    return reactor;
-  }
-  // Pieces are shown as text: a token that is part of a multi-byte
-  // character becomes U+FFFD (proto strings must be valid UTF-8).
-  IncrementalDetokenizer piece(model_.tokenizer(), /*render_special=*/true);
-  for (int32_t id : *ids) {
-    response->add_ids(id);
-    response->add_pieces(piece.Push(id) + piece.Flush());
-  }
-  reactor->Finish(grpc::Status::OK);
+  reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
-grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* context,
-                                                          const v1::GetModelInfoRequest*,
-                                                          v1::ModelInfo* response) {
-  if (absl::StatusOr<std::string> who = Identify(*context); !who.ok()) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(who.status()));
-    return reactor;
+absl::StatusOr<v1::TokenizeResponse> GenerationService::Tokenized(
+    const v1::TokenizeRequest& request) const {
+  absl::StatusOr<std::vector<int32_t>> ids;
+  if (request.input_case() == v1::TokenizeRequest::kText) {
+    ids = validator_.EncodeText(request.text());
+  } else if (request.input_case() == v1::TokenizeRequest::kChat) {
+    ids = validator_.EncodeChat(request.chat());
+  } else {
+    ids = absl::InvalidArgumentError("exactly one of text or chat must be set");
   }
+  if (!ids.ok()) return ids.status();
+  // Pieces are shown as text: a token that is part of a multi-byte
+  // character becomes U+FFFD (proto strings must be valid UTF-8).
+  v1::TokenizeResponse response;
+  IncrementalDetokenizer piece(model_.tokenizer(), /*render_special=*/true);
+  for (int32_t id : *ids) {
+    response.add_ids(id);
+    response.add_pieces(piece.Push(id) + piece.Flush());
+  }
+  return response;
+}
+
+grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* body,
+                                                          grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  v1::GetModelInfoRequest request;
+  absl::Status status = Accept(*context, *body, &request);
+  if (status.ok()) *response = SerializeRawMessage(DescribeModel());
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+v1::ModelInfo GenerationService::DescribeModel() const {
+  v1::ModelInfo info;
   const ModelConfig& c = model_.config();
-  response->set_name(c.name);
-  response->set_fingerprint(model_.fingerprint());
-  response->set_context_length(c.context_length);
-  response->set_vocab_size(model_.tokenizer().vocab_size());
+  info.set_name(c.name);
+  info.set_fingerprint(model_.fingerprint());
+  info.set_context_length(c.context_length);
+  info.set_vocab_size(model_.tokenizer().vocab_size());
   // The KV layout is the decode tier's (block size and dtype are worker
   // settings); the model's shape is the fallback before any worker is live.
-  v1::KvLayout* layout = response->mutable_kv_layout();
+  v1::KvLayout* layout = info.mutable_kv_layout();
   layout->set_num_layers(c.n_layers);
   layout->set_num_kv_heads(c.n_kv_heads);
   layout->set_head_dim(c.head_dim);
@@ -138,9 +159,7 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
       break;
     }
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return info;
 }
 
 bool GenerationService::TryAdmit() {

@@ -1,5 +1,8 @@
 // GenerationService: the public pdserve.v1.Generation API (gRPC callback
 // service). Every call is authenticated first when bearer tokens are on.
+// The methods are registered raw and parse their own requests
+// (common/rpc/raw_message.h), so a body that does not parse gets
+// INVALID_ARGUMENT and a log line instead of gRPC's bare UNIMPLEMENTED.
 // Generate admits a request (bounded: beyond --max_queue calls in flight,
 // or --max_streams_per_client of one client, the answer is
 // RESOURCE_EXHAUSTED at once) and hands it to a
@@ -31,20 +34,23 @@
 
 namespace pdserve {
 
-class GenerationService final : public v1::Generation::CallbackService {
+class GenerationService final
+    : public v1::Generation::WithRawCallbackMethod_Generate<
+          v1::Generation::WithRawCallbackMethod_Tokenize<
+              v1::Generation::WithRawCallbackMethod_GetModelInfo<v1::Generation::Service>>> {
  public:
   // `metrics` (optional) must outlive the service.
   GenerationService(const Model& model, const RouterConfig& config, WorkerRegistry* registry,
                     RouterMetrics* metrics = nullptr);
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* body) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* body,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
-                                         const v1::GetModelInfoRequest* request,
-                                         v1::ModelInfo* response) override;
+                                         const grpc::ByteBuffer* body,
+                                         grpc::ByteBuffer* response) override;
 
   // Requires a bearer token on every call from now on; call before the
   // server starts.
@@ -56,6 +62,11 @@ class GenerationService final : public v1::Generation::CallbackService {
  private:
   // Who is calling (bearer identity, else peer IP), or UNAUTHENTICATED.
   absl::StatusOr<std::string> Identify(const grpc::CallbackServerContext& context) const;
+  // Authenticates and parses a unary call's body.
+  absl::Status Accept(const grpc::CallbackServerContext& context, const grpc::ByteBuffer& body,
+                      google::protobuf::Message* request) const;
+  absl::StatusOr<v1::TokenizeResponse> Tokenized(const v1::TokenizeRequest& request) const;
+  v1::ModelInfo DescribeModel() const;
   bool TryAdmit();
   void OnCallDestroyed();
 

@@ -4,6 +4,9 @@
 // the stream is finished with that status. If the client is gone, queued
 // messages are dropped and the stream finishes at once.
 //
+// Messages are held in wire form: the stream is a raw method
+// (common/rpc/raw_message.h).
+//
 // Not thread-safe: GenerateCall serialises access under its mutex. The
 // message handed out by Next() stays untouched until WriteDone(), so gRPC
 // may read it while the owner's mutex is released.
@@ -14,6 +17,8 @@
 #include <deque>
 #include <optional>
 
+#include "common/rpc/raw_message.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
 #include "pdserve/v1/generation.pb.h"
 
@@ -21,7 +26,9 @@ namespace pdserve {
 
 class ResponseQueue {
  public:
-  void Push(v1::GenerateResponse response) { pending_.push_back(std::move(response)); }
+  void Push(const v1::GenerateResponse& response) {
+    pending_.push_back(SerializeRawMessage(response));
+  }
   // Decides the final status; the first call wins.
   void Close(const grpc::Status& status) {
     if (closed_) return;
@@ -38,7 +45,7 @@ class ResponseQueue {
   // The next operation to issue: a message to write, the status to finish
   // with, or neither (a write is outstanding, or nothing is decided yet).
   struct Next {
-    const v1::GenerateResponse* write = nullptr;
+    const grpc::ByteBuffer* write = nullptr;
     std::optional<grpc::Status> finish;
   };
   Next TakeNext() {
@@ -57,8 +64,8 @@ class ResponseQueue {
   size_t pending() const { return pending_.size(); }
 
  private:
-  std::deque<v1::GenerateResponse> pending_;
-  v1::GenerateResponse in_write_;
+  std::deque<grpc::ByteBuffer> pending_;
+  grpc::ByteBuffer in_write_;
   bool writing_ = false;
   bool closed_ = false;
   bool dropped_ = false;

@@ -3,6 +3,7 @@
 // happy path, stop strings, capacity fallback, compatibility, bad input,
 // cancellation, deadlines, worker failures, admission control.
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "absl/time/time.h"
 #include "common/model.h"
 #include "common/random_model.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "pdserve/v1/generation.grpc.pb.h"
@@ -366,6 +368,47 @@ TEST_F(RouterFakeWorkersTest, BadInputIsRejectedAndTheRouterKeepsServing) {
     EXPECT_TRUE(out.responses.empty());
   }
   EXPECT_EQ(d.decode_calls(), 0);
+  const Outcome good = Generate(Text("fine"));
+  EXPECT_TRUE(good.status.ok()) << good.status.error_message();
+  EXPECT_EQ(good.text, "ok");
+}
+
+// Bodies that are not the method's message never reach our handlers with
+// typed gRPC methods (gRPC answers a bare UNIMPLEMENTED); the raw methods
+// answer INVALID_ARGUMENT naming the message type.
+TEST_F(RouterFakeWorkersTest, MalformedBodiesAreInvalidArgumentAndTheRouterKeepsServing) {
+  FakeDecodeWorker d(DecodeOptions("ok"), &bus_);
+  StartRouter({d.address()}, {});
+  const int text_field = v1::GenerateRequest::descriptor()->FindFieldByName("text")->number();
+  const std::string not_utf8 = {static_cast<char>(text_field << 3 | 2), 2, '\xff', '\xfe'};
+  const std::string not_protobuf = "\xff\xff\xff\xff\xff";
+  struct Case {
+    std::string method;
+    std::string body;
+    std::string type;
+  };
+  const std::vector<Case> cases = {
+      {"Generate", not_protobuf, "pdserve.v1.GenerateRequest"},
+      {"Generate", not_utf8, "pdserve.v1.GenerateRequest"},
+      {"Tokenize", not_utf8, "pdserve.v1.TokenizeRequest"},
+      {"GetModelInfo", not_protobuf, "pdserve.v1.GetModelInfoRequest"},
+  };
+  grpc::GenericStub generic(channel_);
+  for (const Case& c : cases) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    grpc::Slice slice(c.body);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&ctx, "/pdserve.v1.Generation/" + c.method, grpc::StubOptions(), &request,
+                      &response, [&done](grpc::Status s) { done.set_value(std::move(s)); });
+    const grpc::Status status = done.get_future().get();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.method;
+    EXPECT_NE(status.error_message().find(c.type), std::string::npos) << status.error_message();
+  }
+  EXPECT_EQ(d.decode_calls(), 0);
+  EXPECT_EQ(router_->service().calls_in_flight(), 0);
   const Outcome good = Generate(Text("fine"));
   EXPECT_TRUE(good.status.ok()) << good.status.error_message();
   EXPECT_EQ(good.text, "ok");
