@@ -95,7 +95,11 @@ def start_pdserve(cluster, layout):
         args.append("--prefill=" + ",".join(prefill))
     else:
         args.append("--colocated")
-    cluster.spawn("router", args)
+    # For the overhead measurement the router gets core 0 with the client, as
+    # it would have its own cores in a deployment: unpinned, it lands on the
+    # decode worker's core now and then and slows decode steps, which is CPU
+    # contention on a 2-vCPU box, not latency the hop adds.
+    cluster.spawn("router", args, cores="0" if layout == "single" else None)
     return f"127.0.0.1:{port}", decode[0]
 
 
@@ -108,8 +112,8 @@ def start_llama_cpp(cluster):
     return f"127.0.0.1:{port}"
 
 
-def bench(target, address, out_json, extra, timeout=900):
-    cmd = [os.path.join(BIN, "pdserve"), "bench", "--model=" + MODEL, "--target=" + target,
+def bench(target, address, out_json, extra, timeout=900, cores=None):
+    cmd = (["taskset", "-c", cores] if cores else []) + [os.path.join(BIN, "pdserve"), "bench", "--model=" + MODEL, "--target=" + target,
            "--address=" + address, "--json_out=" + out_json] + extra
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
@@ -177,13 +181,13 @@ def router_overhead(args, out_dir, log_dir):
                  f"--seed={args.seed}"]
         # A first, unrecorded pass warms the worker (page cache, allocator);
         # then the order alternates so that drift does not favour one side.
-        bench("router", router, os.path.join(out_dir, "overhead-warm.json"), extra)
+        bench("router", router, os.path.join(out_dir, "overhead-warm.json"), extra, cores="0")
         for rep in range(args.overhead_rounds):
             pair = (("router", router), ("decode", decode))
             for target, addr in (pair if rep % 2 == 0 else pair[::-1]):
                 path = os.path.join(out_dir, f"overhead-{target}-r{rep}.json")
                 print(f"[bench-serving] overhead {target} round={rep}", file=sys.stderr, flush=True)
-                out[target].append(bench(target, addr, path, extra)["summary"])
+                out[target].append(bench(target, addr, path, extra, cores="0")["summary"])
     finally:
         cluster.close()
     return out
@@ -213,7 +217,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--systems", default="disagg,colocated,llama.cpp")
     ap.add_argument("--overhead_requests", type=int, default=30)
-    ap.add_argument("--overhead_rounds", type=int, default=3)
+    ap.add_argument("--overhead_rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="tiny run to check the plumbing")
     args = ap.parse_args()
     args.rates = [float(r) if "." in r else int(r) for r in args.rates.split(",")]
