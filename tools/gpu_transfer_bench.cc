@@ -13,6 +13,8 @@
 //               --device=cuda workers of one node use (auto)
 // Each figure is the best of --rounds. Prints one "GPU_BENCH transfer" line
 // per size for tests/gpu/device_check.sh.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -159,12 +161,14 @@ absl::StatusOr<double> CudaIpc(size_t bytes, int device) {
   const int32_t blocks = static_cast<int32_t>(std::max<size_t>(1, bytes / per_block));
   ASSIGN_OR_RETURN(std::unique_ptr<KvCache> dst,
                    CreateKvCache(DeviceSpec{DeviceSpec::Kind::kCuda, device}, layout, blocks));
+  // Before the receiver, whose commit callbacks count into it until the
+  // receiver is destroyed.
+  std::atomic<int> failed{0};
   TcpKvReceiverOptions ro;
   ro.listen_address = "127.0.0.1:0";
   ASSIGN_OR_RETURN(std::unique_ptr<TcpKvReceiver> receiver, TcpKvReceiver::Create(dst.get(), ro));
   // Every round's reservation up front: the child runs them back to back.
   const int rounds = absl::GetFlag(FLAGS_rounds);
-  std::atomic<int> failed{0};
   for (int r = 1; r <= rounds; ++r) {
     RETURN_IF_ERROR(receiver->Expect(r, 1, Iota(blocks), layout.n_layers,
                                      absl::Now() + absl::Seconds(120),
@@ -172,8 +176,14 @@ absl::StatusOr<double> CudaIpc(size_t bytes, int device) {
                                        if (!c.ok()) failed.fetch_add(1);
                                      }));
   }
+  // popen runs the command through /bin/sh, for which /proc/self/exe
+  // would be the shell: resolve this binary's path here.
+  std::string self(4096, '\0');
+  const ssize_t n = readlink("/proc/self/exe", self.data(), self.size() - 1);
+  if (n <= 0) return absl::InternalError("cuda_ipc bench: cannot resolve /proc/self/exe");
+  self.resize(static_cast<size_t>(n));
   const std::string cmd =
-      absl::StrCat("/proc/self/exe --ipc_child_port=", receiver->port(),
+      absl::StrCat("'", self, "' --ipc_child_port=", receiver->port(),
                    " --ipc_child_blocks=", blocks, " --rounds=", rounds, " --device=", device);
   FILE* child = popen(cmd.c_str(), "r");
   if (child == nullptr) return absl::InternalError("cuda_ipc bench: cannot start the sender");

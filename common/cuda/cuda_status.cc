@@ -36,6 +36,13 @@ absl::Status CudaStatus(cudaError_t err, const char* what) {
   return absl::FailedPreconditionError(msg);
 }
 
+absl::StatusOr<bool> QueryDone(cudaError_t query_result, const char* what) {
+  if (query_result == cudaSuccess) return true;
+  if (query_result != cudaErrorNotReady) return CudaStatus(query_result, what);
+  if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
+  return false;
+}
+
 absl::Status CublasStatus(cublasStatus_t err, const char* what) {
   if (err == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   const std::string msg = absl::StrCat("cublas: ", what, ": ", cublasGetStatusName(err), " (",

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace pdserve::cuda {
 
@@ -20,6 +21,12 @@ absl::Status CublasStatus(cublasStatus_t err, const char* what);
 
 // True for errors after which the CUDA context cannot be used again.
 bool IsStickyCudaError(cudaError_t err);
+
+// The outcome of cudaStreamQuery/cudaEventQuery: true when the work is done,
+// false while it runs. "Not ready" is not an error, but the runtime records
+// it as the thread's last error, where the next cudaGetLastError() check
+// (after a kernel launch) would report it; this clears it.
+absl::StatusOr<bool> QueryDone(cudaError_t query_result, const char* what);
 
 }  // namespace pdserve::cuda
 

@@ -7,6 +7,8 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kAttnThreads = 128;
+// BlockReduce and the warp shuffles assume whole warps.
+static_assert(kThreads % 32 == 0 && kAttnThreads % 32 == 0);
 
 __device__ float WarpSum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

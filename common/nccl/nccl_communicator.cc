@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda/cuda_status.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace pdserve::nccl {
@@ -55,6 +56,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Connect(
   const ncclResult_t started =
       ncclCommInitRankConfig(&comm, options.nranks, id, options.rank, &config);
   if (started != ncclSuccess && started != ncclInProgress) {
+    // A failed init may still have allocated the communicator.
+    if (comm != nullptr) ncclCommAbort(comm);
     return NcclStatus(started, "ncclCommInitRankConfig");
   }
   std::unique_ptr<NcclCommunicator> c(
@@ -138,9 +141,8 @@ absl::Status NcclCommunicator::Wait(cudaStream_t stream, absl::Time deadline,
                                     const std::atomic<bool>* interrupted) {
   if (aborted_) return absl::AbortedError(abort_reason_);
   while (true) {
-    const cudaError_t q = cudaStreamQuery(stream);
-    if (q == cudaSuccess) return absl::OkStatus();
-    if (q != cudaErrorNotReady) return cuda::CudaStatus(q, "cudaStreamQuery");
+    ASSIGN_OR_RETURN(const bool done, cuda::QueryDone(cudaStreamQuery(stream), "cudaStreamQuery"));
+    if (done) return absl::OkStatus();
     ncclResult_t state = ncclSuccess;
     ncclCommGetAsyncError(comm_, &state);
     if (state != ncclSuccess && state != ncclInProgress) {

@@ -115,14 +115,13 @@ class NcclPeerChannel : public KvPeerChannel {
   absl::Status AwaitRoom() {
     const absl::Time deadline = absl::Now() + kEnqueueTimeout;
     while (!sent_.empty()) {
-      const cudaError_t q = cudaEventQuery(sent_.front());
-      if (q == cudaSuccess) {
+      ASSIGN_OR_RETURN(const bool done,
+                       cuda::QueryDone(cudaEventQuery(sent_.front()), "cudaEventQuery"));
+      if (done) {
         cudaEventDestroy(sent_.front());
         sent_.pop_front();
         continue;
       }
-      if (q != cudaErrorNotReady) return cuda::CudaStatus(q, "cudaEventQuery");
-      if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();  // not an error
       if (sent_.size() < kMaxRunsInFlight) return absl::OkStatus();
       if (interrupted()) return absl::CancelledError("nccl: send interrupted");
       if (absl::Now() >= deadline) {

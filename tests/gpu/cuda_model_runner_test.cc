@@ -221,13 +221,18 @@ TEST_F(CudaModelRunnerTest, GraphDecodeMatchesEagerDecode) {
       const std::vector<float> eager = Step(gpu_, d);
       const std::vector<float> graph = Step(graphed, d);
       ASSERT_EQ(graph.size(), eager.size());
+      // Relative to the largest logit: the same kernels on the same shapes
+      // should agree exactly, but cuBLAS may pick another algorithm under
+      // capture, which moves the last bits.
+      double scale = 1e-6;
+      for (float v : eager) scale = std::max(scale, std::fabs(double{v}));
       for (size_t i = 0; i < eager.size(); ++i) {
-        worst = std::max(worst, std::fabs(double{eager[i]} - graph[i]));
+        worst = std::max(worst, std::fabs(double{eager[i]} - graph[i]) / scale);
       }
       for (int b = 0; b < batch; ++b) next[b] = Argmax(&eager[b * n_vocab], n_vocab);
     }
-    std::printf("GPU_CHECK graphs batch=%d max_abs_diff=%.3g\n", batch, worst);
-    EXPECT_LE(worst, 1e-3) << "batch " << batch;
+    std::printf("GPU_CHECK graphs batch=%d max_rel_diff=%.3g\n", batch, worst);
+    EXPECT_LE(worst, 1e-4) << "batch " << batch;
   }
 }
 
