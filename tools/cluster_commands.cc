@@ -103,7 +103,14 @@ absl::Status UpCommand() {
                                  ChatRequest(demo, true, absl::GetFlag(FLAGS_gen_max_tokens))));
   }
   std::fprintf(stderr, "pdserve: serving; press Ctrl-C to stop\n");
-  WaitForTerminationSignal();
+  // Supervise: a worker or router that dies comes back (same port), as a
+  // Deployment's pod would; the router re-admits it once its load reports
+  // resume.
+  while (WaitForTerminationSignal(absl::Seconds(1)) == 0) {
+    for (const std::string& event : cluster->Supervise(absl::Now())) {
+      std::fprintf(stderr, "pdserve: %s\n", event.c_str());
+    }
+  }
   cluster->Stop();
   return absl::OkStatus();
 }

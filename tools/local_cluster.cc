@@ -64,6 +64,7 @@ absl::Status LocalCluster::Spawn(ClusterProcess& p, bool append_log) {
     _exit(127);
   }
   p.pid = pid;
+  p.started = absl::Now();
   LOG(INFO) << "started " << p.name << " (pid " << pid << "): " << absl::StrJoin(p.args, " ");
   return absl::OkStatus();
 }
@@ -186,19 +187,50 @@ std::string LogTail(const std::string& path, size_t n) {
 
 }  // namespace
 
+std::optional<std::string> LocalCluster::ReapExited(ClusterProcess& p) {
+  if (p.pid <= 0) return std::nullopt;
+  int status = 0;
+  if (waitpid(p.pid, &status, WNOHANG) != p.pid) return std::nullopt;
+  p.pid = -1;
+  const std::string log = absl::StrCat(log_dir_, "/", p.name, ".log");
+  return absl::StrCat(p.name, " exited (", WIFEXITED(status) ? "status " : "signal ",
+                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), "); ", log,
+                      " ends:\n", LogTail(log, 4));
+}
+
 absl::Status LocalCluster::CheckAlive() {
   for (ClusterProcess& p : processes_) {
-    if (p.pid <= 0) continue;
-    int status = 0;
-    if (waitpid(p.pid, &status, WNOHANG) != p.pid) continue;
-    p.pid = -1;
-    const std::string log = absl::StrCat(log_dir_, "/", p.name, ".log");
-    return absl::FailedPreconditionError(
-        absl::StrCat(p.name, " exited (", WIFEXITED(status) ? "status " : "signal ",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), "); ", log,
-                     " ends:\n", LogTail(log, 4)));
+    if (std::optional<std::string> exit = ReapExited(p)) {
+      return absl::FailedPreconditionError(*exit);
+    }
   }
   return absl::OkStatus();
+}
+
+std::vector<std::string> LocalCluster::Supervise(absl::Time now) {
+  std::vector<std::string> events;
+  for (ClusterProcess& p : processes_) {
+    if (std::optional<std::string> exit = ReapExited(p)) {
+      const bool stable = now - p.started >= kStableRun;
+      p.backoff = stable || p.backoff == absl::ZeroDuration()
+                      ? absl::Seconds(1)
+                      : std::min(p.backoff * 2, kMaxRestartBackoff);
+      p.restart_at = now + p.backoff;
+      events.push_back(
+          absl::StrCat(*exit, "\nrestarting ", p.name, " in ", absl::FormatDuration(p.backoff)));
+    }
+    if (p.pid > 0 || now < p.restart_at) continue;
+    p.restart_at = absl::InfiniteFuture();
+    if (absl::Status s = Spawn(p, /*append_log=*/true); !s.ok()) {
+      p.restart_at = now + p.backoff;
+      events.push_back(absl::StrCat("cannot restart ", p.name, ": ", s.ToString()));
+      continue;
+    }
+    ++p.restarts;
+    events.push_back(
+        absl::StrCat("restarted ", p.name, " (pid ", p.pid, ", restart ", p.restarts, ")"));
+  }
+  return events;
 }
 
 LocalCluster::~LocalCluster() { Stop(); }

@@ -1,12 +1,17 @@
 // LocalCluster: starts pdserve-router, N pdserve-prefill and M
 // pdserve-decode processes on loopback (the `pdserve up` command and the
 // integration tests), and stops them (SIGTERM, then SIGKILL) on
-// destruction. Each process logs to <log_dir>/<name>.log.
+// destruction. Each process logs to <log_dir>/<name>.log. `pdserve up`
+// also supervises them: Supervise() restarts a process that died, with a
+// back-off, as a Kubernetes Deployment would restart its pod.
+//
+// Not thread-safe: one thread starts, supervises and stops the cluster.
 #ifndef PDSERVE_TOOLS_LOCAL_CLUSTER_H_
 #define PDSERVE_TOOLS_LOCAL_CLUSTER_H_
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +43,12 @@ struct ClusterProcess {
   pid_t pid = -1;
   int port = 0;
   std::vector<std::string> args;
+  // Supervision (Supervise()): when it last started, when an exited one is
+  // due to start again, and the back-off that got it there.
+  absl::Time started = absl::InfinitePast();
+  absl::Time restart_at = absl::InfiniteFuture();
+  absl::Duration backoff = absl::ZeroDuration();
+  int restarts = 0;
 };
 
 class LocalCluster {
@@ -66,10 +77,20 @@ class LocalCluster {
   // last lines of its log (a refused model says why there); OK otherwise.
   // Reaps what it finds.
   absl::Status CheckAlive();
+  // Reaps processes that exited and starts each again once its back-off
+  // has passed: 1 s, doubling to kMaxRestartBackoff while it keeps dying
+  // within kStableRun of its start (so a process that cannot start is not
+  // restarted in a tight loop), back to 1 s after a stable run. Returns a
+  // line per event (an exit with its log tail, a restart) for the operator.
+  std::vector<std::string> Supervise(absl::Time now);
+  static constexpr absl::Duration kMaxRestartBackoff = absl::Seconds(30);
+  static constexpr absl::Duration kStableRun = absl::Seconds(60);
 
  private:
   LocalCluster() = default;
   absl::Status Spawn(ClusterProcess& p, bool append_log);
+  // Reaps `p` if it has exited: how it ended and its log's last lines.
+  std::optional<std::string> ReapExited(ClusterProcess& p);
 
   std::string log_dir_;
   std::vector<ClusterProcess> processes_;

@@ -61,13 +61,31 @@ void BlockTerminationSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int WaitForTerminationSignal() {
+namespace {
+
+sigset_t TerminationSignals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  return set;
+}
+
+}  // namespace
+
+int WaitForTerminationSignal() {
+  const sigset_t set = TerminationSignals();
   int sig = 0;
   sigwait(&set, &sig);
+  LOG(INFO) << "received signal " << sig << ", draining";
+  return sig;
+}
+
+int WaitForTerminationSignal(absl::Duration timeout) {
+  const sigset_t set = TerminationSignals();
+  const timespec ts = absl::ToTimespec(timeout);
+  const int sig = sigtimedwait(&set, nullptr, &ts);
+  if (sig <= 0) return 0;  // timed out (EAGAIN) or interrupted (EINTR)
   LOG(INFO) << "received signal " << sig << ", draining";
   return sig;
 }

@@ -52,6 +52,8 @@ class GrpcServer {
 void BlockTerminationSignals();
 // Waits for SIGINT or SIGTERM and returns its number.
 int WaitForTerminationSignal();
+// The same for at most `timeout`; 0 when none arrived.
+int WaitForTerminationSignal(absl::Duration timeout);
 
 }  // namespace pdserve
 

@@ -104,6 +104,46 @@ TEST(LocalClusterTest, ExitedProcessIsReportedWithItsLog) {
   EXPECT_THAT(std::string(alive.message()), ::testing::HasSubstr("refused-model.gguf"));
 }
 
+// `pdserve up` supervision: a worker that dies is reaped, started again on
+// its port after the back-off, and serves again; one that dies again soon
+// waits twice as long.
+TEST_F(ServingTest, SupervisedWorkerIsRestartedAndServesAgain) {
+  LocalClusterOptions o;
+  o.colocated = true;
+  auto cluster = StartCluster(o, "supervised");
+  ASSERT_NE(cluster, nullptr);
+  auto stub = testing::RouterStub(cluster->router_address());
+  const v1::GenerateRequest request = Requests()[0];
+  const GenerateOutcome before = Generate(*stub, request, kTimeout);
+  ASSERT_TRUE(before.status.ok()) << before.status.error_message();
+  // Supervises until `name` was restarted; every event line, joined.
+  auto restart = [&](const std::string& name) {
+    std::string events;
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline && events.find("restarted " + name) == std::string::npos) {
+      for (const std::string& e : cluster->Supervise(absl::Now())) events += e + "\n";
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return events;
+  };
+  cluster->Signal("decode-0", SIGKILL);
+  const std::string first = restart("decode-0");
+  EXPECT_THAT(first, ::testing::HasSubstr("decode-0 exited (signal 9)"));
+  EXPECT_THAT(first, ::testing::HasSubstr("restarting decode-0 in 1s"));
+  EXPECT_THAT(first, ::testing::HasSubstr("restarted decode-0"));
+  cluster->Signal("decode-0", SIGKILL);
+  EXPECT_THAT(restart("decode-0"), ::testing::HasSubstr("restarting decode-0 in 2s"));
+  // The router re-admits it once its load reports resume.
+  GenerateOutcome after = Generate(*stub, request, kTimeout);
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (after.status.error_code() == grpc::StatusCode::UNAVAILABLE && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+    after = Generate(*stub, request, kTimeout);
+  }
+  ASSERT_TRUE(after.status.ok()) << after.status.error_message();
+  EXPECT_EQ(after.ids, before.ids);
+}
+
 TEST_F(ServingTest, DisaggregatedEqualsColocatedEqualsInProcess) {
   auto model = Model::Load(testing::RealModelPath());
   ASSERT_TRUE(model.ok());
