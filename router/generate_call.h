@@ -156,15 +156,20 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   bool WaitForDecodeWorker(const grpc::Status& placement_failure, Actions* a)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordWorkerFailure(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Decode watchdog (generate_call_watchdog.cc): a decode worker that hangs
-  // (SIGSTOP, a wedged host) keeps its streams open but silent, so only the
-  // request deadline would end them. While an attempt runs, every
-  // stale_after the watchdog checks whether both the stream and the
-  // worker's load reports went silent; then the attempt fails over as if
-  // the stream had broken.
+  // Watchdog (generate_call_watchdog.cc): a worker that hangs (SIGSTOP, a
+  // wedged host) keeps its calls open but silent, so only the request
+  // deadline (or, for a prefill, the attempt timeout) would end them. While
+  // a decode attempt runs, every stale_after the watchdog checks whether
+  // both its stream and the worker's load reports went silent — then the
+  // attempt fails over as if the stream had broken — and whether the
+  // prefill worker's load reports did — then the prefill is retried as if
+  // it had failed with UNAVAILABLE.
   void ArmWatchdog(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Why the current decode attempt counts as hung, or OK.
+  // Why the current decode (prefill) attempt counts as hung, or OK.
   grpc::Status DecodeSilence(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  grpc::Status PrefillSilence(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckDecodeSilence(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckPrefillSilence(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first event of the accepted decode attempt; false if it breaks the
   // protocol (the call then failed).
   bool AcceptFirstEvent(bool reserved, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,4 +1,7 @@
 // GenerateCall's decode watchdog (see ArmWatchdog in generate_call.h).
+#include <optional>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
@@ -17,27 +20,73 @@ void GenerateCall::ArmWatchdog(Actions* a) {
   a->watchdog_delay = env_.registry->snapshot()->stale_after;
 }
 
+namespace {
+
+// How long `w` has sent no load report, when that is longer than
+// `stale_after`. A worker that left the pool (DNS) may still finish its
+// calls, and a load stream that is merely reconnecting, or an entry
+// re-added (no report yet), says nothing about the worker.
+std::optional<absl::Duration> Unreported(const WorkerState* w, absl::Duration stale_after,
+                                         absl::Time now) {
+  if (w == nullptr || w->last_report == absl::InfinitePast()) return std::nullopt;
+  const absl::Duration unreported = now - w->last_report;
+  if (unreported <= stale_after) return std::nullopt;
+  return unreported;
+}
+
+std::string Ms(absl::Duration d) {
+  return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(1)));
+}
+
+}  // namespace
+
 grpc::Status GenerateCall::DecodeSilence(absl::Time now) const {
   // Reads paused for a slow client: the silence is ours.
   if (read_paused_) return grpc::Status::OK;
   const std::shared_ptr<const RegistrySnapshot> snapshot = env_.registry->snapshot();
   const absl::Duration quiet = now - last_decode_event_;
   if (quiet <= snapshot->stale_after) return grpc::Status::OK;
-  // A worker that left the pool (DNS) may still finish its streams.
-  const WorkerState* w = snapshot->FindDecode(decode_worker_.address);
-  if (w == nullptr) return grpc::Status::OK;
-  // Only a worker whose reports stopped as long ago counts: a load stream
-  // that is merely reconnecting, or an entry re-added (no report yet),
-  // says nothing about the worker.
-  if (w->last_report == absl::InfinitePast()) return grpc::Status::OK;
-  const absl::Duration unreported = now - w->last_report;
-  if (unreported <= snapshot->stale_after) return grpc::Status::OK;
+  const std::optional<absl::Duration> unreported =
+      Unreported(snapshot->FindDecode(decode_worker_.address), snapshot->stale_after, now);
+  if (!unreported.has_value()) return grpc::Status::OK;
   return grpc::Status(
       grpc::StatusCode::UNAVAILABLE,
       absl::StrCat("decode worker ", decode_worker_.address, " went silent: no event for ",
-                   absl::FormatDuration(absl::Trunc(quiet, absl::Milliseconds(1))),
-                   ", no load report for ",
-                   absl::FormatDuration(absl::Trunc(unreported, absl::Milliseconds(1)))));
+                   Ms(quiet), ", no load report for ", Ms(*unreported)));
+}
+
+grpc::Status GenerateCall::PrefillSilence(absl::Time now) const {
+  // The Prefill call is unary: the worker's load reports are its only sign
+  // of life while it runs.
+  const std::shared_ptr<const RegistrySnapshot> snapshot = env_.registry->snapshot();
+  const std::optional<absl::Duration> unreported =
+      Unreported(snapshot->FindPrefill(prefill_->address()), snapshot->stale_after, now);
+  if (!unreported.has_value()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      absl::StrCat("prefill worker ", prefill_->address(),
+                                   " went silent: no load report for ", Ms(*unreported)));
+}
+
+void GenerateCall::CheckDecodeSilence(Actions* a) {
+  if (!decode_active_) return;
+  const grpc::Status silence = DecodeSilence(absl::Now());
+  if (silence.ok()) return;
+  LOG(WARNING) << "[" << id_ << "] " << silence.error_message() << "; abandoning its stream";
+  a->cancel_decode = decode_;
+  decode_active_ = false;
+  HandleDecodeEnd(silence, a);  // fails over, or fails the request
+}
+
+void GenerateCall::CheckPrefillSilence(Actions* a) {
+  if (!prefill_in_flight_ || kv_committed_) return;
+  const grpc::Status silence = PrefillSilence(absl::Now());
+  if (silence.ok()) return;
+  LOG(WARNING) << "[" << id_ << "] " << silence.error_message() << "; abandoning its prefill";
+  a->cancel_prefill = prefill_;
+  prefill_in_flight_ = false;
+  prefill_ok_ = false;
+  HandlePrefillFailure(silence, a);  // retries on another prefill worker, or fails
+  MaybeComplete(a);
 }
 
 void GenerateCall::OnWatchdog(bool fired) {
@@ -45,14 +94,9 @@ void GenerateCall::OnWatchdog(bool fired) {
   {
     absl::MutexLock lock(&mu_);
     watchdog_ = nullptr;
-    if (fired && !terminal_ && decode_active_) {
-      const grpc::Status silence = DecodeSilence(absl::Now());
-      if (!silence.ok()) {
-        LOG(WARNING) << "[" << id_ << "] " << silence.error_message() << "; abandoning its stream";
-        a.cancel_decode = decode_;
-        decode_active_ = false;
-        HandleDecodeEnd(silence, &a);  // fails over, or fails the request
-      }
+    if (fired && !terminal_) {
+      CheckPrefillSilence(&a);
+      if (!terminal_) CheckDecodeSilence(&a);
       if (!terminal_ && decode_active_) ArmWatchdog(&a);
     }
     Pump(&a);

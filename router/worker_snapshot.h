@@ -35,9 +35,15 @@ struct RegistrySnapshot {
   // treated as not live: a wedged process must not attract requests.
   absl::Duration stale_after = absl::Seconds(2);
 
-  // nullptr when `address` is not a decode worker.
-  const WorkerState* FindDecode(const std::string& address) const {
-    for (const WorkerState& w : decode) {
+  // nullptr when `address` is not a decode (prefill) worker.
+  const WorkerState* FindDecode(const std::string& address) const { return Find(decode, address); }
+  const WorkerState* FindPrefill(const std::string& address) const {
+    return Find(prefill, address);
+  }
+
+ private:
+  static const WorkerState* Find(const std::vector<WorkerState>& tier, const std::string& address) {
+    for (const WorkerState& w : tier) {
       if (w.address == address) return &w;
     }
     return nullptr;

@@ -272,6 +272,9 @@ class FakePrefillWorker final : public v1::PrefillWorker::Service {
     bool fail = false;  // fail_code at once
     grpc::StatusCode fail_code = grpc::StatusCode::UNAVAILABLE;
     bool hang = false;  // never answer until cancelled
+    // On its first prefill the whole worker goes silent, as under SIGSTOP:
+    // the call stays open, but no answer and no load report leaves it.
+    bool freeze = false;
     // Commit the KV, then fail: the decode worker has it but the ack (and
     // the response) never arrive.
     bool fail_after_commit = false;
@@ -325,7 +328,8 @@ class FakePrefillWorker final : public v1::PrefillWorker::Service {
       last_request_ = *request;
     }
     if (options_.fail) return grpc::Status(options_.fail_code, "prefill failed (fake)");
-    if (options_.hang) {
+    if (options_.freeze) control_.frozen = true;
+    if (options_.hang || options_.freeze) {
       WaitCancelled(ctx);
       ++cancelled_calls_;
       return grpc::Status::CANCELLED;

@@ -648,6 +648,44 @@ TEST_F(RouterFakeWorkersTest, HungPrefillWorkerTimesOutWithinTheKvWait) {
   EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
 }
 
+// A stopped prefill worker (SIGSTOP) is given up on as soon as its load
+// reports stop, not after the attempt timeout, here longer than the
+// client's deadline: the retry on the healthy worker must finish first.
+TEST_F(RouterFakeWorkersTest, ASilentPrefillWorkerIsAbandonedBeforeTheAttemptTimeout) {
+  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
+  auto frozen = PrefillOptions();
+  frozen.freeze = true;
+  FakePrefillWorker p1(frozen, &bus_);
+  auto busier = PrefillOptions();
+  busier.queued_prompt_tokens = 1000;  // least_loaded picks the frozen one first
+  FakePrefillWorker p2(busier, &bus_);
+  RouterConfig config;
+  config.kv_wait_ms = 120000;  // the attempt would time out after 90 s
+  StartRouter({d.address()}, {p1.address(), p2.address()}, config);
+  const Outcome out = Generate(Text("go"), absl::Seconds(30));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.text, "x");
+  EXPECT_EQ(p1.prefill_calls(), 1);
+  EXPECT_EQ(p2.prefill_calls(), 1);
+  EXPECT_TRUE(Eventually([&] { return p1.cancelled_calls() == 1; }));
+}
+
+TEST_F(RouterFakeWorkersTest, ASilentPrefillWorkerWithoutRetriesIsUnavailable) {
+  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
+  auto frozen = PrefillOptions();
+  frozen.freeze = true;
+  FakePrefillWorker p(frozen, &bus_);
+  RouterConfig config;
+  config.kv_wait_ms = 120000;
+  config.prefill_retries = 0;
+  StartRouter({d.address()}, {p.address()}, config);
+  const Outcome out = Generate(Text("go"), absl::Seconds(30));
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(out.status.error_message().find("went silent"), std::string::npos)
+      << out.status.error_message();
+  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
+}
+
 TEST_F(RouterFakeWorkersTest, DecodeDyingMidStreamFailsOverWithoutLostOrRepeatedTokens) {
   auto dying = DecodeOptions("abcdefgh");
   dying.die_after = 3;
