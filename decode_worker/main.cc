@@ -3,9 +3,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "common/rpc/engine_runtime_flags.h"
 #include "common/rpc/grpc_server.h"
 #include "common/rpc/server_tls_flags.h"
-#include "common/rpc/worker_runtime_flags.h"
 #include "decode_worker/decode_worker.h"
 #include "glog/logging.h"
 
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   c.kv_listen = absl::GetFlag(FLAGS_kv_listen);
   c.kv_advertise = absl::GetFlag(FLAGS_kv_advertise);
   c.worker_id = absl::GetFlag(FLAGS_worker_id);
-  c.runtime = pdserve::WorkerRuntimeFlagsFromFlags();
+  c.runtime = pdserve::EngineRuntimeFlagsFromFlags();
   c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.max_batch = absl::GetFlag(FLAGS_max_batch);
   c.kv_wait = absl::Milliseconds(absl::GetFlag(FLAGS_kv_wait_ms));

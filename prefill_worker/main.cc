@@ -1,9 +1,9 @@
 // pdserve-prefill: flags -> PrefillWorkerConfig -> RunPrefillWorker().
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "common/rpc/engine_runtime_flags.h"
 #include "common/rpc/grpc_server.h"
 #include "common/rpc/server_tls_flags.h"
-#include "common/rpc/worker_runtime_flags.h"
 #include "glog/logging.h"
 #include "prefill_worker/prefill_worker.h"
 
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   c.kv_secret_file = absl::GetFlag(FLAGS_kv_secret_file);
   c.listen = absl::GetFlag(FLAGS_listen);
   c.worker_id = absl::GetFlag(FLAGS_worker_id);
-  c.runtime = pdserve::WorkerRuntimeFlagsFromFlags();
+  c.runtime = pdserve::EngineRuntimeFlagsFromFlags();
   c.kv_transport = absl::GetFlag(FLAGS_kv_transport);
   c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.max_batch = absl::GetFlag(FLAGS_max_batch);

@@ -163,9 +163,12 @@ void Report(const std::vector<Result>& results, long peak_rss_kb) {
 absl::Status BenchEngineCommand() {
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(absl::GetFlag(FLAGS_model)));
   ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(absl::GetFlag(FLAGS_device)));
-  ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache,
-                   CreateKvCache(device, KvLayout::ForModel(model->config(), 16),
-                                 absl::GetFlag(FLAGS_kv_blocks)));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<KvCache> cache,
+      CreateKvCache(device,
+                    KvLayout::ForModel(model->config(), absl::GetFlag(FLAGS_block_size),
+                                       absl::GetFlag(FLAGS_kv_dtype)),
+                    absl::GetFlag(FLAGS_kv_blocks)));
   std::vector<Result> all;
   for (absl::string_view t : absl::StrSplit(absl::GetFlag(FLAGS_bench_threads), ',')) {
     int threads = 0;

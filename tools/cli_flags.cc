@@ -4,13 +4,6 @@
 
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf",
           "Path to a llama-family GGUF file");
-ABSL_FLAG(int32_t, threads, 2, "Engine threads (matmul/attention)");
-ABSL_FLAG(bool, cuda_graphs, false,
-          "run, bench-engine, up: with a cuda device, replay decode steps from CUDA graphs");
-ABSL_FLAG(std::string, device, "cpu",
-          "run, bench-engine, up: where the model runs and the KV cache lives (cpu, cuda, cuda:N)");
-ABSL_FLAG(int32_t, kv_blocks, 1024, "KV cache blocks of 16 tokens");
-ABSL_FLAG(std::string, kv_dtype, "f16", "run, up: KV cache element type (f16 or int8)");
 ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (prefill chunk size)");
 ABSL_FLAG(float, temperature, 0.0f, "Sampling temperature; 0 = greedy");
 ABSL_FLAG(int32_t, top_k, 0, "Top-k; 0 = off");

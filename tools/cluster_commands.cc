@@ -80,6 +80,7 @@ absl::Status UpCommand() {
   o.extra_worker_flags.push_back(
       absl::StrCat("--drain_timeout_ms=", absl::ToInt64Milliseconds(LocalCluster::kWorkerDrain)));
   o.extra_worker_flags.push_back("--kv_dtype=" + absl::GetFlag(FLAGS_kv_dtype));
+  o.extra_worker_flags.push_back(absl::StrCat("--block_size=", absl::GetFlag(FLAGS_block_size)));
   if (absl::GetFlag(FLAGS_cuda_graphs)) o.extra_worker_flags.push_back("--cuda_graphs");
   o.extra_prefill_flags.push_back("--kv_transport=" + absl::GetFlag(FLAGS_kv_transport));
   ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(o));

@@ -37,12 +37,7 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const Model& model) {
 
 absl::Status RunCommand() {
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(absl::GetFlag(FLAGS_model)));
-  ASSIGN_OR_RETURN(EngineRuntime rt,
-                   CreateEngineRuntime(*model, {.device = absl::GetFlag(FLAGS_device),
-                                                .threads = absl::GetFlag(FLAGS_threads),
-                                                .cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs),
-                                                .kv_blocks = absl::GetFlag(FLAGS_kv_blocks),
-                                                .kv_dtype = absl::GetFlag(FLAGS_kv_dtype)}));
+  ASSIGN_OR_RETURN(EngineRuntime rt, CreateEngineRuntime(*model, EngineRuntimeFlagsFromFlags()));
   Engine engine(&model->tokenizer(), rt.runner.get(), rt.cache.get(),
                 {.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens), .max_running = 1});
   SequenceOptions opts;

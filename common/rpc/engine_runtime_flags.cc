@@ -1,4 +1,4 @@
-#include "common/rpc/worker_runtime_flags.h"
+#include "common/rpc/engine_runtime_flags.h"
 
 #include <cstdint>
 #include <string>
@@ -18,7 +18,7 @@ ABSL_FLAG(std::string, kv_dtype, "f16",
 
 namespace pdserve {
 
-EngineRuntimeFlags WorkerRuntimeFlagsFromFlags() {
+EngineRuntimeFlags EngineRuntimeFlagsFromFlags() {
   EngineRuntimeFlags f;
   f.threads = absl::GetFlag(FLAGS_threads);
   f.device = absl::GetFlag(FLAGS_device);
