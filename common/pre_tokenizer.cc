@@ -164,15 +164,68 @@ void AppendPiece(std::string_view text, const std::vector<Unit>& units, size_t b
   pieces->push_back(text.substr(from, units[end].offset - from));
 }
 
-void SplitGpt2(std::string_view text, const std::vector<Unit>& units, size_t begin, size_t end,
-               std::vector<std::string_view>* pieces) {
+// Calls emit(begin, end) for each GPT-2 piece of units [begin, end).
+template <typename Emit>
+void ForEachGpt2Piece(const std::vector<Unit>& units, size_t begin, size_t end, Emit emit) {
   const Gpt2Matcher matcher(units, end);
-  size_t pos = begin;
-  while (pos < end) {
+  for (size_t pos = begin; pos < end;) {
     const size_t next = matcher.MatchAt(pos);
-    AppendPiece(text, units, pos, next, pieces);
+    emit(pos, next);
     pos = next;
   }
+}
+
+void SplitGpt2(std::string_view text, const std::vector<Unit>& units, size_t begin, size_t end,
+               std::vector<std::string_view>* pieces) {
+  ForEachGpt2Piece(units, begin, end,
+                   [&](size_t b, size_t e) { AppendPiece(text, units, b, e, pieces); });
+}
+
+// How llama.cpp's std::regex stages split a range: every maximal run of
+// units `in_run` accepts is a piece, and so is every stretch between runs.
+// `max_run` > 0 cuts runs into pieces of exactly that length, leaving what
+// is shorter to the stretch after it ([0-9][0-9][0-9] matched repeatedly).
+template <typename InRun, typename Emit>
+void SplitRuns(size_t begin, size_t end, InRun in_run, size_t max_run, Emit emit) {
+  size_t gap = begin;
+  for (size_t i = begin; i < end;) {
+    size_t j = i;
+    while (j < end && in_run(j) && (max_run == 0 || j - i < max_run)) ++j;
+    if (j == i || (max_run != 0 && j - i < max_run)) {
+      i = j == i ? i + 1 : j;
+      continue;
+    }
+    if (gap < i) emit(gap, i);
+    emit(i, j);
+    gap = i = j;
+  }
+  if (gap < end) emit(gap, end);
+}
+
+// [\p{P}\$\+<=>\^~\|] as llama.cpp collapses it: ASCII punctuation and
+// these symbols (not the backtick), and non-ASCII punctuation.
+bool IsDefaultPunctuation(const Unit& u) {
+  if (u.cp < 0x80) {
+    return unicode_internal::AsciiPunctuation(u.cp) || u.cp == '$' || u.cp == '+' || u.cp == '<' ||
+           u.cp == '=' || u.cp == '>' || u.cp == '^' || u.cp == '~' || u.cp == '|';
+  }
+  return u.cls != CodepointClass::kWhitespace && IsPunctuation(u.cp);
+}
+
+void SplitDefault(std::string_view text, const std::vector<Unit>& units,
+                  std::vector<std::string_view>* pieces) {
+  auto emit = [&](size_t b, size_t e) { AppendPiece(text, units, b, e, pieces); };
+  auto digit_groups = [&](size_t b, size_t e) {
+    SplitRuns(
+        b, e, [&](size_t i) { return units[i].cp >= '0' && units[i].cp <= '9'; }, 3, emit);
+  };
+  auto numbers = [&](size_t b, size_t e) {
+    SplitRuns(
+        b, e, [&](size_t i) { return units[i].cls == CodepointClass::kNumber; }, 0, digit_groups);
+  };
+  auto gpt2 = [&](size_t b, size_t e) { ForEachGpt2Piece(units, b, e, numbers); };
+  SplitRuns(
+      0, units.size() - 1, [&](size_t i) { return IsDefaultPunctuation(units[i]); }, 0, gpt2);
 }
 
 void SplitLlama3(std::string_view text, const std::vector<Unit>& units,
@@ -197,18 +250,14 @@ std::optional<PreTokenizerType> FindPreTokenizerType(std::string_view name) {
        {"llama3", "llama-v3", "llama-bpe", "falcon3", "dbrx", "smaug-bpe"}) {
     if (name == llama3_like) return PreTokenizerType::kLlama3;
   }
-  for (std::string_view gpt2_like : {"gpt2", "gpt-2", "default", "mpt", "olmo", "jais", "phi-2"}) {
+  if (name == "default") return PreTokenizerType::kDefault;
+  for (std::string_view gpt2_like : {"gpt2", "gpt-2", "mpt", "olmo", "jais", "phi-2"}) {
     if (name == gpt2_like) return PreTokenizerType::kGpt2;
   }
   return std::nullopt;
 }
 
 PreTokenizerType PreTokenizerTypeFromName(std::string_view name) {
-  if (name == "default") {  // also what a file without tokenizer.ggml.pre gets
-    LOG(WARNING) << "pre-tokenizer 'default' (or none given): using the GPT-2 regex; llama.cpp's "
-                    "default adds punctuation and digit splits, so some text may tokenize "
-                    "differently from it";
-  }
   if (const std::optional<PreTokenizerType> type = FindPreTokenizerType(name)) return *type;
   LOG(WARNING) << "unknown pre-tokenizer type '" << name
                << "'; falling back to the GPT-2 regex, tokens may differ from the model's";
@@ -224,6 +273,10 @@ void PreTokenizer::Split(std::string_view text, std::vector<std::string_view>* p
   }
   if (type_ == PreTokenizerType::kLlama3) {
     SplitLlama3(text, units, pieces);
+    return;
+  }
+  if (type_ == PreTokenizerType::kDefault) {
+    SplitDefault(text, units, pieces);
     return;
   }
   // kSmollm: each number code point is a piece of its own; the GPT-2 regex

@@ -31,15 +31,19 @@ enum class PreTokenizerType {
   // With it llama.cpp emits a piece that is itself a token without merging
   // (ignore_merges), which Tokenizer does too.
   kLlama3,
+  // llama.cpp's "default" (a file without tokenizer.ggml.pre gets it too):
+  // four regexes, each splitting the pieces of the one before,
+  //   [\p{P}\$\+<=>\^~\|]+   then the GPT-2 regex   then \p{N}+   then [0-9]{3}
+  // (text a regex does not match stays a piece of its own).
+  kDefault,
 };
 
 // Maps a `tokenizer.ggml.pre` value to a type. "smollm" and the names
 // llama.cpp treats identically (starcoder, refact, command-r, codeshell,
 // exaone, minerva-7b) give kSmollm; "llama3", "llama-v3", "llama-bpe",
-// "falcon3", "dbrx" and "smaug-bpe" give kLlama3; "gpt2"/"gpt-2"/"default" and every
-// unknown name give kGpt2, "default" and unknown names with a LOG(WARNING):
-// llama.cpp's own "default" adds extra punctuation/number splits we do not
-// implement.
+// "falcon3", "dbrx" and "smaug-bpe" give kLlama3; "default" gives kDefault;
+// "gpt2"/"gpt-2" (and mpt, olmo, jais, phi-2) and every unknown name give
+// kGpt2, unknown names with a LOG(WARNING) (llama.cpp refuses them).
 PreTokenizerType PreTokenizerTypeFromName(std::string_view name);
 // The same without the fallback or the warning: nullopt for unknown names.
 std::optional<PreTokenizerType> FindPreTokenizerType(std::string_view name);

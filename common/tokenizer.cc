@@ -134,6 +134,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& g
     for (std::string_view bos_pre : {"llama3", "llama-v3", "llama-bpe", "falcon3"}) {
       if (!spm && pre == bos_pre) v.add_bos = true;
     }
+  } else if (!spm) {
+    LOG(WARNING) << "the GGUF has no tokenizer.ggml.pre: using llama.cpp's 'default' "
+                    "pre-tokenizer, as llama.cpp does (which warns that generation quality "
+                    "may be degraded; newer conversions of the model name its pre-tokenizer)";
   }
   ASSIGN_OR_RETURN(const auto tokens, gguf.GetStringArray("tokenizer.ggml.tokens"));
   v.tokens.assign(tokens.begin(), tokens.end());

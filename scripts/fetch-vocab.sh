@@ -2,7 +2,9 @@
 # Fetches llama.cpp's tokenizer fixtures -- vocabulary-only GGUFs of the
 # LLaMA 2 (SentencePiece, "llama") and LLaMA 3 (byte-level BPE, "llama-bpe")
 # tokenizers, each with llama.cpp's test strings (.inp) and the ids Hugging
-# Face's tokenizers gives for them (.out) -- from the llama.cpp sources that
+# Face's tokenizers gives for them (.out), and GPT-NeoX's (byte-level BPE
+# without tokenizer.ggml.pre: llama.cpp's "default" pre-tokenizer) -- from
+# the llama.cpp sources that
 # the PyPI sdist llama-cpp-python==0.3.7 vendors. Caches them outside the
 # repository, verifies every sha256 and links them at models/vocab/ for
 # tests/unit/tokenizer_vocab_fixture_test.cc. Idempotent.
@@ -20,6 +22,7 @@ FILES=(
   "97272e430d53bc7688f52d5e0ad8ea8f163ede9f1bbd1694feaa504797d5d96e ggml-vocab-llama-bpe.gguf"
   "ef7a25a263fba141f64a8a842ceb1c572cdb8e1313f592d974f7a06bbd3a4934 ggml-vocab-llama-bpe.gguf.inp"
   "5c92e3c68163aa74c73a6128c0598c1dfad31dde068a0a48be496d3046816ec1 ggml-vocab-llama-bpe.gguf.out"
+  "ae593a7f9b8bb174ed4f5019e41530463e4dac7aa06e42dee8aa650d2bdac53d ggml-vocab-gpt-neox.gguf"
 )
 
 verify() { echo "$1  $2" | sha256sum --check --status 2>/dev/null; }

@@ -31,7 +31,12 @@ from make_tokenizer_golden import STRINGS, sha256  # noqa: E402
 FIXTURES = {
     "llama_spm": "ggml-vocab-llama-spm.gguf",
     "llama_bpe": "ggml-vocab-llama-bpe.gguf",
+    # Byte-level BPE without tokenizer.ggml.pre: llama.cpp's "default"
+    # pre-tokenizer. It has no .inp/.out, so its entries include llama.cpp's
+    # test strings (ggml-vocab-llama-bpe.gguf.inp) as well.
+    "gpt_neox": "ggml-vocab-gpt-neox.gguf",
 }
+WITH_TEST_STRINGS = {"gpt_neox"}
 
 EXTRA_STRINGS = [
     # SentencePiece: the space prefix, runs of spaces and U+2581 itself.
@@ -56,6 +61,14 @@ EXTRA_STRINGS = [
     "1234567 12 123456789012 3.14159",
     "a\n\n\n b \r\n\r\n c  \n  d",
     "!!!\n\n?? ...\r\n",
+    # llama.cpp's "default" regexes: punctuation runs, symbols, digit groups.
+    "say (hi), ok?! \"quoted\" [x] {y} a_b a-b a/b @home #tag 50% & *",
+    "a $+<=>^~| `b` c$d e+f 1+1=2 x<y>z ^^ ~~ ||",
+    "\u00abx\u00bb \u201cq\u201d \u2014 \u2026 \u00bfqu\u00e9? \u00a1s\u00ed! \u20ac5 \u00a3 \u00a7 \u00b6",
+    "n 1234567 12 1234 12345678901 0.5 1,000,000 -42 +7",
+    "\u0661\u0662\u066334567 \u0967\u0968\u0969 \u2460\u2461 \u00bd",
+    "a   (b)   c  .  d\t!\n?",
+    "def f(x):\n    return x**2 + 3*x - 1  # comment\n",
 ]
 
 
@@ -86,10 +99,16 @@ class Vocab:
         return out
 
 
-def write(fixture, path, out):
+def test_strings(vocab_dir):
+    """llama.cpp's own test strings (test-tokenizer-0's .inp format)."""
+    with open(os.path.join(vocab_dir, "ggml-vocab-llama-bpe.gguf.inp"), encoding="utf-8") as f:
+        return f.read().split("\n__ggml_vocab_test__\n")
+
+
+def write(fixture, path, out, extra):
     v = Vocab(path)
     entries = []
-    for text in STRINGS + EXTRA_STRINGS:
+    for text in STRINGS + EXTRA_STRINGS + extra:
         for parse_special in (False, True):
             ids = v.tokenize(text, parse_special)
             entries.append({"text": text, "parse_special": parse_special, "ids": ids,
@@ -121,8 +140,9 @@ def main():
     vocab_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "..", "models",
                                                                    "vocab")
     for fixture, name in FIXTURES.items():
+        extra = test_strings(vocab_dir) if fixture in WITH_TEST_STRINGS else []
         write(fixture, os.path.join(vocab_dir, name),
-              os.path.join(here, "vocab_golden_%s.json" % fixture))
+              os.path.join(here, "vocab_golden_%s.json" % fixture), extra)
 
 
 if __name__ == "__main__":

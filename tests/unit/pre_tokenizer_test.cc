@@ -37,6 +37,7 @@ TEST_P(PreTokenizerCaseTest, Splits) {
 constexpr PreTokenizerType kSmol = PreTokenizerType::kSmollm;
 constexpr PreTokenizerType kGpt2 = PreTokenizerType::kGpt2;
 constexpr PreTokenizerType kLlama3 = PreTokenizerType::kLlama3;
+constexpr PreTokenizerType kDefault = PreTokenizerType::kDefault;
 
 // clang-format off
 INSTANTIATE_TEST_SUITE_P(
@@ -83,7 +84,21 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"Llama3PunctuationTakesNewlines", kLlama3, "!!\n\nx", {"!!\n\n", "x"}},
         Case{"Llama3SpacesBeforeNewline", kLlama3, "a  \n b", {"a", "  \n", " b"}},
         Case{"Llama3SpaceRunGivesUpLast", kLlama3, "a   b", {"a", "  ", " b"}},
-        Case{"Llama3TrailingSpaces", kLlama3, "a   ", {"a", "   "}}));
+        Case{"Llama3TrailingSpaces", kLlama3, "a   ", {"a", "   "}},
+        // llama.cpp's "default": punctuation runs first, so a space never
+        // joins them; numbers lose their space and split in threes.
+        Case{"DefaultPunctuationStandsAlone", kDefault, "say (hi), ok?!",
+             {"say", " ", "(", "hi", "),", " ok", "?!"}},
+        Case{"DefaultSymbolsJoinPunctuationNotBacktick", kDefault, "a $+<=>^~| `b`",
+             {"a", " ", "$+<=>^~|", " `", "b", "`"}},
+        Case{"DefaultNonAsciiPunctuationNotSymbols", kDefault, "«x» €5",
+             {"«", "x", "»", " €", "5"}},
+        Case{"DefaultDigitGroupsOfThree", kDefault, "n 1234567 12",
+             {"n", " ", "123", "456", "7", " ", "12"}},
+        Case{"DefaultNonAsciiNumbersAreNotDigits", kDefault, "١٢٣34567",
+             {"١٢٣", "345", "67"}},
+        Case{"DefaultSpaceRunBeforePunctuation", kDefault, "a   (b)",
+             {"a", "   ", "(", "b", ")"}}));
 // clang-format on
 
 TEST(PreTokenizerTypeTest, NamesMapLikeLlamaCpp) {
@@ -91,7 +106,7 @@ TEST(PreTokenizerTypeTest, NamesMapLikeLlamaCpp) {
   EXPECT_EQ(PreTokenizerTypeFromName("starcoder"), PreTokenizerType::kSmollm);
   EXPECT_EQ(PreTokenizerTypeFromName("gpt2"), PreTokenizerType::kGpt2);
   EXPECT_EQ(PreTokenizerTypeFromName("gpt-2"), PreTokenizerType::kGpt2);
-  EXPECT_EQ(PreTokenizerTypeFromName("default"), PreTokenizerType::kGpt2);
+  EXPECT_EQ(PreTokenizerTypeFromName("default"), PreTokenizerType::kDefault);
   EXPECT_EQ(PreTokenizerTypeFromName("llama-bpe"), PreTokenizerType::kLlama3);
   EXPECT_EQ(PreTokenizerTypeFromName("llama3"), PreTokenizerType::kLlama3);
   EXPECT_EQ(PreTokenizerTypeFromName("no-such-pre"), PreTokenizerType::kGpt2);
