@@ -41,6 +41,7 @@ WHITE_SPACE = (list(range(0x09, 0x0E)) + [0x20, 0x85, 0xA0, 0x1680] +
 
 CLASS_NAMES = {"L": "kLetter", "N": "kNumber", "W": "kWhitespace"}
 RANGES_PER_LINE = 3
+SPANS_PER_LINE = 4  # what clang-format keeps
 
 
 def classify(cp):
@@ -116,17 +117,16 @@ def emit(ranges, punctuation):
     out.write("};\n\n")
     out.write("// Sorted, disjoint: general category P* (\\\\p{P}).\n")
     out.write("constexpr CodepointSpan kPunctuationRanges[] = {\n")
-    for i in range(0, len(punctuation), RANGES_PER_LINE):
-        chunk = punctuation[i:i + RANGES_PER_LINE]
+    for i in range(0, len(punctuation), SPANS_PER_LINE):
+        chunk = punctuation[i:i + SPANS_PER_LINE]
         cells = ["{0x%05X, 0x%05X}" % (f, l) for f, l in chunk]
         out.write("    " + ", ".join(cells) + ",\n")
     out.write("};\n\n")
     out.write("""// First range whose last code point is >= cp, if cp is inside it.
 template <typename Range, size_t N>
 const Range* FindRange(const Range (&ranges)[N], char32_t cp) {
-  const Range* it = std::lower_bound(
-      std::begin(ranges), std::end(ranges), cp,
-      [](const Range& r, char32_t value) { return r.last < value; });
+  const Range* it = std::lower_bound(std::begin(ranges), std::end(ranges), cp,
+                                     [](const Range& r, char32_t value) { return r.last < value; });
   return it != std::end(ranges) && it->first <= cp ? it : nullptr;
 }
 
