@@ -55,15 +55,17 @@ absl::StatusOr<std::unique_ptr<Sequence>> Engine::Admit(
   // The last generated token is never fed back, so it needs no KV slot.
   const int32_t block_size = cache_->layout().block_size;
   const int32_t need = BlocksForTokens(total - 1, block_size);
-  CachedPrefix prefix = TakeCachedPrefix(opts.prompt);
+  CachedPrefix prefix = opts.use_prefix_cache ? TakeCachedPrefix(opts.prompt) : CachedPrefix{};
   const int32_t cached = static_cast<int32_t>(prefix.blocks.size());
   absl::StatusOr<std::vector<int32_t>> fresh = cache_->allocator().Allocate(need - cached);
   if (!fresh.ok()) {
     cache_->allocator().UnrefAll(prefix.blocks);
     return fresh.status();
   }
-  prefix_stats_.lookup_tokens += static_cast<int64_t>(opts.prompt.size());
-  prefix_stats_.hit_tokens += static_cast<int64_t>(cached) * block_size;
+  if (opts.use_prefix_cache) {
+    prefix_stats_.lookup_tokens += static_cast<int64_t>(opts.prompt.size());
+    prefix_stats_.hit_tokens += static_cast<int64_t>(cached) * block_size;
+  }
   auto seq = std::make_unique<Sequence>(next_id_++, std::move(opts), std::move(on_event));
   seq->blocks = std::move(prefix.blocks);
   seq->blocks.insert(seq->blocks.end(), fresh->begin(), fresh->end());
@@ -94,7 +96,7 @@ Engine::CachedPrefix Engine::TakeCachedPrefix(const std::vector<int32_t>& prompt
 }
 
 void Engine::PublishFullBlocks(Sequence& seq) {
-  if (!options_.prefix_cache) return;
+  if (!options_.prefix_cache || !seq.options.use_prefix_cache) return;
   const int32_t block_size = cache_->layout().block_size;
   const size_t full = static_cast<size_t>(seq.num_computed / block_size);
   while (seq.block_keys.size() < full) {

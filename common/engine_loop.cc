@@ -82,9 +82,25 @@ void EngineLoop::Publish() {
   l.running = engine_->num_running();  // one batch plan for both counts
   l.waiting = engine_->num_sequences() - l.running;
   l.queued_prompt_tokens = engine_->queued_prompt_tokens();
+  l.prefill_tokens_per_s = prefill_rate_;
   absl::MutexLock lock(&mu_);
   l.steps = load_.steps + 1;
   load_ = l;
+}
+
+absl::Status EngineLoop::TimedStep() {
+  // Nothing is admitted during a step, so the drop in queued prompt tokens
+  // is what the step prefilled.
+  const int64_t queued = engine_->queued_prompt_tokens();
+  const absl::Time start = absl::Now();
+  absl::Status s = engine_->Step();
+  const int64_t prefilled = queued - engine_->queued_prompt_tokens();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (s.ok() && prefilled >= kMinRateSampleTokens && seconds > 0) {
+    const double sample = static_cast<double>(prefilled) / seconds;
+    prefill_rate_ = prefill_rate_ == 0 ? sample : 0.7 * prefill_rate_ + 0.3 * sample;
+  }
+  return s;
 }
 
 // Closures first (admissions, cancellations, KV commits), then one step;
@@ -103,7 +119,7 @@ void EngineLoop::Run() {
     }
     for (auto& fn : batch) fn(*engine_);
     if (engine_->HasWork()) {
-      absl::Status s = engine_->Step();
+      absl::Status s = TimedStep();
       if (!s.ok()) {
         LOG(ERROR) << "engine step failed: " << s;
         CheckRunner();

@@ -37,6 +37,9 @@ struct EngineLoad {
   int32_t waiting = 0;
   int64_t queued_prompt_tokens = 0;
   int64_t steps = 0;
+  // Prompt tokens prefilled per second of step time, a moving average over
+  // steps that prefilled at least kMinRateSampleTokens; 0 until measured.
+  double prefill_tokens_per_s = 0;
   // LoadReport.cached_block_keys: up to kMaxPublishedBlockKeys keys of
   // cached blocks, sorted. Shared, because load() is copied for every
   // report and scrape while the keys change only with the cache.
@@ -45,6 +48,8 @@ struct EngineLoad {
 
 // Bound of the published key summary: 4 KiB per load report.
 inline constexpr int32_t kMaxPublishedBlockKeys = 512;
+// Steps that prefill fewer tokens say little about the prefill rate.
+inline constexpr int64_t kMinRateSampleTokens = 16;
 
 class EngineLoop {
  public:
@@ -69,6 +74,8 @@ class EngineLoop {
  private:
   void Run();
   void Publish();
+  // Runs one step and folds its prefill rate into prefill_rate_.
+  absl::Status TimedStep();
   // After a failed step: reports a runner that went bad, once.
   void CheckRunner();
 
@@ -82,6 +89,7 @@ class EngineLoop {
   std::shared_ptr<const std::vector<uint64_t>> keys_;
   std::function<void(const absl::Status&)> on_runner_lost_ ABSL_GUARDED_BY(mu_);
   bool runner_lost_ = false;  // engine thread only
+  double prefill_rate_ = 0;   // engine thread only; published by Publish()
   std::thread thread_;
 };
 

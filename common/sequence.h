@@ -38,6 +38,9 @@ struct SequenceOptions {
   // another decode worker continues (the prompt then ends with the tokens
   // generated so far). Only numbering and the sampler's draw depend on it.
   int32_t first_index = 0;
+  // False: the prefix cache neither serves nor keeps this prompt's blocks,
+  // and its statistics do not count it (a worker's start-up warm-up).
+  bool use_prefix_cache = true;
 };
 
 struct Sequence {

@@ -15,6 +15,7 @@ struct PrefillCall::State {
 
   // Finishes the RPC once; later calls are ignored.
   void Finish(const absl::Status& s, const std::function<void(v1::PrefillResponse*)>& fill) {
+    ReleaseAdmission();
     absl::MutexLock lock(&mu);
     if (reactor == nullptr || finished) return;
     finished = true;
@@ -26,12 +27,19 @@ struct PrefillCall::State {
     absl::MutexLock lock(&mu);
     reactor = nullptr;
   }
+  // The prompt no longer waits for compute: prefilled, failed or cancelled.
+  void ReleaseAdmission() {
+    if (admission != nullptr && !released.exchange(true)) admission->Release(admitted_tokens);
+  }
 
   absl::Mutex mu;
   PrefillCall* reactor ABSL_GUARDED_BY(mu);
   v1::PrefillResponse* response ABSL_GUARDED_BY(mu);
   bool finished ABSL_GUARDED_BY(mu) = false;
   std::atomic<bool> cancelled{false};
+  PrefillAdmission* admission = nullptr;  // set once admitted
+  int64_t admitted_tokens = 0;
+  std::atomic<bool> released{false};
   std::string request_id;
   absl::Time posted = absl::Now();
   // Engine thread only.
@@ -108,6 +116,7 @@ void OnTokenEvent(PrefillContext* ctx, const std::shared_ptr<State>& st, const T
   }
   if (ev.token < 0) return;
   st->computed = absl::Now();
+  st->ReleaseAdmission();
   const int32_t token = ev.token;
   ctx->loop->Post([ctx, st, token](Engine& e) { StartCommit(ctx, st, e, token); });
 }
@@ -148,6 +157,17 @@ PrefillCall::PrefillCall(PrefillContext* ctx, grpc::CallbackServerContext* rpc,
     return;
   }
   target.path = *path;
+  // Last: every refusal above is cheaper to give than a queue estimate.
+  const int64_t prompt_len = req.prompt_tokens_size();
+  if (absl::Status s = ctx->admission.Admit(prompt_len, ctx->loop->load().prefill_tokens_per_s,
+                                            absl::Now(), absl::FromChrono(rpc->deadline()));
+      !s.ok()) {
+    LOG(WARNING) << "prefill " << req.request_id() << " refused: " << s.message();
+    state_->Finish(s, nullptr);
+    return;
+  }
+  state_->admission = &ctx->admission;
+  state_->admitted_tokens = prompt_len;
   const int32_t skip_blocks =
       static_cast<int32_t>(req.target().skip_prefix_tokens()) / ctx->layout.block_size;
   std::shared_ptr<State> st = state_;

@@ -10,9 +10,10 @@
 #include "common/kv_cache.h"
 #include "common/kv_path.h"
 #include "common/kv_transport.h"
-#include "common/tcp_kv_sender.h"
 #include "common/model.h"
+#include "common/tcp_kv_sender.h"
 #include "prefill_worker/kv_exporter.h"
+#include "prefill_worker/prefill_admission.h"
 
 namespace pdserve {
 
@@ -27,6 +28,8 @@ struct PrefillContext {
   KvTransportFlag kv_transport = KvTransportFlag::kAuto;
   KvLocalSide kv_local;
   const TcpKvSender* sender = nullptr;  // for endpoints that refused cuda_ipc
+  // Refuses prompts that could not start before their call's deadline.
+  PrefillAdmission admission;
 };
 
 }  // namespace pdserve

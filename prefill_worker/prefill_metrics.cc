@@ -31,6 +31,14 @@ void RegisterPrefillMetrics(const PrefillContext* ctx, MetricsRegistry* registry
                                "Prompt tokens found in the prefix cache (not computed).", [loop] {
                                  return static_cast<double>(loop->load().prefix_hit_tokens);
                                });
+  registry->AddCallbackGauge("pdserve_prefill_tokens_per_second",
+                             "Measured prefill rate (moving average over steps), 0 until measured.",
+                             [loop] { return loop->load().prefill_tokens_per_s; });
+  const PrefillAdmission* admission = &ctx->admission;
+  registry->AddCallbackCounter(
+      "pdserve_prefill_refused_total",
+      "Prompts refused because the queue ahead would not start them before their deadline.",
+      [admission] { return static_cast<double>(admission->refused()); });
   const KvExporter* exporter = ctx->exporter;
   registry->AddCallbackCounter("pdserve_prefill_kv_sent_bytes_total",
                                "KV payload bytes queued to decode workers.",

@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/kv_path.h"
 #include "common/rpc/worker_drain.h"
 #include "common/runtime_factory.h"
@@ -11,6 +14,47 @@
 #include "prefill_worker/prefill_metrics.h"
 
 namespace pdserve {
+namespace {
+
+constexpr int32_t kWarmUpTokens = 128;
+
+// One prefill before serving, so that admission (PrefillAdmission) has a
+// measured prefill rate when the first burst of prompts arrives. Skipped
+// when the pool or context is too small for it; never cached.
+void WarmUp(EngineLoop& loop, const ModelConfig& model, const KvCache& cache) {
+  const int32_t pool_tokens = (cache.num_blocks() - 1) * cache.layout().block_size;
+  const int32_t n = std::min({kWarmUpTokens, pool_tokens, model.context_length - 1});
+  if (n < kMinRateSampleTokens) return;
+  SequenceOptions o;
+  for (int32_t i = 0; i < n; ++i) o.prompt.push_back((i * 7919 + 13) % model.n_vocab);
+  o.max_tokens = 1;
+  o.ignore_eos = true;
+  o.use_prefix_cache = false;
+  const absl::Time start = absl::Now();
+  // Done once a closure posted after the warm-up's step has run: the loop
+  // publishes its load (and rate) between the two.
+  auto ended = std::make_shared<absl::Notification>();
+  auto published = std::make_shared<absl::Notification>();
+  loop.Post([o = std::move(o), ended](Engine& e) {
+    auto on_event = [ended](const TokenEvent& ev) {
+      if (ev.finish != FinishReason::kNone && !ended->HasBeenNotified()) ended->Notify();
+    };
+    if (absl::StatusOr<int64_t> id = e.Add(o, on_event); !id.ok()) {
+      LOG(WARNING) << "prefill warm-up not run: " << id.status();
+      ended->Notify();
+    }
+  });
+  if (ended->WaitForNotificationWithTimeout(absl::Seconds(60))) {
+    loop.Post([published](Engine&) { published->Notify(); });
+    published->WaitForNotificationWithTimeout(absl::Seconds(10));
+  }
+  LOG(INFO) << "warm-up: " << n << " prompt tokens in "
+            << absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1)))
+            << ", prefill rate " << static_cast<int64_t>(loop.load().prefill_tokens_per_s)
+            << " tokens/s";
+}
+
+}  // namespace
 
 absl::Status PrefillWorkerConfig::Validate() const {
   if (model_path.empty()) return absl::InvalidArgumentError("--model is required");
@@ -66,6 +110,8 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
       std::make_unique<Engine>(&w->model_->tokenizer(), w->runner_.get(), w->cache_.get(), eo);
   w->loop_ = std::make_unique<EngineLoop>(std::move(engine));
   w->exporter_->AttachLoop(w->loop_.get());
+  w->ctx_.admission.set_step_tokens(c.max_batch_tokens);
+  WarmUp(*w->loop_, w->model_->config(), *w->cache_);
   w->ctx_.model = w->model_.get();
   w->ctx_.loop = w->loop_.get();
   w->ctx_.exporter = exporter;

@@ -236,6 +236,11 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // Set when a decode worker of this request failed: until then a placement
   // that finds no live decode worker polls for one (WaitForDecodeWorker).
   absl::Time failover_wait_until_ ABSL_GUARDED_BY(mu_);
+  // Set by a fall-back to local prefill, which gives up this request's own
+  // reservation: until then a placement that every decode worker refuses
+  // for lack of blocks polls too (the blocks come back once the cancelled
+  // stream is torn down on the worker).
+  absl::Time release_wait_until_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<TransferRetryCall>> retries_ ABSL_GUARDED_BY(mu_);
   TransferRetryCall* retry_in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;
 

@@ -66,7 +66,10 @@ void GenerateCall::FallBackToLocalPrefill(Actions* a) {
   // client but Started, so this is a fresh placement.
   LOG(WARNING) << "[" << id_ << "] no usable prefill worker left; falling back to local prefill";
   force_local_prefill_ = true;
-  if (decode_active_) a->cancel_decode = decode_;
+  if (decode_active_) {
+    a->cancel_decode = decode_;
+    release_wait_until_ = absl::Now() + retry_.failover_wait;
+  }
   decode_active_ = false;
   read_paused_ = false;
   Place(a);
@@ -83,6 +86,15 @@ void GenerateCall::HandlePrefillFailure(const grpc::Status& status, Actions* a) 
   }
   const bool deadline_passed = std::chrono::system_clock::now() >= deadline_;
   if (IsWorkerHealthFailure(status)) RecordWorkerFailure(address);
+  if (decode_active_ && !deadline_passed && prefill_retries_ >= retry_.prefill_retries &&
+      status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    // Busy prefill workers (their queues would not start the prompt in
+    // time) are no reason to fail: the decode worker can prefill it.
+    LOG(WARNING) << "[" << id_ << "] prefill worker " << address
+                 << " refused: " << status.error_message() << "; retries used up";
+    FallBackToLocalPrefill(a);
+    return;
+  }
   if (!decode_active_ || prefill_retries_ >= retry_.prefill_retries ||
       !IsRetryableWorkerFailure(status, deadline_passed)) {
     grpc::Status failure = WorkerFailureStatus("prefill", address, status);
@@ -119,12 +131,13 @@ void GenerateCall::StartBackoff(absl::Duration delay, bool place, Actions* a) {
 bool GenerateCall::WaitForDecodeWorker(const grpc::Status& placement_failure, Actions* a) {
   // Only a request whose decode worker failed waits (failover_wait_until_
   // is set then): a new request learns at once that no decode worker is
-  // live.
-  if (placement_failure.error_code() != grpc::StatusCode::UNAVAILABLE ||
-      absl::Now() + retry_.failover_poll >= failover_wait_until_ ||
-      std::chrono::system_clock::now() >= deadline_) {
-    return false;
-  }
+  // live. One that gave up its own reservation also waits for its blocks.
+  const absl::Time next_poll = absl::Now() + retry_.failover_poll;
+  const bool waits = (placement_failure.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                      next_poll < failover_wait_until_) ||
+                     (placement_failure.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+                      next_poll < release_wait_until_);
+  if (!waits || std::chrono::system_clock::now() >= deadline_) return false;
   VLOG(1) << "[" << id_
           << "] no decode worker to fail over to yet: " << placement_failure.error_message();
   attempts_.ForgetExclusions();

@@ -4,11 +4,15 @@
 #ifndef PDSERVE_TESTS_INTEGRATION_CLUSTER_TEST_UTIL_H_
 #define PDSERVE_TESTS_INTEGRATION_CLUSTER_TEST_UTIL_H_
 
+#include <grpcpp/grpcpp.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
 #include <cstdlib>
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -148,6 +152,22 @@ inline v1::GenerateRequest ChatRequest(const std::string& user, int max_tokens) 
   r.set_max_tokens(max_tokens);
   r.set_return_token_ids(true);
   return r;
+}
+
+// The value of an unlabelled series on a worker's /metrics, or -1.
+inline double ScrapeMetric(int port, const std::string& name) {
+  namespace asio = boost::asio;
+  asio::io_context io;
+  asio::ip::tcp::socket socket(io);
+  boost::system::error_code ec;
+  socket.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)}, ec);
+  if (ec) return -1;
+  asio::write(socket, asio::buffer(std::string("GET /metrics HTTP/1.1\r\n\r\n")), ec);
+  std::string body;
+  asio::read(socket, asio::dynamic_buffer(body), ec);
+  const std::string key = "\n" + name + " ";
+  const size_t at = body.find(key);
+  return at == std::string::npos ? -1 : std::strtod(body.c_str() + at + key.size(), nullptr);
 }
 
 }  // namespace pdserve::testing

@@ -11,10 +11,6 @@
 // the conversation on the worker that holds its prefix (and hits its
 // cache), while round_robin alternates between them.
 #include <algorithm>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/write.hpp>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -31,6 +27,7 @@ namespace {
 using testing::Generate;
 using testing::GenerateOutcome;
 using testing::PoolsIdle;
+using testing::ScrapeMetric;
 using testing::StartCluster;
 
 const absl::Duration kTimeout = absl::Seconds(120);
@@ -79,22 +76,6 @@ std::vector<Turn> Converse(const std::string& router) {
     turns.push_back(std::move(t));
   }
   return turns;
-}
-
-// The value of an unlabelled series on a worker's /metrics, or -1.
-double ScrapeMetric(int port, const std::string& name) {
-  namespace asio = boost::asio;
-  asio::io_context io;
-  asio::ip::tcp::socket socket(io);
-  boost::system::error_code ec;
-  socket.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)}, ec);
-  if (ec) return -1;
-  asio::write(socket, asio::buffer(std::string("GET /metrics HTTP/1.1\r\n\r\n")), ec);
-  std::string body;
-  asio::read(socket, asio::dynamic_buffer(body), ec);
-  const std::string key = "\n" + name + " ";
-  const size_t at = body.find(key);
-  return at == std::string::npos ? -1 : std::strtod(body.c_str() + at + key.size(), nullptr);
 }
 
 // The workers' counters agree with what the requests reported. The cluster's

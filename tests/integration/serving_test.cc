@@ -8,6 +8,7 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/cpu_model_runner.h"
 #include "common/engine.h"
 #include "common/model.h"
@@ -162,6 +163,114 @@ TEST_F(ServingTest, DisaggregatedEqualsColocatedEqualsInProcess) {
     }
     EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
   }
+}
+
+// A prefill worker whose queue would not start a prompt before its attempt
+// deadline refuses it at once (instead of computing it for nothing), and
+// the decode worker prefills it: every request still ends with the tokens
+// the engine gives in-process.
+TEST_F(ServingTest, ASaturatedPrefillWorkerRefusesAndTheDecodeWorkerPrefills) {
+  auto model = Model::Load(testing::RealModelPath());
+  ASSERT_TRUE(model.ok());
+  std::string text;
+  std::vector<int32_t> base;
+  while (base.size() < 600) {
+    text += "The quick brown fox jumps over the lazy dog near the river bank. ";
+    base = (*model)->tokenizer().Encode(text, false);
+  }
+  // Each prompt is more than one engine step (512 tokens), so the third is
+  // queued behind more than a step's worth.
+  constexpr int kPrompts = 4, kPromptTokens = 520, kMaxTokens = 4;
+  std::vector<v1::GenerateRequest> requests(kPrompts);
+  std::vector<std::vector<int32_t>> want(kPrompts);
+  CpuModelRunner runner((*model)->config(), &(*model)->weights(), 1);
+  auto cache = KvCache::Create(KvLayout::ForModel((*model)->config(), 16), 256);
+  ASSERT_TRUE(cache.ok());
+  Engine engine(&(*model)->tokenizer(), &runner, cache->get(), {});
+  for (int k = 0; k < kPrompts; ++k) {
+    SequenceOptions o;
+    o.prompt.assign(base.begin() + k, base.begin() + k + kPromptTokens);
+    o.max_tokens = kMaxTokens;
+    o.ignore_eos = true;
+    for (int32_t id : o.prompt) requests[k].mutable_tokens()->add_ids(id);
+    requests[k].set_max_tokens(kMaxTokens);
+    requests[k].set_ignore_eos(true);
+    requests[k].set_return_token_ids(true);
+    ASSERT_TRUE(engine
+                    .Add(o,
+                         [&want, k](const TokenEvent& e) {
+                           if (e.token >= 0) want[k].push_back(e.token);
+                         })
+                    .ok());
+  }
+  while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
+
+  auto prefill_metrics = PickFreePort();
+  ASSERT_TRUE(prefill_metrics.ok());
+  LocalClusterOptions o;
+  o.extra_router_flags = {"--prefill_attempt_timeout_ms=300"};
+  o.extra_prefill_flags = {absl::StrCat("--metrics_port=", *prefill_metrics)};
+  auto cluster = StartCluster(o, "saturated-prefill");
+  ASSERT_NE(cluster, nullptr);
+  std::vector<GenerateOutcome> outs(kPrompts);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kPrompts; ++k) {
+    threads.emplace_back([&, k] {
+      auto stub = testing::RouterStub(cluster->router_address());
+      outs[k] = Generate(*stub, requests[k], kTimeout);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int k = 0; k < kPrompts; ++k) {
+    ASSERT_TRUE(outs[k].status.ok()) << k << ": " << outs[k].status.error_message();
+    EXPECT_EQ(outs[k].ids, want[k]) << "request " << k;
+  }
+  EXPECT_GT(testing::ScrapeMetric(*prefill_metrics, "pdserve_prefill_refused_total"), 0);
+  EXPECT_GT(testing::ScrapeMetric(*prefill_metrics, "pdserve_prefill_tokens_per_second"), 0);
+  EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
+}
+
+// A prompt the prefill worker's pool cannot hold is prefilled by the decode
+// worker instead, although that decode worker's pool holds exactly one such
+// request: the fall-back gives up the first reservation and waits for its
+// blocks rather than finding its own reservation in the way.
+TEST_F(ServingTest, FallBackToLocalPrefillReusesItsOwnBlocks) {
+  auto model = Model::Load(testing::RealModelPath());
+  ASSERT_TRUE(model.ok());
+  constexpr int kPromptTokens = 100, kMaxTokens = 28;  // 128 tokens = 8 blocks
+  SequenceOptions seq;
+  for (int i = 0; i < kPromptTokens; ++i) seq.prompt.push_back(1000 + i);
+  seq.max_tokens = kMaxTokens;
+  seq.ignore_eos = true;
+  CpuModelRunner runner((*model)->config(), &(*model)->weights(), 1);
+  auto cache = KvCache::Create(KvLayout::ForModel((*model)->config(), 16), 16);
+  ASSERT_TRUE(cache.ok());
+  Engine engine(&(*model)->tokenizer(), &runner, cache->get(), {});
+  std::vector<int32_t> want;
+  ASSERT_TRUE(engine
+                  .Add(seq,
+                       [&](const TokenEvent& e) {
+                         if (e.token >= 0) want.push_back(e.token);
+                       })
+                  .ok());
+  while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
+
+  LocalClusterOptions o;
+  o.kv_blocks = 8;
+  o.extra_prefill_flags = {"--kv_blocks=4"};
+  auto cluster = StartCluster(o, "fallback-own-blocks");
+  ASSERT_NE(cluster, nullptr);
+  v1::GenerateRequest request;
+  for (int32_t id : seq.prompt) request.mutable_tokens()->add_ids(id);
+  request.set_max_tokens(kMaxTokens);
+  request.set_ignore_eos(true);
+  request.set_return_token_ids(true);
+  auto stub = testing::RouterStub(cluster->router_address());
+  const GenerateOutcome out = Generate(*stub, request, kTimeout);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.finished.timings().prefill_mode(), "local");
+  EXPECT_EQ(out.ids, want);
+  EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
 }
 
 class DisaggClusterTest : public ServingTest {
