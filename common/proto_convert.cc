@@ -63,6 +63,7 @@ v1::LoadReport ToLoadReport(const EngineLoad& load, bool draining) {
   r.set_running(load.running);
   r.set_waiting(load.waiting);
   r.set_queued_prompt_tokens(load.queued_prompt_tokens);
+  r.set_prefill_tokens_per_second(static_cast<float>(load.prefill_tokens_per_s));
   r.set_draining(draining);
   return r;
 }

@@ -48,6 +48,18 @@ bool IsRetryableDecodeFailure(const grpc::Status& status, bool deadline_passed) 
          IsRetryableWorkerFailure(status, deadline_passed);
 }
 
+PrefillWindows SizePrefillWindows(const RetryOptions& options, absl::Duration configured_kv_wait,
+                                  absl::Duration compute) {
+  PrefillWindows w{configured_kv_wait, options.prefill_attempt_timeout};
+  if (compute <= absl::ZeroDuration()) return w;
+  w.kv_wait = std::max(configured_kv_wait, compute * 2 + absl::Seconds(1));
+  if (w.attempt_timeout == absl::ZeroDuration()) return w;
+  w.attempt_timeout =
+      std::min(std::max(options.prefill_attempt_timeout, compute * 1.5 + absl::Seconds(1)),
+               w.kv_wait * 3 / 4);
+  return w;
+}
+
 absl::Duration RetryBackoff(const RetryOptions& options, int retry, double jitter) {
   absl::Duration d = options.backoff_base;
   for (int i = 1; i < retry && d < options.backoff_max; ++i) d *= 2;

@@ -165,6 +165,69 @@ TEST_F(ServingTest, DisaggregatedEqualsColocatedEqualsInProcess) {
   }
 }
 
+// Requests given as token ids, with the greedy tokens the engine gives
+// in-process for each (the oracle of the tests below).
+struct TokenRequests {
+  std::vector<v1::GenerateRequest> requests;
+  std::vector<std::vector<int32_t>> want;
+};
+
+TokenRequests MakeTokenRequests(const Model& model,
+                                const std::vector<std::vector<int32_t>>& prompts, int max_tokens) {
+  TokenRequests out;
+  out.want.resize(prompts.size());
+  CpuModelRunner runner(model.config(), &model.weights(), 1);
+  auto cache = KvCache::Create(KvLayout::ForModel(model.config(), 16), 512);
+  EXPECT_TRUE(cache.ok());
+  if (!cache.ok()) return out;
+  Engine engine(&model.tokenizer(), &runner, cache->get(), {});
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    SequenceOptions o;
+    o.prompt = prompts[k];
+    o.max_tokens = max_tokens;
+    o.ignore_eos = true;
+    v1::GenerateRequest r;
+    for (int32_t id : o.prompt) r.mutable_tokens()->add_ids(id);
+    r.set_max_tokens(max_tokens);
+    r.set_ignore_eos(true);
+    r.set_return_token_ids(true);
+    out.requests.push_back(std::move(r));
+    auto on_event = [&out, k](const TokenEvent& e) {
+      if (e.token >= 0) out.want[k].push_back(e.token);
+    };
+    EXPECT_TRUE(engine.Add(o, on_event).ok());
+  }
+  while (engine.HasWork()) EXPECT_TRUE(engine.Step().ok());
+  return out;
+}
+
+// `count` prompts of `tokens` English-text tokens, each shifted by one.
+std::vector<std::vector<int32_t>> TextPrompts(const Model& model, int count, int tokens) {
+  std::string text;
+  std::vector<int32_t> base;
+  while (base.size() < static_cast<size_t>(tokens + count)) {
+    text += "The quick brown fox jumps over the lazy dog near the river bank. ";
+    base = model.tokenizer().Encode(text, false);
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  for (int k = 0; k < count; ++k) prompts.emplace_back(base.begin() + k, base.begin() + k + tokens);
+  return prompts;
+}
+
+std::vector<GenerateOutcome> GenerateAll(const LocalCluster& cluster,
+                                         const std::vector<v1::GenerateRequest>& requests) {
+  std::vector<GenerateOutcome> outs(requests.size());
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < requests.size(); ++k) {
+    threads.emplace_back([&, k] {
+      auto stub = testing::RouterStub(cluster.router_address());
+      outs[k] = Generate(*stub, requests[k], kTimeout);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return outs;
+}
+
 // A prefill worker whose queue would not start a prompt before its attempt
 // deadline refuses it at once (instead of computing it for nothing), and
 // the decode worker prefills it: every request still ends with the tokens
@@ -172,39 +235,11 @@ TEST_F(ServingTest, DisaggregatedEqualsColocatedEqualsInProcess) {
 TEST_F(ServingTest, ASaturatedPrefillWorkerRefusesAndTheDecodeWorkerPrefills) {
   auto model = Model::Load(testing::RealModelPath());
   ASSERT_TRUE(model.ok());
-  std::string text;
-  std::vector<int32_t> base;
-  while (base.size() < 600) {
-    text += "The quick brown fox jumps over the lazy dog near the river bank. ";
-    base = (*model)->tokenizer().Encode(text, false);
-  }
-  // Each prompt is more than one engine step (512 tokens), so the third is
-  // queued behind more than a step's worth.
-  constexpr int kPrompts = 4, kPromptTokens = 520, kMaxTokens = 4;
-  std::vector<v1::GenerateRequest> requests(kPrompts);
-  std::vector<std::vector<int32_t>> want(kPrompts);
-  CpuModelRunner runner((*model)->config(), &(*model)->weights(), 1);
-  auto cache = KvCache::Create(KvLayout::ForModel((*model)->config(), 16), 256);
-  ASSERT_TRUE(cache.ok());
-  Engine engine(&(*model)->tokenizer(), &runner, cache->get(), {});
-  for (int k = 0; k < kPrompts; ++k) {
-    SequenceOptions o;
-    o.prompt.assign(base.begin() + k, base.begin() + k + kPromptTokens);
-    o.max_tokens = kMaxTokens;
-    o.ignore_eos = true;
-    for (int32_t id : o.prompt) requests[k].mutable_tokens()->add_ids(id);
-    requests[k].set_max_tokens(kMaxTokens);
-    requests[k].set_ignore_eos(true);
-    requests[k].set_return_token_ids(true);
-    ASSERT_TRUE(engine
-                    .Add(o,
-                         [&want, k](const TokenEvent& e) {
-                           if (e.token >= 0) want[k].push_back(e.token);
-                         })
-                    .ok());
-  }
-  while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
-
+  // Each prompt is more than one engine step (512 tokens). The k-th (from
+  // 0) waits about (520 k - 512) / rate to start, while its attempt timeout
+  // is sized to 1.5 x 520 / rate + 1 s: it cannot start in time once
+  // k > 1.5 + (512 + rate) / 520, from k = 4 at 500 tokens/s, k = 7 at 2000.
+  const TokenRequests t = MakeTokenRequests(**model, TextPrompts(**model, 8, 520), 4);
   auto prefill_metrics = PickFreePort();
   ASSERT_TRUE(prefill_metrics.ok());
   LocalClusterOptions o;
@@ -212,21 +247,31 @@ TEST_F(ServingTest, ASaturatedPrefillWorkerRefusesAndTheDecodeWorkerPrefills) {
   o.extra_prefill_flags = {absl::StrCat("--metrics_port=", *prefill_metrics)};
   auto cluster = StartCluster(o, "saturated-prefill");
   ASSERT_NE(cluster, nullptr);
-  std::vector<GenerateOutcome> outs(kPrompts);
-  std::vector<std::thread> threads;
-  for (int k = 0; k < kPrompts; ++k) {
-    threads.emplace_back([&, k] {
-      auto stub = testing::RouterStub(cluster->router_address());
-      outs[k] = Generate(*stub, requests[k], kTimeout);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (int k = 0; k < kPrompts; ++k) {
+  const std::vector<GenerateOutcome> outs = GenerateAll(*cluster, t.requests);
+  for (size_t k = 0; k < outs.size(); ++k) {
     ASSERT_TRUE(outs[k].status.ok()) << k << ": " << outs[k].status.error_message();
-    EXPECT_EQ(outs[k].ids, want[k]) << "request " << k;
+    EXPECT_EQ(outs[k].ids, t.want[k]) << "request " << k;
   }
   EXPECT_GT(testing::ScrapeMetric(*prefill_metrics, "pdserve_prefill_refused_total"), 0);
   EXPECT_GT(testing::ScrapeMetric(*prefill_metrics, "pdserve_prefill_tokens_per_second"), 0);
+  EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
+}
+
+// A prompt whose compute alone outlasts the configured attempt timeout is
+// given windows sized by the prefill worker's measured rate, so it is
+// prefilled remotely once, not timed out and computed again elsewhere.
+TEST_F(ServingTest, ALongPromptIsPrefilledRemotelyOnceDespiteAShortAttemptTimeout) {
+  auto model = Model::Load(testing::RealModelPath());
+  ASSERT_TRUE(model.ok());
+  const TokenRequests t = MakeTokenRequests(**model, TextPrompts(**model, 1, 1000), 4);
+  LocalClusterOptions o;
+  o.extra_router_flags = {"--prefill_attempt_timeout_ms=300"};
+  auto cluster = StartCluster(o, "long-prompt");
+  ASSERT_NE(cluster, nullptr);
+  const std::vector<GenerateOutcome> outs = GenerateAll(*cluster, t.requests);
+  ASSERT_TRUE(outs[0].status.ok()) << outs[0].status.error_message();
+  EXPECT_EQ(outs[0].finished.timings().prefill_mode(), "remote");
+  EXPECT_EQ(outs[0].ids, t.want[0]);
   EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
 }
 
@@ -237,39 +282,18 @@ TEST_F(ServingTest, ASaturatedPrefillWorkerRefusesAndTheDecodeWorkerPrefills) {
 TEST_F(ServingTest, FallBackToLocalPrefillReusesItsOwnBlocks) {
   auto model = Model::Load(testing::RealModelPath());
   ASSERT_TRUE(model.ok());
-  constexpr int kPromptTokens = 100, kMaxTokens = 28;  // 128 tokens = 8 blocks
-  SequenceOptions seq;
-  for (int i = 0; i < kPromptTokens; ++i) seq.prompt.push_back(1000 + i);
-  seq.max_tokens = kMaxTokens;
-  seq.ignore_eos = true;
-  CpuModelRunner runner((*model)->config(), &(*model)->weights(), 1);
-  auto cache = KvCache::Create(KvLayout::ForModel((*model)->config(), 16), 16);
-  ASSERT_TRUE(cache.ok());
-  Engine engine(&(*model)->tokenizer(), &runner, cache->get(), {});
-  std::vector<int32_t> want;
-  ASSERT_TRUE(engine
-                  .Add(seq,
-                       [&](const TokenEvent& e) {
-                         if (e.token >= 0) want.push_back(e.token);
-                       })
-                  .ok());
-  while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
-
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 100; ++i) prompt.push_back(1000 + i);
+  const TokenRequests t = MakeTokenRequests(**model, {prompt}, 28);  // 128 tokens = 8 blocks
   LocalClusterOptions o;
   o.kv_blocks = 8;
   o.extra_prefill_flags = {"--kv_blocks=4"};
   auto cluster = StartCluster(o, "fallback-own-blocks");
   ASSERT_NE(cluster, nullptr);
-  v1::GenerateRequest request;
-  for (int32_t id : seq.prompt) request.mutable_tokens()->add_ids(id);
-  request.set_max_tokens(kMaxTokens);
-  request.set_ignore_eos(true);
-  request.set_return_token_ids(true);
-  auto stub = testing::RouterStub(cluster->router_address());
-  const GenerateOutcome out = Generate(*stub, request, kTimeout);
-  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-  EXPECT_EQ(out.finished.timings().prefill_mode(), "local");
-  EXPECT_EQ(out.ids, want);
+  const std::vector<GenerateOutcome> outs = GenerateAll(*cluster, t.requests);
+  ASSERT_TRUE(outs[0].status.ok()) << outs[0].status.error_message();
+  EXPECT_EQ(outs[0].finished.timings().prefill_mode(), "local");
+  EXPECT_EQ(outs[0].ids, t.want[0]);
   EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
 }
 
