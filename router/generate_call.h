@@ -167,6 +167,8 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   void ArmWatchdog(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why the current decode (prefill) attempt counts as hung, or OK.
   grpc::Status DecodeSilence(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A check whose alarm fires more than stale_after / 2 late is skipped: the
+  // router itself was stalled, so no worker's silence can be judged.
   grpc::Status PrefillSilence(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckDecodeSilence(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckPrefillSilence(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -269,6 +271,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // the slot whose callback ran long ago (one is never re-Set).
   std::unique_ptr<grpc::Alarm> watchdogs_[2] ABSL_GUARDED_BY(mu_);
   int watchdog_slot_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time watchdog_due_ ABSL_GUARDED_BY(mu_);          // when the armed watchdog should fire
   grpc::Alarm* watchdog_ ABSL_GUARDED_BY(mu_) = nullptr;  // armed, if any
   // The current attempt's last event (or its start).
   absl::Time last_decode_event_ ABSL_GUARDED_BY(mu_);

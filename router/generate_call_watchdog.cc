@@ -18,6 +18,7 @@ void GenerateCall::ArmWatchdog(Actions* a) {
   ++holds_;
   a->start_watchdog = watchdog_;
   a->watchdog_delay = env_.registry->snapshot()->stale_after;
+  watchdog_due_ = absl::Now() + a->watchdog_delay;
 }
 
 namespace {
@@ -95,8 +96,18 @@ void GenerateCall::OnWatchdog(bool fired) {
     absl::MutexLock lock(&mu_);
     watchdog_ = nullptr;
     if (fired && !terminal_) {
-      CheckPrefillSilence(&a);
-      if (!terminal_) CheckDecodeSilence(&a);
+      // An alarm this late means the router itself was stalled (stopped,
+      // starved of CPU, a paused VM): the workers' streams and reports
+      // were not read either, so their silence says nothing this time.
+      const absl::Duration late = absl::Now() - watchdog_due_;
+      if (late > env_.registry->snapshot()->stale_after / 2) {
+        LOG(WARNING) << "[" << id_ << "] watchdog ran "
+                     << absl::FormatDuration(absl::Trunc(late, absl::Milliseconds(1)))
+                     << " late: the router was stalled; not judging worker silence this round";
+      } else {
+        CheckPrefillSilence(&a);
+        if (!terminal_) CheckDecodeSilence(&a);
+      }
       if (!terminal_ && decode_active_) ArmWatchdog(&a);
     }
     Pump(&a);

@@ -6,6 +6,7 @@
 // KV pool back at idle.
 #include <signal.h>
 
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -294,6 +295,35 @@ TEST_F(ServingTest, FallBackToLocalPrefillReusesItsOwnBlocks) {
   ASSERT_TRUE(outs[0].status.ok()) << outs[0].status.error_message();
   EXPECT_EQ(outs[0].finished.timings().prefill_mode(), "local");
   EXPECT_EQ(outs[0].ids, t.want[0]);
+  EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
+}
+
+// A router that was itself stopped (SIGSTOP, a paused VM) finds every
+// stream and load report silent when it resumes; that is its own stall,
+// not the workers': the streams carry on, nothing fails over.
+TEST_F(ServingTest, AStalledRouterDoesNotAbandonHealthyWorkers) {
+  LocalClusterOptions o;
+  o.colocated = true;
+  auto cluster = StartCluster(o, "stalled-router");
+  ASSERT_NE(cluster, nullptr);
+  v1::GenerateRequest request = TextRequest("Tell me a long story.", 400);
+  request.set_ignore_eos(true);
+  GenerateOutcome out;
+  std::thread client([&] {
+    auto stub = testing::RouterStub(cluster->router_address());
+    out = Generate(*stub, request, kTimeout);
+  });
+  absl::SleepFor(absl::Milliseconds(500));
+  cluster->Signal("router", SIGSTOP);
+  absl::SleepFor(absl::Seconds(5));  // > 3 stale periods of the watchdog
+  cluster->Signal("router", SIGCONT);
+  client.join();
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.finished.usage().completion_tokens(), 400);
+  std::ifstream log(::testing::TempDir() + "/pdserve-stalled-router/router.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, ::testing::HasSubstr("the router was stalled"));
+  EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("went silent")));
   EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
 }
 
