@@ -57,7 +57,7 @@ test-asan: build-asan model vocab
 # A local cluster (1 router, 1 prefill, 1 decode on loopback) that streams a
 # sample answer, then keeps serving on 127.0.0.1:50051 until Ctrl-C.
 run: build model
-	@$(BUILD_DIR)/bin/pdserve up --prefill 1 --decode 1 --threads 1 --gen_max_tokens 96 \
+	@$(BUILD_DIR)/bin/pdserve up --prefill 1 --decode 1 --threads 1 --max_tokens 96 \
 	  --demo_prompt "$(PROMPT)"
 
 bench-engine: build model

@@ -15,6 +15,7 @@ ABSL_FLAG(float, frequency_penalty, 0.0f, "Frequency penalty");
 ABSL_FLAG(int32_t, penalty_last_n, 64, "Window of tokens the penalties look at");
 ABSL_FLAG(uint64_t, seed, 0,
           "Sampling seed (with the token index, fixes every draw); bench: also seeds the workload");
+ABSL_FLAG(int32_t, max_tokens, 128, "run, generate, up --demo_prompt: tokens to generate at most");
 ABSL_FLAG(bool, ignore_eos, false, "Keep generating past end-of-generation tokens");
 ABSL_FLAG(std::string, router, "127.0.0.1:50051", "generate, bench: router address");
 

@@ -14,6 +14,7 @@
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int32_t, max_batch_tokens);
 ABSL_DECLARE_FLAG(uint64_t, seed);
+ABSL_DECLARE_FLAG(int32_t, max_tokens);
 ABSL_DECLARE_FLAG(bool, ignore_eos);
 ABSL_DECLARE_FLAG(std::string, router);
 

@@ -21,7 +21,6 @@ ABSL_FLAG(int32_t, router_port, 50051, "up: router port on 127.0.0.1 (0 = any fr
 ABSL_FLAG(std::string, log_dir, "/tmp/pdserve-up", "up: where each process logs");
 ABSL_FLAG(std::string, demo_prompt, "", "up: stream an answer to this chat prompt once ready");
 ABSL_FLAG(bool, gen_chat, true, "generate: wrap the prompt as a chat user message");
-ABSL_FLAG(int32_t, gen_max_tokens, 128, "generate: max tokens");
 ABSL_FLAG(int32_t, gen_timeout_ms, 120000, "generate: deadline");
 
 namespace pdserve {
@@ -101,7 +100,7 @@ absl::Status UpCommand() {
   if (!demo.empty()) {
     std::fprintf(stderr, "> %s\n", demo.c_str());
     RETURN_IF_ERROR(StreamAnswer(cluster->router_address(),
-                                 ChatRequest(demo, true, absl::GetFlag(FLAGS_gen_max_tokens))));
+                                 ChatRequest(demo, true, absl::GetFlag(FLAGS_max_tokens))));
   }
   std::fprintf(stderr, "pdserve: serving; press Ctrl-C to stop\n");
   // Supervise: a worker or router that dies comes back (same port), as a
@@ -120,7 +119,7 @@ absl::Status GenerateCommand(const std::vector<std::string>& args) {
   if (args.empty()) return absl::InvalidArgumentError("usage: pdserve generate [flags] \"prompt\"");
   return StreamAnswer(absl::GetFlag(FLAGS_router),
                       ChatRequest(absl::StrJoin(args, " "), absl::GetFlag(FLAGS_gen_chat),
-                                  absl::GetFlag(FLAGS_gen_max_tokens)));
+                                  absl::GetFlag(FLAGS_max_tokens)));
 }
 
 }  // namespace pdserve

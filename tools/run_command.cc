@@ -15,7 +15,6 @@
 ABSL_FLAG(std::string, prompt, "", "Prompt text (a user message with --chat)");
 ABSL_FLAG(std::string, system, "", "System message for --chat (default: the model's own)");
 ABSL_FLAG(bool, chat, false, "Wrap the prompt in the model's chat template");
-ABSL_FLAG(int32_t, max_tokens, 128, "Tokens to generate at most");
 ABSL_FLAG(bool, print_token_ids, false, "Print generated token ids (one line) instead of text");
 
 namespace pdserve {

@@ -111,7 +111,7 @@ grep -h "GPU_BENCH\|^device" "$LOGS/transfer_bench.log" | sed 's/^/  /' | tee -a
 
 # 4. Disaggregated, colocated and single-process generation on one GPU.
 prompt="Write one sentence about the sea."
-gen_flags=(--gen_max_tokens=24 --ignore_eos)
+gen_flags=(--max_tokens=24 --ignore_eos)
 cluster() {  # cluster NAME PORT EXTRA_UP_FLAGS...: up, one generate, stop
   local name="$1" port="$2"
   shift 2

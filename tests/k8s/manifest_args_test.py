@@ -213,7 +213,7 @@ def main():
                 return fail("the router never became SERVING", procs)
             print("ok: router SERVING")
             gen = subprocess.run([os.path.join(bin_dir, "pdserve"), "generate",
-                                  f"--router=127.0.0.1:{ports['router']}", "--gen_max_tokens=16",
+                                  f"--router=127.0.0.1:{ports['router']}", "--max_tokens=16",
                                   args.prompt], capture_output=True, text=True, timeout=300)
             print(f"pdserve generate exited {gen.returncode}; stdout: {gen.stdout.strip()!r}")
             if gen.returncode != 0:
