@@ -104,7 +104,15 @@ void GenerateCall::Place(Actions* a) {
   }
   q.local_prefill_max_tokens = env_.config->local_prefill_max_tokens;
   q.prefill_saturation_tokens = env_.config->prefill_saturation_tokens;
-  absl::StatusOr<Placement> placement = PlaceRequest(*snapshot, q);
+  // What this router placed since each worker's last report counts too.
+  RegistrySnapshot adjusted;
+  const RegistrySnapshot* view = snapshot.get();
+  if (env_.ledger != nullptr) {
+    adjusted = *snapshot;
+    env_.ledger->Apply(&adjusted);
+    view = &adjusted;
+  }
+  absl::StatusOr<Placement> placement = PlaceRequest(*view, q);
   if (!placement.ok()) {
     const grpc::Status failure = attempts_.PlacementFailure(placement.status());
     if (WaitForDecodeWorker(failure, a)) return;
@@ -128,6 +136,12 @@ void GenerateCall::Place(Actions* a) {
   }
   decode_worker_ = *placement->decode;
   local_prefill_ = placement->local_prefill;
+  if (env_.ledger != nullptr) {
+    const int64_t block = std::max(decode_worker_.info.kv_layout().block_size(), 1u);
+    const int64_t tokens = int64_t{q.decode.prompt_tokens} + q.decode.max_tokens;
+    env_.ledger->Record(decode_worker_.address, decode_worker_.last_report,
+                        (tokens + block - 1) / block);
+  }
   kv_committed_ = false;
   prefill_ok_ = false;
   const absl::Duration kv_wait = absl::Milliseconds(env_.config->kv_wait_ms);

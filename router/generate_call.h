@@ -53,13 +53,14 @@
 #include "router/circuit_breaker.h"
 #include "router/decode_attempts.h"
 #include "router/decode_stream.h"
+#include "router/placement_ledger.h"
 #include "router/prefill_call.h"
 #include "router/request_timeline.h"
 #include "router/request_validator.h"
 #include "router/response_queue.h"
+#include "router/retry_policy.h"
 #include "router/router_config.h"
 #include "router/router_metrics.h"
-#include "router/retry_policy.h"
 #include "router/token_relay.h"
 #include "router/transfer_retry_call.h"
 #include "router/worker_registry.h"
@@ -80,6 +81,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     std::atomic<uint64_t>* prefill_ticket = nullptr;
     RouterMetrics* metrics = nullptr;  // null: no metrics
     CircuitBreaker* breaker = nullptr;  // null: no circuit breaking
+    PlacementLedger* ledger = nullptr;  // null: placements see only load reports
     std::function<void()> on_destroyed;
   };
 

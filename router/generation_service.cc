@@ -38,6 +38,7 @@ GenerationService::GenerationService(const Model& model, const RouterConfig& con
   env_.prefill_ticket = &prefill_ticket_;
   env_.metrics = metrics_;
   env_.breaker = &breaker_;
+  env_.ledger = &ledger_;
   env_.on_destroyed = [this] { OnCallDestroyed(); };
 }
 

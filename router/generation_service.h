@@ -28,6 +28,7 @@
 #include "router/circuit_breaker.h"
 #include "router/client_limiter.h"
 #include "router/generate_call.h"
+#include "router/placement_ledger.h"
 #include "router/request_validator.h"
 #include "router/router_config.h"
 #include "router/worker_registry.h"
@@ -78,6 +79,7 @@ class GenerationService final
   std::atomic<uint64_t> decode_ticket_{0};
   std::atomic<uint64_t> prefill_ticket_{0};
   CircuitBreaker breaker_;
+  PlacementLedger ledger_;
   ClientLimiter clients_;
   std::optional<BearerAuth> auth_;
   GenerateCall::Env env_;

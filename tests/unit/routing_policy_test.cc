@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "common/block_hash.h"
 #include "gtest/gtest.h"
+#include "router/placement_ledger.h"
 #include "router/prefix_hit.h"
 
 namespace pdserve {
@@ -679,6 +680,42 @@ TEST(RoutingPolicyTest, PrefillComputeEstimateUsesTheSlowestMeasuredWorker) {
   EXPECT_EQ(EstimatePrefillCompute(Snapshot({}, {fast}), 500, kNow), absl::Milliseconds(500));
   EXPECT_EQ(EstimatePrefillCompute(Snapshot({}, {unmeasured, stale}), 1000, kNow),
             absl::ZeroDuration());
+}
+
+// Placements since a worker's last report count against it until a newer
+// report arrives: a burst between two reports spreads instead of herding
+// onto the worker that looked emptiest.
+TEST(RoutingPolicyTest, PlacementLedgerSpreadsABurstBetweenReports) {
+  RegistrySnapshot snapshot = Snapshot({W("d1").Free(100), W("d2").Free(90)}, {});
+  PlacementLedger ledger;
+  auto pick = [&] {
+    RegistrySnapshot view = snapshot;
+    ledger.Apply(&view);
+    DecodeQuery q;
+    q.prompt_tokens = 16;
+    q.model_fingerprint = "fp";
+    q.now = kNow;
+    absl::StatusOr<const WorkerState*> w = PickDecode(view, q);
+    EXPECT_TRUE(w.ok()) << w.status();
+    const std::string address = (*w)->address;
+    ledger.Record(address, (*w)->last_report, 6);
+    return address;
+  };
+  EXPECT_EQ(pick(), "d1");  // 100 free
+  EXPECT_EQ(pick(), "d1");  // 94
+  EXPECT_EQ(pick(), "d2");  // 88 < 90
+  EXPECT_EQ(pick(), "d1");  // 88 > 84
+  RegistrySnapshot applied = snapshot;
+  ledger.Apply(&applied);
+  EXPECT_EQ(applied.decode[0].load.kv_blocks_free(), 82u);
+  EXPECT_EQ(applied.decode[0].load.running(), 3u);
+  EXPECT_EQ(applied.decode[1].load.kv_blocks_free(), 84u);
+  // A newer report of d1 counts its placements itself.
+  snapshot.decode[0].last_report = kNow + absl::Milliseconds(200);
+  applied = snapshot;
+  ledger.Apply(&applied);
+  EXPECT_EQ(applied.decode[0].load.kv_blocks_free(), 100u);
+  EXPECT_EQ(applied.decode[1].load.kv_blocks_free(), 84u);
 }
 
 }  // namespace
