@@ -69,6 +69,12 @@ class RouterFakeWorkersTest : public ::testing::Test {
     o.fingerprint = model_->fingerprint();
     return o;
   }
+  // Silent on its first prefill, as under SIGSTOP.
+  FakePrefillWorker::Options FrozenPrefillOptions() {
+    FakePrefillWorker::Options o = PrefillOptions();
+    o.freeze = true;
+    return o;
+  }
 
   // Starts the router and waits until every worker is usable in its view.
   void StartRouter(const std::vector<std::string>& decode, const std::vector<std::string>& prefill,
@@ -653,9 +659,7 @@ TEST_F(RouterFakeWorkersTest, HungPrefillWorkerTimesOutWithinTheKvWait) {
 // client's deadline: the retry on the healthy worker must finish first.
 TEST_F(RouterFakeWorkersTest, ASilentPrefillWorkerIsAbandonedBeforeTheAttemptTimeout) {
   FakeDecodeWorker d(DecodeOptions("x"), &bus_);
-  auto frozen = PrefillOptions();
-  frozen.freeze = true;
-  FakePrefillWorker p1(frozen, &bus_);
+  FakePrefillWorker p1(FrozenPrefillOptions(), &bus_);
   auto busier = PrefillOptions();
   busier.queued_prompt_tokens = 1000;  // least_loaded picks the frozen one first
   FakePrefillWorker p2(busier, &bus_);
@@ -672,9 +676,7 @@ TEST_F(RouterFakeWorkersTest, ASilentPrefillWorkerIsAbandonedBeforeTheAttemptTim
 
 TEST_F(RouterFakeWorkersTest, ASilentPrefillWorkerWithoutRetriesIsUnavailable) {
   FakeDecodeWorker d(DecodeOptions("x"), &bus_);
-  auto frozen = PrefillOptions();
-  frozen.freeze = true;
-  FakePrefillWorker p(frozen, &bus_);
+  FakePrefillWorker p(FrozenPrefillOptions(), &bus_);
   RouterConfig config;
   config.kv_wait_ms = 120000;
   config.prefill_retries = 0;

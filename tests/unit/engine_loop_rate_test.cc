@@ -18,14 +18,11 @@ class EngineLoopRateTest : public ::testing::Test {
   void SetUp() override {
     RandomModelSpec spec;
     spec.n_vocab = 300;
-    model_ = test::LoadTestModel(spec);
-    ASSERT_NE(model_, nullptr);
-    auto tok = Tokenizer::FromGguf(*model_->gguf);
-    ASSERT_TRUE(tok.ok()) << tok.status();
-    tokenizer_ = std::move(*tok);
-    auto cache = KvCache::Create(KvLayout::ForModel(model_->config, 16), 32);
-    ASSERT_TRUE(cache.ok()) << cache.status();
-    cache_ = std::move(*cache);
+    test::EngineParts parts = test::LoadEngineParts(spec, 32);
+    ASSERT_NE(parts.model, nullptr);
+    model_ = std::move(parts.model);
+    tokenizer_ = std::move(parts.tokenizer);
+    cache_ = std::move(parts.cache);
     runner_ = std::make_unique<CpuModelRunner>(model_->config, &model_->weights, 1);
     loop_ = std::make_unique<EngineLoop>(
         std::make_unique<Engine>(tokenizer_.get(), runner_.get(), cache_.get(), Engine::Options{}));

@@ -36,14 +36,11 @@ class RunnerLostTest : public ::testing::TestWithParam<bool> {
   void SetUp() override {
     RandomModelSpec spec;
     spec.n_vocab = 300;
-    model_ = test::LoadTestModel(spec);
-    ASSERT_NE(model_, nullptr);
-    auto tok = Tokenizer::FromGguf(*model_->gguf);
-    ASSERT_TRUE(tok.ok()) << tok.status();
-    tokenizer_ = std::move(*tok);
-    auto cache = KvCache::Create(KvLayout::ForModel(model_->config, 16), 32);
-    ASSERT_TRUE(cache.ok()) << cache.status();
-    cache_ = std::move(*cache);
+    test::EngineParts parts = test::LoadEngineParts(spec, 32);
+    ASSERT_NE(parts.model, nullptr);
+    model_ = std::move(parts.model);
+    tokenizer_ = std::move(parts.tokenizer);
+    cache_ = std::move(parts.cache);
   }
   std::unique_ptr<test::TestModel> model_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "common/gguf_file.h"
+#include "common/kv_cache.h"
 #include "common/model_config.h"
 #include "common/model_weights.h"
 #include "common/random_model.h"
+#include "common/tokenizer.h"
 #include "gtest/gtest.h"
 
 namespace pdserve::test {
@@ -72,6 +74,31 @@ inline std::vector<int32_t> RandomTokens(int n, int32_t vocab, uint64_t seed) {
   std::vector<int32_t> t(n);
   for (int32_t& x : t) x = dist(rng);
   return t;
+}
+
+// A test model with its tokenizer and a KV cache of `blocks` blocks of 16
+// tokens: what an Engine over it needs. `model` is null on failure (with a
+// test failure recorded).
+struct EngineParts {
+  std::unique_ptr<TestModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<KvCache> cache;
+};
+
+inline EngineParts LoadEngineParts(const RandomModelSpec& spec, int32_t blocks) {
+  EngineParts p;
+  std::unique_ptr<TestModel> model = LoadTestModel(spec);
+  if (model == nullptr) return p;
+  auto tokenizer = Tokenizer::FromGguf(*model->gguf);
+  auto cache = KvCache::Create(KvLayout::ForModel(model->config, 16), blocks);
+  if (!tokenizer.ok() || !cache.ok()) {
+    ADD_FAILURE() << tokenizer.status() << " " << cache.status();
+    return p;
+  }
+  p.tokenizer = std::move(*tokenizer);
+  p.cache = std::move(*cache);
+  p.model = std::move(model);
+  return p;
 }
 
 }  // namespace pdserve::test
