@@ -17,6 +17,7 @@
 #include "common/kv_cache.h"
 #include "common/kv_transport.h"
 #include "common/model.h"
+#include "common/rpc/protocol_version.h"
 
 namespace pdserve {
 
@@ -33,7 +34,7 @@ struct DecodeContext {
   std::vector<std::string> kv_transports;
   std::string kv_host_id;
   absl::Duration default_kv_wait = absl::Seconds(10);
-  absl::Duration max_kv_wait = absl::Seconds(60);
+  absl::Duration max_kv_wait = absl::Milliseconds(kMaxKvWaitMs);
   std::atomic<bool> draining{false};
   // KV payload bytes of committed transfers (the metrics' counter).
   std::atomic<uint64_t> kv_bytes_received{0};

@@ -55,6 +55,7 @@ using State = PrefillCall::State;
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
 absl::Status ValidateTarget(const PrefillContext& ctx, const v1::PrefillRequest& req) {
+  if (req.prompt_tokens_size() == 0) return absl::InvalidArgumentError("prompt_tokens is empty");
   const v1::KvTarget& t = req.target();
   if (t.kv_endpoint().empty()) return absl::InvalidArgumentError("target.kv_endpoint is empty");
   const KvLayout theirs = FromProto(t.kv_layout());

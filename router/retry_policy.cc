@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/rpc/protocol_version.h"
+
 namespace pdserve {
 
 bool IsRetryableWorkerFailure(const grpc::Status& status, bool deadline_passed) {
@@ -52,7 +54,9 @@ PrefillWindows SizePrefillWindows(const RetryOptions& options, absl::Duration co
                                   absl::Duration compute) {
   PrefillWindows w{configured_kv_wait, options.prefill_attempt_timeout};
   if (compute <= absl::ZeroDuration()) return w;
-  w.kv_wait = std::max(configured_kv_wait, compute * 2 + absl::Seconds(1));
+  // Within what a decode worker grants, unless configured beyond it anyway.
+  const absl::Duration cap = std::max(configured_kv_wait, absl::Milliseconds(kMaxKvWaitMs));
+  w.kv_wait = std::min(std::max(configured_kv_wait, compute * 2 + absl::Seconds(1)), cap);
   if (w.attempt_timeout == absl::ZeroDuration()) return w;
   w.attempt_timeout =
       std::min(std::max(options.prefill_attempt_timeout, compute * 1.5 + absl::Seconds(1)),

@@ -66,7 +66,8 @@ struct PrefillWindows {
   absl::Duration kv_wait;          // the decode worker's wait for the KV commit
   absl::Duration attempt_timeout;  // one Prefill call (zero: request deadline only)
 };
-//   kv_wait = max(configured, 2 x compute + 1 s)
+//   kv_wait = max(configured, 2 x compute + 1 s), at most the decode
+//             worker's cap (kMaxKvWaitMs) unless configured beyond it
 //   attempt = min(max(configured, 1.5 x compute + 1 s), 3/4 kv_wait)
 // With compute unknown (zero) both stay as configured, and a configured
 // attempt timeout of zero stays zero.

@@ -93,6 +93,7 @@ TEST(RetryPolicyTest, PrefillWindowsFitTheCompute) {
       {absl::Seconds(1), absl::Seconds(10), absl::Milliseconds(7500)},      // fits already
       {absl::Seconds(6), absl::Seconds(13), absl::Seconds(9.75)},           // 3/4 of 13 s
       {absl::Seconds(20), absl::Seconds(41), absl::Seconds(30.75)},
+      {absl::Seconds(100), absl::Seconds(60), absl::Seconds(45)},  // the decode worker's cap
   };
   for (const Row& r : rows) {
     const PrefillWindows w = SizePrefillWindows(o, kv_wait, r.compute);
