@@ -3,10 +3,12 @@
 namespace pdserve {
 
 BreakerState NextBreakerState(const BreakerState& state, bool success, absl::Time now,
-                              const CircuitBreakerOptions& options) {
+                              const CircuitBreakerOptions& options, absl::Time attempt_started) {
   if (success || options.failure_threshold <= 0) return BreakerState{};
   if (state.ejected(now)) return state;
+  if (attempt_started < state.last_failure) return state;  // the same incident
   BreakerState next = state;
+  next.last_failure = now;
   // Past a cool-down the count still stands at the threshold, so one more
   // failure re-ejects the worker.
   next.consecutive_failures = state.consecutive_failures + 1;
@@ -21,11 +23,12 @@ void CircuitBreaker::RecordSuccess(const std::string& address) {
   states_.erase(address);
 }
 
-bool CircuitBreaker::RecordFailure(const std::string& address, absl::Time now) {
+bool CircuitBreaker::RecordFailure(const std::string& address, absl::Time now,
+                                   absl::Time attempt_started) {
   absl::MutexLock lock(&mu_);
   BreakerState& state = states_[address];
   const bool was_ejected = state.ejected(now);
-  state = NextBreakerState(state, /*success=*/false, now, options_);
+  state = NextBreakerState(state, /*success=*/false, now, options_, attempt_started);
   return !was_ejected && state.ejected(now);
 }
 

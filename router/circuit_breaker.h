@@ -30,6 +30,7 @@ struct CircuitBreakerOptions {
 struct BreakerState {
   int consecutive_failures = 0;
   absl::Time ejected_until = absl::InfinitePast();
+  absl::Time last_failure = absl::InfinitePast();  // when the last counted one happened
 
   bool ejected(absl::Time now) const { return now < ejected_until; }
 };
@@ -38,16 +39,23 @@ struct BreakerState {
 // ejected does not extend the cool-down (requests that were already in
 // flight when it broke keep failing); the first failure after the
 // cool-down ejects it again at once (half-open: one probe decides).
+// A failure of an attempt that started before the last counted failure is
+// the same incident (one crash fails every request in flight at once) and
+// is not counted again: "consecutive" means requests sent after the worker
+// had already failed one. `attempt_started` = InfiniteFuture counts always.
 BreakerState NextBreakerState(const BreakerState& state, bool success, absl::Time now,
-                              const CircuitBreakerOptions& options);
+                              const CircuitBreakerOptions& options,
+                              absl::Time attempt_started = absl::InfiniteFuture());
 
 class CircuitBreaker {
  public:
   explicit CircuitBreaker(CircuitBreakerOptions options) : options_(options) {}
 
   void RecordSuccess(const std::string& address);
-  // Returns true when this failure ejected the worker.
-  bool RecordFailure(const std::string& address, absl::Time now);
+  // Returns true when this failure ejected the worker. `attempt_started`:
+  // when the failed attempt was sent (see NextBreakerState).
+  bool RecordFailure(const std::string& address, absl::Time now,
+                     absl::Time attempt_started = absl::InfiniteFuture());
   // Workers ejected at `now`.
   std::vector<std::string> Ejected(absl::Time now) const;
 

@@ -136,6 +136,7 @@ void GenerateCall::Place(Actions* a) {
   }
   decode_worker_ = *placement->decode;
   local_prefill_ = placement->local_prefill;
+  decode_started_ = now;
   if (env_.ledger != nullptr) {
     const int64_t block = std::max(decode_worker_.info.kv_layout().block_size(), 1u);
     const int64_t tokens = int64_t{q.decode.prompt_tokens} + q.decode.max_tokens;

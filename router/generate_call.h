@@ -157,7 +157,9 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // A failover found no live decode worker: true if it polls again.
   bool WaitForDecodeWorker(const grpc::Status& placement_failure, Actions* a)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RecordWorkerFailure(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `attempt_started`: when the failed attempt was sent (circuit_breaker.h).
+  void RecordWorkerFailure(const std::string& address, absl::Time attempt_started)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Watchdog (generate_call_watchdog.cc): a worker that hangs (SIGSTOP, a
   // wedged host) keeps its calls open but silent, so only the request
   // deadline (or, for a prefill, the attempt timeout) would end them. While
@@ -248,6 +250,9 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // for lack of blocks polls too (the blocks come back once the cancelled
   // stream is torn down on the worker).
   absl::Time release_wait_until_ ABSL_GUARDED_BY(mu_);
+  // When the current decode attempt (Decode stream) and prefill call began.
+  absl::Time decode_started_ ABSL_GUARDED_BY(mu_);
+  absl::Time prefill_started_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<TransferRetryCall>> retries_ ABSL_GUARDED_BY(mu_);
   TransferRetryCall* retry_in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;
 

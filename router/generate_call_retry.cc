@@ -50,6 +50,7 @@ void GenerateCall::StartPrefill(Actions* a) {
                                       absl::ToChronoMilliseconds(windows_.attempt_timeout));
   }
   prefills_.push_back(std::make_unique<PrefillCall>(address, std::move(r), deadline));
+  prefill_started_ = absl::Now();
   prefill_ = prefills_.back().get();
   prefill_in_flight_ = true;
   prefill_ok_ = false;
@@ -85,7 +86,7 @@ void GenerateCall::HandlePrefillFailure(const grpc::Status& status, Actions* a) 
     return;
   }
   const bool deadline_passed = std::chrono::system_clock::now() >= deadline_;
-  if (IsWorkerHealthFailure(status)) RecordWorkerFailure(address);
+  if (IsWorkerHealthFailure(status)) RecordWorkerFailure(address, prefill_started_);
   if (decode_active_ && !deadline_passed && prefill_retries_ >= retry_.prefill_retries &&
       status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
     // Busy prefill workers (their queues would not start the prompt in
@@ -216,7 +217,7 @@ bool GenerateCall::TryFailover(const grpc::Status& status, Actions* a) {
   const std::string address = decode_worker_.address;
   const bool deadline_passed = std::chrono::system_clock::now() >= deadline_;
   if (!IsRetryableDecodeFailure(status, deadline_passed)) return false;
-  RecordWorkerFailure(address);
+  RecordWorkerFailure(address, decode_started_);
   if (relay_->ended()) {
     // Every token arrived; only DecodeFinished was lost.
     decode_done_ = true;
@@ -256,9 +257,9 @@ void GenerateCall::StopPrefillSide(Actions* a) {
   backoff_ = nullptr;
 }
 
-void GenerateCall::RecordWorkerFailure(const std::string& address) {
+void GenerateCall::RecordWorkerFailure(const std::string& address, absl::Time attempt_started) {
   if (env_.breaker == nullptr) return;
-  if (env_.breaker->RecordFailure(address, absl::Now())) {
+  if (env_.breaker->RecordFailure(address, absl::Now(), attempt_started)) {
     LOG(WARNING) << "circuit breaker: ejecting worker " << address << " after repeated failures";
   }
 }

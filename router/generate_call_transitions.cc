@@ -128,7 +128,7 @@ void GenerateCall::HandleDecodeEnd(const grpc::Status& status, Actions* a) {
     if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
       // It died before answering: as in a failover, give its replacement
       // a moment to become live.
-      RecordWorkerFailure(address);
+      RecordWorkerFailure(address, decode_started_);
       if (failover_wait_until_ == absl::Time()) {
         failover_wait_until_ = absl::Now() + retry_.failover_wait;
       }

@@ -21,6 +21,7 @@ struct Row {
   absl::Time now;
   int want_failures;
   absl::Time want_ejected_until;
+  absl::Time attempt_started = absl::InfiniteFuture();
 };
 
 TEST(NextBreakerStateTest, Table) {
@@ -43,9 +44,24 @@ TEST(NextBreakerStateTest, Table) {
        kT0 + absl::Seconds(6),
        4,
        kT0 + absl::Seconds(11)},
+      {"an attempt sent before the last failure is the same incident",
+       {1, never, kT0},
+       false,
+       kT0 + absl::Milliseconds(5),
+       1,
+       never,
+       kT0 - absl::Seconds(1)},
+      {"an attempt sent after it counts",
+       {1, never, kT0},
+       false,
+       kT0 + absl::Seconds(1),
+       2,
+       never,
+       kT0 + absl::Milliseconds(500)},
   };
   for (const Row& r : rows) {
-    const BreakerState got = NextBreakerState(r.before, r.success, r.now, kOptions);
+    const BreakerState got =
+        NextBreakerState(r.before, r.success, r.now, kOptions, r.attempt_started);
     EXPECT_EQ(got.consecutive_failures, r.want_failures) << r.name;
     EXPECT_EQ(got.ejected_until, r.want_ejected_until) << r.name;
   }
@@ -76,6 +92,20 @@ TEST(CircuitBreakerTest, SuccessInBetweenKeepsTheCircuitClosed) {
     breaker.RecordSuccess("a:1");
   }
   EXPECT_THAT(breaker.Ejected(kT0), IsEmpty());
+}
+
+// One crash fails every request in flight on the worker at once: that is
+// one failure, not one per request, so the restarted worker is not ejected.
+TEST(CircuitBreakerTest, RequestsInFlightWhenAWorkerDiesCountOnce) {
+  CircuitBreaker breaker(kOptions);
+  const absl::Time sent = kT0 - absl::Seconds(1);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_FALSE(breaker.RecordFailure("a:1", kT0 + absl::Milliseconds(i), sent));
+  }
+  EXPECT_THAT(breaker.Ejected(kT0 + absl::Seconds(1)), IsEmpty());
+  // Requests sent after that keep failing: consecutive failures eject it.
+  EXPECT_FALSE(breaker.RecordFailure("a:1", kT0 + absl::Seconds(2), kT0 + absl::Seconds(1)));
+  EXPECT_TRUE(breaker.RecordFailure("a:1", kT0 + absl::Seconds(3), kT0 + absl::Seconds(2)));
 }
 
 }  // namespace
