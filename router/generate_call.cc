@@ -145,15 +145,8 @@ void GenerateCall::Place(Actions* a) {
   }
   kv_committed_ = false;
   prefill_ok_ = false;
-  const absl::Duration kv_wait = absl::Milliseconds(env_.config->kv_wait_ms);
-  windows_ = local_prefill_
-                 ? PrefillWindows{kv_wait, retry_.prefill_attempt_timeout}
-                 : SizePrefillWindows(
-                       retry_, kv_wait,
-                       EstimatePrefillCompute(*snapshot, request_.prompt_tokens.size(), now));
-  v1::DecodeRequest r = MakeDecodeRequest(
-      id_, request_, local_prefill_,
-      static_cast<uint32_t>(absl::ToInt64Milliseconds(windows_.kv_wait)), generated);
+  v1::DecodeRequest r =
+      MakeDecodeRequest(id_, request_, local_prefill_, env_.config->kv_wait_ms, generated);
   DecodeStream::Observer* observer = this;
   streams_.push_back(
       std::make_unique<DecodeStream>(observer, decode_worker_.address, std::move(r), deadline_));

@@ -199,9 +199,6 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
 
   const Env env_;
   const RetryOptions retry_;
-  // The current placement's KV wait and prefill attempt timeout, sized to
-  // the prompt (SizePrefillWindows).
-  PrefillWindows windows_ ABSL_GUARDED_BY(mu_);
   grpc::CallbackServerContext* const server_context_;
   // Written once in Start() before any RPC begins, then read-only.
   std::string id_;

@@ -45,9 +45,9 @@ void GenerateCall::StartPrefill(Actions* a) {
   // A hung prefill worker is given up on before the decode worker's KV wait
   // for this epoch ends.
   auto deadline = deadline_;
-  if (windows_.attempt_timeout > absl::ZeroDuration()) {
+  if (retry_.prefill_attempt_timeout > absl::ZeroDuration()) {
     deadline = std::min(deadline, std::chrono::system_clock::now() +
-                                      absl::ToChronoMilliseconds(windows_.attempt_timeout));
+                                      absl::ToChronoMilliseconds(retry_.prefill_attempt_timeout));
   }
   prefills_.push_back(std::make_unique<PrefillCall>(address, std::move(r), deadline));
   prefill_started_ = absl::Now();

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "common/rpc/protocol_version.h"
-
 namespace pdserve {
 
 bool IsRetryableWorkerFailure(const grpc::Status& status, bool deadline_passed) {
@@ -48,20 +46,6 @@ bool IsRetryableDecodeFailure(const grpc::Status& status, bool deadline_passed) 
          code != grpc::StatusCode::RESOURCE_EXHAUSTED &&
          code != grpc::StatusCode::UNAUTHENTICATED && code != grpc::StatusCode::PERMISSION_DENIED &&
          IsRetryableWorkerFailure(status, deadline_passed);
-}
-
-PrefillWindows SizePrefillWindows(const RetryOptions& options, absl::Duration configured_kv_wait,
-                                  absl::Duration compute) {
-  PrefillWindows w{configured_kv_wait, options.prefill_attempt_timeout};
-  if (compute <= absl::ZeroDuration()) return w;
-  // Within what a decode worker grants, unless configured beyond it anyway.
-  const absl::Duration cap = std::max(configured_kv_wait, absl::Milliseconds(kMaxKvWaitMs));
-  w.kv_wait = std::min(std::max(configured_kv_wait, compute * 2 + absl::Seconds(1)), cap);
-  if (w.attempt_timeout == absl::ZeroDuration()) return w;
-  w.attempt_timeout =
-      std::min(std::max(options.prefill_attempt_timeout, compute * 1.5 + absl::Seconds(1)),
-               w.kv_wait * 3 / 4);
-  return w;
 }
 
 absl::Duration RetryBackoff(const RetryOptions& options, int retry, double jitter) {

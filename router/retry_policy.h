@@ -57,23 +57,6 @@ bool IsWorkerHealthFailure(const grpc::Status& status);
 // Delay before retry number `retry` (1 = the first); `jitter` in [0, 1).
 absl::Duration RetryBackoff(const RetryOptions& options, int retry, double jitter);
 
-// Timeouts of a remote prefill sized to the prompt: a prompt whose
-// compute alone (`compute`: its tokens over the prefill tier's measured
-// rate; zero if unknown) would outlast the configured windows gets
-// windows that fit it, so that a long prompt is not timed out while it is
-// being computed (and then computed again elsewhere).
-struct PrefillWindows {
-  absl::Duration kv_wait;          // the decode worker's wait for the KV commit
-  absl::Duration attempt_timeout;  // one Prefill call (zero: request deadline only)
-};
-//   kv_wait = max(configured, 2 x compute + 1 s), at most the decode
-//             worker's cap (kMaxKvWaitMs) unless configured beyond it
-//   attempt = min(max(configured, 1.5 x compute + 1 s), 3/4 kv_wait)
-// With compute unknown (zero) both stay as configured, and a configured
-// attempt timeout of zero stays zero.
-PrefillWindows SizePrefillWindows(const RetryOptions& options, absl::Duration configured_kv_wait,
-                                  absl::Duration compute);
-
 }  // namespace pdserve
 
 #endif  // PDSERVE_ROUTER_RETRY_POLICY_H_

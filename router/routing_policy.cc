@@ -368,16 +368,4 @@ absl::StatusOr<Placement> PlaceRequest(const RegistrySnapshot& snapshot,
   }
 }
 
-absl::Duration EstimatePrefillCompute(const RegistrySnapshot& snapshot, size_t prompt_tokens,
-                                      absl::Time now) {
-  double slowest = 0;
-  for (const WorkerState& w : snapshot.prefill) {
-    const double rate = w.load.prefill_tokens_per_second();
-    if (rate <= 0 || !IsUsable(w, snapshot.stale_after, now)) continue;
-    if (slowest == 0 || rate < slowest) slowest = rate;
-  }
-  if (slowest == 0) return absl::ZeroDuration();
-  return absl::Seconds(static_cast<double>(prompt_tokens) / slowest);
-}
-
 }  // namespace pdserve

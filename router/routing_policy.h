@@ -143,12 +143,6 @@ absl::StatusOr<Placement> PlaceRequest(const RegistrySnapshot& snapshot,
 // worker b:2 def".
 absl::Status CheckPairCompatible(const WorkerState& prefill, const WorkerState& decode);
 
-// How long computing `prompt_tokens` takes on the slowest usable prefill
-// worker that reports a prefill rate (LoadReport.prefill_tokens_per_second);
-// zero when none does.
-absl::Duration EstimatePrefillCompute(const RegistrySnapshot& snapshot, size_t prompt_tokens,
-                                      absl::Time now);
-
 // "{layers=30 kv_heads=3 head_dim=64 block_size=16 dtype=f16}"
 std::string FormatKvLayout(const v1::KvLayout& layout);
 

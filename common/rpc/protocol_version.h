@@ -11,8 +11,7 @@ namespace pdserve {
 inline constexpr uint32_t kProtocolVersion = 1;
 
 // The longest KV wait a decode worker grants a reservation
-// (DecodeRequest.kv_wait_ms is capped to it); the router sizes its prefill
-// windows within it.
+// (DecodeRequest.kv_wait_ms is capped to it).
 inline constexpr int64_t kMaxKvWaitMs = 60000;
 
 }  // namespace pdserve

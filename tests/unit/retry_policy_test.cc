@@ -79,32 +79,5 @@ TEST(RetryPolicyTest, AttemptTimeoutStaysBelowTheDecodeWorkersKvWait) {
   EXPECT_FALSE(c.Validate().ok());
 }
 
-// A long prompt gets a KV wait and an attempt timeout it can be computed
-// in; a short or unmeasured one keeps the configured ones.
-TEST(RetryPolicyTest, PrefillWindowsFitTheCompute) {
-  RetryOptions o;
-  o.prefill_attempt_timeout = absl::Milliseconds(7500);
-  const absl::Duration kv_wait = absl::Seconds(10);
-  struct Row {
-    absl::Duration compute, kv_wait, attempt;
-  };
-  const Row rows[] = {
-      {absl::ZeroDuration(), absl::Seconds(10), absl::Milliseconds(7500)},  // not measured
-      {absl::Seconds(1), absl::Seconds(10), absl::Milliseconds(7500)},      // fits already
-      {absl::Seconds(6), absl::Seconds(13), absl::Seconds(9.75)},           // 3/4 of 13 s
-      {absl::Seconds(20), absl::Seconds(41), absl::Seconds(30.75)},
-      {absl::Seconds(100), absl::Seconds(60), absl::Seconds(45)},  // the decode worker's cap
-  };
-  for (const Row& r : rows) {
-    const PrefillWindows w = SizePrefillWindows(o, kv_wait, r.compute);
-    EXPECT_EQ(w.kv_wait, r.kv_wait) << r.compute;
-    EXPECT_EQ(w.attempt_timeout, r.attempt) << r.compute;
-    EXPECT_LE(w.attempt_timeout, w.kv_wait * 3 / 4);
-  }
-  o.prefill_attempt_timeout = absl::ZeroDuration();  // request deadline only
-  EXPECT_EQ(SizePrefillWindows(o, kv_wait, absl::Seconds(20)).attempt_timeout,
-            absl::ZeroDuration());
-}
-
 }  // namespace
 }  // namespace pdserve

@@ -93,7 +93,6 @@ struct W {
   bool draining = false;
   absl::Duration age = absl::ZeroDuration();  // since the last report
   std::vector<uint64_t> keys;
-  float prefill_rate = 0;  // LoadReport.prefill_tokens_per_second
 };
 
 WorkerState Make(const W& w, v1::WorkerRole role) {
@@ -111,7 +110,6 @@ WorkerState Make(const W& w, v1::WorkerRole role) {
   s.load.set_waiting(w.waiting);
   s.load.set_queued_prompt_tokens(w.queued_tokens);
   s.load.set_draining(w.draining);
-  s.load.set_prefill_tokens_per_second(w.prefill_rate);
   s.last_report = kNow - w.age;
   std::vector<uint64_t> keys = w.keys;
   std::sort(keys.begin(), keys.end());
@@ -665,21 +663,6 @@ TEST(RoutingPolicyTest, PlaceRequestCountsOnlyTheUncachedPart) {
     EXPECT_EQ(std::string(got->reason), c.want_reason);
     EXPECT_EQ(got->decode_cached_tokens, c.want_cached);
   }
-}
-
-// The slowest usable prefill worker that measured its rate sizes a long
-// prompt's windows; stale, draining and unmeasured ones do not count.
-TEST(RoutingPolicyTest, PrefillComputeEstimateUsesTheSlowestMeasuredWorker) {
-  W fast("p1"), slow("p2"), stale("p3"), unmeasured("p4");
-  fast.prefill_rate = 1000;
-  slow.prefill_rate = 250;
-  stale.prefill_rate = 10;
-  stale.age = absl::Seconds(60);
-  EXPECT_EQ(EstimatePrefillCompute(Snapshot({}, {fast, slow, stale, unmeasured}), 1000, kNow),
-            absl::Seconds(4));
-  EXPECT_EQ(EstimatePrefillCompute(Snapshot({}, {fast}), 500, kNow), absl::Milliseconds(500));
-  EXPECT_EQ(EstimatePrefillCompute(Snapshot({}, {unmeasured, stale}), 1000, kNow),
-            absl::ZeroDuration());
 }
 
 // Placements since a worker's last report count against it until a newer
