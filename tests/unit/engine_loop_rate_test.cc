@@ -18,14 +18,11 @@ class EngineLoopRateTest : public ::testing::Test {
   void SetUp() override {
     RandomModelSpec spec;
     spec.n_vocab = 300;
-    test::EngineParts parts = test::LoadEngineParts(spec, 32);
-    ASSERT_NE(parts.model, nullptr);
-    model_ = std::move(parts.model);
-    tokenizer_ = std::move(parts.tokenizer);
-    cache_ = std::move(parts.cache);
-    runner_ = std::make_unique<CpuModelRunner>(model_->config, &model_->weights, 1);
-    loop_ = std::make_unique<EngineLoop>(
-        std::make_unique<Engine>(tokenizer_.get(), runner_.get(), cache_.get(), Engine::Options{}));
+    parts_ = test::LoadEngineParts(spec, 32);
+    ASSERT_NE(parts_.model, nullptr);
+    runner_ = std::make_unique<CpuModelRunner>(parts_.model->config, &parts_.model->weights, 1);
+    loop_ = std::make_unique<EngineLoop>(std::make_unique<Engine>(
+        parts_.tokenizer.get(), runner_.get(), parts_.cache.get(), Engine::Options{}));
   }
 
   // Prefills a prompt of `n` tokens and waits for the load published after it.
@@ -46,9 +43,7 @@ class EngineLoopRateTest : public ::testing::Test {
     published.WaitForNotification();
   }
 
-  std::unique_ptr<test::TestModel> model_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<KvCache> cache_;
+  test::EngineParts parts_;
   std::unique_ptr<CpuModelRunner> runner_;
   std::unique_ptr<EngineLoop> loop_;
 };

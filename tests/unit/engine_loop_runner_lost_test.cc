@@ -36,21 +36,16 @@ class RunnerLostTest : public ::testing::TestWithParam<bool> {
   void SetUp() override {
     RandomModelSpec spec;
     spec.n_vocab = 300;
-    test::EngineParts parts = test::LoadEngineParts(spec, 32);
-    ASSERT_NE(parts.model, nullptr);
-    model_ = std::move(parts.model);
-    tokenizer_ = std::move(parts.tokenizer);
-    cache_ = std::move(parts.cache);
+    parts_ = test::LoadEngineParts(spec, 32);
+    ASSERT_NE(parts_.model, nullptr);
   }
-  std::unique_ptr<test::TestModel> model_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<KvCache> cache_;
+  test::EngineParts parts_;
 };
 
 TEST_P(RunnerLostTest, CallbackFiresOnceOnlyForALostRunner) {
   const bool lost = GetParam();
-  FailingRunner runner(model_->config, lost);
-  EngineLoop loop(std::make_unique<Engine>(tokenizer_.get(), &runner, cache_.get(),
+  FailingRunner runner(parts_.model->config, lost);
+  EngineLoop loop(std::make_unique<Engine>(parts_.tokenizer.get(), &runner, parts_.cache.get(),
                                            Engine::Options{}));
   std::atomic<int> calls{0};
   loop.OnRunnerLost([&](const absl::Status& why) {
@@ -74,7 +69,7 @@ TEST_P(RunnerLostTest, CallbackFiresOnceOnlyForALostRunner) {
   ASSERT_TRUE(loop.WaitIdle(absl::Now() + absl::Seconds(30)));
   loop.Stop();
   EXPECT_EQ(calls.load(), lost ? 1 : 0);
-  EXPECT_EQ(cache_->allocator().num_free(), cache_->num_blocks()) << "blocks leaked";
+  EXPECT_EQ(parts_.cache->allocator().num_free(), parts_.cache->num_blocks()) << "blocks leaked";
 }
 
 INSTANTIATE_TEST_SUITE_P(LostOrNot, RunnerLostTest, ::testing::Bool());
