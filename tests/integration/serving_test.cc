@@ -298,7 +298,14 @@ TEST_F(ServingTest, AStalledRouterDoesNotAbandonHealthyWorkers) {
     auto stub = testing::RouterStub(cluster->router_address());
     out = Generate(*stub, request, kTimeout);
   });
-  absl::SleepFor(absl::Milliseconds(500));
+  // Stop the router only once the stream is decoding (its watchdog is
+  // armed then), however long the client took to get there.
+  const std::string decode = cluster->addresses("decode").front();
+  for (absl::Time until = absl::Now() + absl::Seconds(60); absl::Now() < until;) {
+    absl::StatusOr<v1::LoadReport> load = testing::DecodeLoad(decode);
+    if (load.ok() && load->running() > 0) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
   cluster->Signal("router", SIGSTOP);
   absl::SleepFor(absl::Seconds(5));  // > 3 stale periods of the watchdog
   cluster->Signal("router", SIGCONT);
