@@ -33,13 +33,17 @@ inline std::unique_ptr<v1::Generation::Stub> RouterStub(const std::string& addr)
 }
 
 // Starts the cluster and waits (bounded) until the router sees its workers:
-// a one-token request answers with anything but UNAVAILABLE.
+// a one-token request answers with anything but UNAVAILABLE and, where the
+// cluster has a prefill tier, was not prefilled locally for want of a live
+// prefill worker (one still warming up would make the first requests of a
+// test take the local path by chance).
 inline std::unique_ptr<LocalCluster> StartCluster(LocalClusterOptions o, const std::string& tag) {
   o.bin_dir = BinDir();
   if (o.model.empty()) o.model = RealModelPath();
   o.log_dir = ::testing::TempDir() + "/pdserve-" + tag;
   auto c = LocalCluster::Start(o);
   if (!c.ok()) return nullptr;
+  const bool has_prefill_tier = o.prefill > 0 && !o.colocated;
   auto stub = RouterStub((*c)->router_address());
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (absl::Now() < deadline) {
@@ -50,10 +54,13 @@ inline std::unique_ptr<LocalCluster> StartCluster(LocalClusterOptions o, const s
     req.set_max_tokens(1);
     auto reader = stub->Generate(&ctx, req);
     v1::GenerateResponse msg;
+    bool prefilled_locally = false;
     while (reader->Read(&msg)) {
+      if (msg.has_started()) prefilled_locally = msg.started().prefill_worker().empty();
     }
     const grpc::Status s = reader->Finish();
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    const bool waiting_for_prefill = s.ok() && has_prefill_tier && prefilled_locally;
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE && !waiting_for_prefill) break;
     absl::SleepFor(absl::Milliseconds(100));
   }
   return std::move(*c);
