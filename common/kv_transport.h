@@ -114,8 +114,12 @@ class KvReceiver {
   // Registers a reservation: dst_block_ids[i] is D's physical block for
   // logical block i, or kKvBlockNotSent. The transfer completes when every
   // layer < num_layers of every sent block arrived and the commit's totals
-  // match; on_done then receives the commit. Errors: DEADLINE_EXCEEDED
-  // (deadline passed), CANCELLED (Cancel), ABORTED (sender abort, or a later
+  // match; on_done then receives the commit. `deadline` bounds the wait
+  // for progress, not the whole transfer: each layer frame that arrives
+  // moves it to (about) its arrival + (deadline - the time of this call),
+  // so a long prompt prefilled chunk by chunk is never cut off while its
+  // layers keep coming. Errors: DEADLINE_EXCEEDED (no frame for that long),
+  // CANCELLED (Cancel), ABORTED (sender abort, or a later
   // Expect of a higher epoch superseded this one), INVALID_ARGUMENT /
   // DATA_LOSS (frames that do not validate, totals that do not match).
   //

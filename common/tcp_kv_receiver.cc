@@ -122,21 +122,32 @@ absl::Status TcpKvReceiverImpl::Install(std::unique_ptr<KvReservation> reservati
   auto p = std::make_unique<Pending>(io_.context());
   p->reservation = std::move(reservation);
   p->on_done = std::move(on_done);
-  p->deadline_timer.expires_after(absl::ToChronoNanoseconds(deadline - absl::Now()));
-  p->deadline_timer.async_wait([this, id, epoch](const error_code& ec) {
-    if (!ec) OnDeadline(id, epoch);
-  });
+  p->window = deadline - absl::Now();
+  ArmDeadline(p.get(), deadline);
   pending_.emplace(id, std::move(p));
   num_pending_.fetch_add(1);
   return absl::OkStatus();
 }
 
+void TcpKvReceiverImpl::ArmDeadline(Pending* p, absl::Time at) {
+  const uint64_t id = p->reservation->transfer_id();
+  const uint64_t epoch = p->reservation->epoch();
+  p->expires = at;
+  // Re-arming cancels the previous wait, whose handler then sees an error.
+  p->deadline_timer.expires_after(absl::ToChronoNanoseconds(at - absl::Now()));
+  p->deadline_timer.async_wait([this, id, epoch](const error_code& ec) {
+    if (!ec) OnDeadline(id, epoch);
+  });
+}
+
 void TcpKvReceiverImpl::OnDeadline(uint64_t transfer_id, uint64_t epoch) {
   auto it = pending_.find(transfer_id);
   if (it == pending_.end() || it->second->reservation->epoch() != epoch) return;
-  Finish(transfer_id, absl::DeadlineExceededError(absl::StrCat(
-                          "kv transfer ", transfer_id, " epoch ", epoch, ": deadline passed with ",
-                          it->second->reservation->written_bytes(), " bytes received")));
+  Finish(transfer_id,
+         absl::DeadlineExceededError(absl::StrCat(
+             "kv transfer ", transfer_id, " epoch ", epoch, ": no KV frame for ",
+             absl::FormatDuration(absl::Trunc(it->second->window, absl::Milliseconds(1))), ", ",
+             it->second->reservation->written_bytes(), " bytes received")));
 }
 
 void TcpKvReceiverImpl::Cancel(uint64_t transfer_id) {
@@ -252,6 +263,12 @@ KvFramePlan TcpKvReceiverImpl::PlanLayer(const ConnPtr& conn, const v1::KvFrameH
   }
   if (absl::Status st = p->reservation->ClaimLayerBlocks(header); !st.ok()) {
     return Reject(header, st);
+  }
+  // A long prompt streams its layers chunk by chunk: the wait runs from the
+  // last sign of progress, not from the reservation. (Not on every frame:
+  // re-arming a timer is a syscall's worth of work.)
+  if (const absl::Time now = absl::Now(); now + p->window - p->expires > p->window / 8) {
+    ArmDeadline(p, now + p->window);
   }
   if (header.payload_path() != v1::KvFrameHeader::PAYLOAD_INLINE) {
     return PullLayer(conn, header, p);

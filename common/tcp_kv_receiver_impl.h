@@ -32,6 +32,10 @@ struct Pending {
   std::unique_ptr<KvReservation> reservation;
   KvReceiver::DoneCallback on_done;
   boost::asio::steady_timer deadline_timer;
+  // The wait Expect gave (its deadline - the time of the call), and when the
+  // timer fires: each layer frame that arrives moves it to arrival + window.
+  absl::Duration window;
+  absl::Time expires;
   // Connections reading a payload into this reservation's blocks right now;
   // closed when the reservation ends so they stop writing at once.
   absl::flat_hash_set<ConnPtr> writers;
@@ -78,6 +82,8 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   absl::Status Install(std::unique_ptr<KvReservation> reservation, absl::Time deadline,
                        DoneCallback on_done);
   void OnDeadline(uint64_t transfer_id, uint64_t epoch);
+  // (Re)starts p's timer to fire at `at`.
+  void ArmDeadline(Pending* p, absl::Time at);
   // Ends a reservation: stops every write into its blocks, then on_done.
   void Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result);
   Match Lookup(const v1::KvFrameHeader& header, Pending** pending);

@@ -30,8 +30,7 @@ struct DecodeCallState {
   // retry").
   std::vector<int32_t> kv_blocks;
   uint64_t epoch = 0;
-  absl::Duration kv_wait;   // per epoch
-  absl::Time kv_deadline;  // of the current epoch
+  absl::Duration kv_wait;  // per epoch
   absl::Status error;  // why the engine sequence was cancelled, if we did it
   absl::Time reserved_at, committed_at;
   uint64_t kv_bytes = 0;
@@ -117,12 +116,14 @@ void OnKvDone(DecodeContext* ctx, Engine& engine, const std::shared_ptr<State>& 
   // Already cancelled, or an epoch that a retry superseded.
   if (!s.awaiting_kv || epoch != s.epoch) return;
   if (!commit.ok() && KeepReservation(commit.status())) {
-    // Re-arm under the next epoch within the failed epoch's wait, so the
-    // reservation stays bounded even if no retry comes; a retry re-arms
-    // again with a fresh wait.
+    // Re-arm under the next epoch for one more wait, so the reservation
+    // stays bounded if no retry comes (no frame of the new epoch can come
+    // without one); a retry re-arms again with a fresh wait. Not within the
+    // failed epoch's first deadline: a long prompt may have streamed well
+    // past it before its prefill worker failed.
     LOG(INFO) << "[" << s.request_id << "] kv transfer epoch " << epoch
               << " failed: " << commit.status() << "; keeping the reservation for a retry";
-    const absl::Status armed = ArmKv(ctx, st, s.kv_deadline);
+    const absl::Status armed = ArmKv(ctx, st, absl::Now() + s.kv_wait);
     if (armed.ok()) return;
   }
   StopAwaitingKv(ctx, s);
@@ -152,10 +153,7 @@ absl::Status ArmKv(DecodeContext* ctx, const std::shared_ptr<State>& st, absl::T
       [ctx, st, loop, epoch](absl::StatusOr<KvCommit> r) {
         loop->Post([ctx, st, epoch, r](Engine& e) { OnKvDone(ctx, e, st, epoch, r); });
       });
-  if (s.ok()) {
-    st->epoch = epoch;
-    st->kv_deadline = deadline;
-  }
+  if (s.ok()) st->epoch = epoch;
   return s;
 }
 

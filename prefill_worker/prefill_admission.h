@@ -1,9 +1,10 @@
 // PrefillAdmission: whether a prefill worker can start a prompt before its
-// caller gives up on it. The router's Prefill call carries the attempt's
-// deadline; a prompt that would still be queued behind others when it
-// passes is refused at once (RESOURCE_EXHAUSTED) instead of being computed
-// for nothing, so the router moves it to another prefill worker or to the
-// decode worker without waiting the deadline out.
+// caller gives up on it. The router's Prefill call says by when the prompt
+// must start (PrefillRequest.start_within_ms, within the call's deadline);
+// a prompt that would still be queued behind others then is refused at
+// once (RESOURCE_EXHAUSTED) instead of being computed for nothing, so the
+// router moves it to another prefill worker or to the decode worker
+// without waiting the time out.
 //
 // The estimate: the engine prefills up to `step_tokens` prompt tokens per
 // step, of whichever prompts are queued, so a prompt starts in the next
@@ -31,9 +32,9 @@ class PrefillAdmission {
   void set_step_tokens(int64_t n) { step_tokens_ = n; }
 
   // Admits `prompt_tokens` (counted until Release) or says why not.
-  // `rate` is prompt tokens per second (0: unknown); `deadline` the
-  // caller's (InfiniteFuture: none).
-  absl::Status Admit(int64_t prompt_tokens, double rate, absl::Time now, absl::Time deadline);
+  // `rate` is prompt tokens per second (0: unknown); `start_by` when the
+  // caller gives up on a prompt not yet started (InfiniteFuture: never).
+  absl::Status Admit(int64_t prompt_tokens, double rate, absl::Time now, absl::Time start_by);
   // The admitted prompt is prefilled (or failed, or was cancelled).
   void Release(int64_t prompt_tokens);
 

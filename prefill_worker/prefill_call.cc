@@ -1,5 +1,6 @@
 #include "prefill_worker/prefill_call.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
@@ -160,8 +161,13 @@ PrefillCall::PrefillCall(PrefillContext* ctx, grpc::CallbackServerContext* rpc,
   target.path = *path;
   // Last: every refusal above is cheaper to give than a queue estimate.
   const int64_t prompt_len = req.prompt_tokens_size();
-  if (absl::Status s = ctx->admission.Admit(prompt_len, ctx->loop->load().prefill_tokens_per_s,
-                                            absl::Now(), absl::FromChrono(rpc->deadline()));
+  const absl::Time now = absl::Now();
+  absl::Time start_by = absl::FromChrono(rpc->deadline());
+  if (req.start_within_ms() > 0) {
+    start_by = std::min(start_by, now + absl::Milliseconds(req.start_within_ms()));
+  }
+  if (absl::Status s =
+          ctx->admission.Admit(prompt_len, ctx->loop->load().prefill_tokens_per_s, now, start_by);
       !s.ok()) {
     LOG(WARNING) << "prefill " << req.request_id() << " refused: " << s.message();
     state_->Finish(s, nullptr);

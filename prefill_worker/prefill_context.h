@@ -4,6 +4,7 @@
 #define PDSERVE_PREFILL_WORKER_PREFILL_CONTEXT_H_
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "common/engine_loop.h"
@@ -12,6 +13,7 @@
 #include "common/kv_transport.h"
 #include "common/model.h"
 #include "common/tcp_kv_sender.h"
+#include "pdserve/v1/worker.pb.h"
 #include "prefill_worker/kv_exporter.h"
 #include "prefill_worker/prefill_admission.h"
 
@@ -30,7 +32,13 @@ struct PrefillContext {
   const TcpKvSender* sender = nullptr;  // for endpoints that refused cuda_ipc
   // Refuses prompts that could not start before their call's deadline.
   PrefillAdmission admission;
+  // LoadReport.prefill_progress: bumped by the engine thread after every
+  // layer of a prefill step, read by load reports while the step runs.
+  std::atomic<uint64_t> prefill_progress{0};
 };
+
+// This worker's load report: the engine's published load and progress.
+v1::LoadReport PrefillLoadReport(const PrefillContext& ctx);
 
 }  // namespace pdserve
 

@@ -25,7 +25,7 @@ grpc::ServerUnaryReactor* PrefillService::GetInfo(grpc::CallbackServerContext* r
 grpc::ServerUnaryReactor* PrefillService::GetLoad(grpc::CallbackServerContext* rpc,
                                                   const v1::GetLoadRequest*,
                                                   v1::LoadReport* resp) {
-  *resp = ToLoadReport(ctx_->loop->load(), ctx_->draining.load());
+  *resp = PrefillLoadReport(*ctx_);
   grpc::ServerUnaryReactor* r = rpc->DefaultReactor();
   r->Finish(grpc::Status::OK);
   return r;
@@ -36,8 +36,7 @@ grpc::ServerWriteReactor<v1::LoadReport>* PrefillService::WatchLoad(
   const absl::Duration interval =
       absl::Milliseconds(req->interval_ms() > 0 ? std::max(req->interval_ms(), 10u) : 200u);
   PrefillContext* ctx = ctx_;
-  return new LoadWatchReactor(
-      [ctx] { return ToLoadReport(ctx->loop->load(), ctx->draining.load()); }, interval);
+  return new LoadWatchReactor([ctx] { return PrefillLoadReport(*ctx); }, interval);
 }
 
 grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* rpc,

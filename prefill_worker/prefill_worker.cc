@@ -103,7 +103,12 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   KvExporter* exporter = w->exporter_.get();
   Engine::Options eo{.max_batch_tokens = c.max_batch_tokens, .max_running = c.max_batch};
   eo.prefix_cache = c.prefix_cache;
-  eo.on_layer_done = [exporter](int layer, const std::vector<Engine::LayerChunk>& chunks) {
+  std::atomic<uint64_t>* progress = &w->ctx_.prefill_progress;
+  eo.on_layer_done = [exporter, progress](int layer,
+                                          const std::vector<Engine::LayerChunk>& chunks) {
+    uint64_t tokens = 0;
+    for (const Engine::LayerChunk& c : chunks) tokens += c.n_tokens;
+    progress->fetch_add(tokens, std::memory_order_relaxed);
     exporter->OnLayer(layer, chunks);
   };
   auto engine =

@@ -162,18 +162,24 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Watchdog (generate_call_watchdog.cc): a worker that hangs (SIGSTOP, a
   // wedged host) keeps its calls open but silent, so only the request
-  // deadline (or, for a prefill, the attempt timeout) would end them. While
-  // a decode attempt runs, every stale_after the watchdog checks whether
-  // both its stream and the worker's load reports went silent — then the
-  // attempt fails over as if the stream had broken — and whether the
-  // prefill worker's load reports did — then the prefill is retried as if
-  // it had failed with UNAVAILABLE.
+  // deadline would end them. While a decode attempt runs, every stale_after
+  // the watchdog checks whether both its stream and the worker's load
+  // reports went silent — then the attempt fails over as if the stream had
+  // broken — and whether the prefill worker's load reports did — then the
+  // prefill is retried as if it had failed with UNAVAILABLE — or say that
+  // it computed no prompt token for the attempt timeout (a wedged engine
+  // behind a live server) — then it is retried as if it had timed out.
   void ArmWatchdog(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why the current decode (prefill) attempt counts as hung, or OK.
   grpc::Status DecodeSilence(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A check whose alarm fires more than stale_after / 2 late is skipped: the
   // router itself was stalled, so no worker's silence can be judged.
   grpc::Status PrefillSilence(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Notes the prefill worker's progress counter; DEADLINE_EXCEEDED when it
+  // stood still for the attempt timeout.
+  grpc::Status PrefillStall(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How long until the watchdog should look again.
+  absl::Duration WatchdogDelay() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckDecodeSilence(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckPrefillSilence(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first event of the accepted decode attempt; false if it breaks the
@@ -250,6 +256,10 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // When the current decode attempt (Decode stream) and prefill call began.
   absl::Time decode_started_ ABSL_GUARDED_BY(mu_);
   absl::Time prefill_started_ ABSL_GUARDED_BY(mu_);
+  // The prefill worker's LoadReport.prefill_tokens_computed last seen, and
+  // when it was first seen at that value (PrefillStall).
+  uint64_t prefill_progress_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time prefill_progress_at_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<TransferRetryCall>> retries_ ABSL_GUARDED_BY(mu_);
   TransferRetryCall* retry_in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;
 

@@ -42,15 +42,15 @@ void GenerateCall::StartPrefill(Actions* a) {
   if (env_.metrics != nullptr) env_.metrics->CountRouting(RoutingTier::kPrefill, q.policy);
   v1::PrefillRequest r =
       MakePrefillRequest(id_, request_, reserved_, decode_worker_.info.kv_endpoint());
-  // A hung prefill worker is given up on before the decode worker's KV wait
-  // for this epoch ends.
-  auto deadline = deadline_;
-  if (retry_.prefill_attempt_timeout > absl::ZeroDuration()) {
-    deadline = std::min(deadline, std::chrono::system_clock::now() +
-                                      absl::ToChronoMilliseconds(retry_.prefill_attempt_timeout));
-  }
-  prefills_.push_back(std::make_unique<PrefillCall>(address, std::move(r), deadline));
+  // No deadline of its own: a long prompt takes as long as it takes while
+  // the worker computes (the watchdog gives up on one that stops). It must
+  // start within the same window, or the worker refuses it at once.
+  r.set_start_within_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(retry_.prefill_attempt_timeout)));
+  prefills_.push_back(std::make_unique<PrefillCall>(address, std::move(r), deadline_));
   prefill_started_ = absl::Now();
+  prefill_progress_ = (*prefill)->load.prefill_progress();
+  prefill_progress_at_ = prefill_started_;
   prefill_ = prefills_.back().get();
   prefill_in_flight_ = true;
   prefill_ok_ = false;

@@ -1,4 +1,5 @@
 // GenerateCall's decode watchdog (see ArmWatchdog in generate_call.h).
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -17,8 +18,18 @@ void GenerateCall::ArmWatchdog(Actions* a) {
   watchdog_ = alarm.get();
   ++holds_;
   a->start_watchdog = watchdog_;
-  a->watchdog_delay = env_.registry->snapshot()->stale_after;
+  a->watchdog_delay = WatchdogDelay();
   watchdog_due_ = absl::Now() + a->watchdog_delay;
+}
+
+absl::Duration GenerateCall::WatchdogDelay() const {
+  const absl::Duration stale_after = env_.registry->snapshot()->stale_after;
+  const absl::Duration window = retry_.prefill_attempt_timeout;
+  // Armed once per decode attempt, before its prefill starts: look often
+  // enough for a stalled prefill to be seen within an eighth of its window,
+  // so it is given up on before the decode worker's wait (4/3 of it) ends.
+  if (local_prefill_ || kv_committed_ || window <= absl::ZeroDuration()) return stale_after;
+  return std::clamp(window / 8, absl::Milliseconds(50), stale_after);
 }
 
 namespace {
@@ -68,6 +79,25 @@ grpc::Status GenerateCall::PrefillSilence(absl::Time now) const {
                                    " went silent: no load report for ", Ms(*unreported)));
 }
 
+grpc::Status GenerateCall::PrefillStall(absl::Time now) {
+  const absl::Duration window = retry_.prefill_attempt_timeout;
+  if (window <= absl::ZeroDuration()) return grpc::Status::OK;
+  const WorkerState* w = env_.registry->snapshot()->FindPrefill(prefill_->address());
+  // Any prompt computed counts, ours or one queued ahead of it: admission
+  // (start_within_ms) already bounds how long ours waits behind others.
+  if (w != nullptr && w->load.prefill_progress() != prefill_progress_) {
+    prefill_progress_ = w->load.prefill_progress();
+    prefill_progress_at_ = now;
+    return grpc::Status::OK;
+  }
+  const absl::Duration still = now - prefill_progress_at_;
+  if (still <= window) return grpc::Status::OK;
+  return grpc::Status(
+      grpc::StatusCode::DEADLINE_EXCEEDED,
+      absl::StrCat("prefill worker ", prefill_->address(), " computed no prompt token for ",
+                   Ms(still), " (--prefill_attempt_timeout_ms)"));
+}
+
 void GenerateCall::CheckDecodeSilence(Actions* a) {
   if (!decode_active_) return;
   const grpc::Status silence = DecodeSilence(absl::Now());
@@ -80,7 +110,9 @@ void GenerateCall::CheckDecodeSilence(Actions* a) {
 
 void GenerateCall::CheckPrefillSilence(Actions* a) {
   if (!prefill_in_flight_ || kv_committed_) return;
-  const grpc::Status silence = PrefillSilence(absl::Now());
+  const absl::Time now = absl::Now();
+  grpc::Status silence = PrefillSilence(now);
+  if (silence.ok()) silence = PrefillStall(now);
   if (silence.ok()) return;
   LOG(WARNING) << "[" << id_ << "] " << silence.error_message() << "; abandoning its prefill";
   a->cancel_prefill = prefill_;

@@ -38,13 +38,23 @@ class FakeKvBus {
     committed_.insert(transfer_id);
   }
 
-  // True once committed; false if the RPC was cancelled or `timeout` passed.
+  // A layer of the transfer arrived (a real receiver's wait restarts).
+  void Progress(uint64_t transfer_id) {
+    absl::MutexLock lock(&mu_);
+    last_progress_[transfer_id] = absl::Now();
+  }
+
+  // True once committed; false if the RPC was cancelled or `timeout`
+  // passed since the wait began or the transfer's last Progress.
   bool WaitCommit(uint64_t transfer_id, grpc::ServerContext* ctx, absl::Duration timeout) {
-    const absl::Time until = absl::Now() + timeout;
+    absl::Time until = absl::Now() + timeout;
     while (true) {
       {
         absl::MutexLock lock(&mu_);
         if (committed_.contains(transfer_id)) return true;
+        if (auto it = last_progress_.find(transfer_id); it != last_progress_.end()) {
+          until = std::max(until, it->second + timeout);
+        }
       }
       if (ctx->IsCancelled() || absl::Now() >= until) return false;
       absl::SleepFor(absl::Milliseconds(2));
@@ -55,6 +65,7 @@ class FakeKvBus {
   std::atomic<uint64_t> next_id_{100};
   absl::Mutex mu_;
   absl::flat_hash_set<uint64_t> committed_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, absl::Time> last_progress_ ABSL_GUARDED_BY(mu_);
 };
 
 inline v1::KvLayout TestKvLayout() {
@@ -78,12 +89,19 @@ struct FakeControl {
   v1::LoadReport load;
   std::atomic<bool> stopping{false};
   std::atomic<bool> frozen{false};  // the process is stopped: no report leaves
+  std::atomic<uint64_t> prefill_progress{0};  // LoadReport.prefill_progress
+
+  v1::LoadReport Load() const {
+    v1::LoadReport r = load;
+    r.set_prefill_progress(prefill_progress.load());
+    return r;
+  }
 
   grpc::Status WatchLoad(grpc::ServerContext* ctx, const v1::WatchLoadRequest* request,
                          grpc::ServerWriter<v1::LoadReport>* writer) {
     const auto interval = std::chrono::milliseconds(std::max<uint32_t>(request->interval_ms(), 5));
     while (!ctx->IsCancelled() && !stopping.load()) {
-      if (!frozen.load() && !writer->Write(load)) break;
+      if (!frozen.load() && !writer->Write(Load())) break;
       std::this_thread::sleep_for(interval);
     }
     return grpc::Status::OK;
@@ -148,7 +166,7 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
   }
   grpc::Status GetLoad(grpc::ServerContext*, const v1::GetLoadRequest*,
                        v1::LoadReport* load) override {
-    *load = control_.load;
+    *load = control_.Load();
     return grpc::Status::OK;
   }
   grpc::Status WatchLoad(grpc::ServerContext* ctx, const v1::WatchLoadRequest* request,
@@ -164,6 +182,7 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     auto it = epochs_.find(request->transfer_id());
     if (it == epochs_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such transfer");
     response->set_epoch(++it->second);
+    bus_->Progress(request->transfer_id());  // a fresh wait, as a real one re-arms
     return grpc::Status::OK;
   }
 
@@ -278,6 +297,11 @@ class FakePrefillWorker final : public v1::PrefillWorker::Service {
     // Commit the KV, then fail: the decode worker has it but the ack (and
     // the response) never arrive.
     bool fail_after_commit = false;
+    // Computes this long before committing: a long prompt. While it does,
+    // it streams "layers" and its load reports show progress, unless
+    // `stalls` (an engine wedged behind a live server).
+    absl::Duration compute = absl::ZeroDuration();
+    bool stalls = false;
   };
 
   FakePrefillWorker(Options options, FakeKvBus* bus) : options_(std::move(options)), bus_(bus) {
@@ -312,7 +336,7 @@ class FakePrefillWorker final : public v1::PrefillWorker::Service {
   }
   grpc::Status GetLoad(grpc::ServerContext*, const v1::GetLoadRequest*,
                        v1::LoadReport* load) override {
-    *load = control_.load;
+    *load = control_.Load();
     return grpc::Status::OK;
   }
   grpc::Status WatchLoad(grpc::ServerContext* ctx, const v1::WatchLoadRequest* request,
@@ -334,6 +358,10 @@ class FakePrefillWorker final : public v1::PrefillWorker::Service {
       ++cancelled_calls_;
       return grpc::Status::CANCELLED;
     }
+    if (!Compute(ctx, request->target().transfer_id())) {
+      ++cancelled_calls_;
+      return grpc::Status::CANCELLED;
+    }
     bus_->Commit(request->target().transfer_id());
     if (options_.fail_after_commit) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection lost after the commit");
@@ -346,6 +374,20 @@ class FakePrefillWorker final : public v1::PrefillWorker::Service {
   }
 
  private:
+  // Options::compute; false if cancelled first.
+  bool Compute(grpc::ServerContext* ctx, uint64_t transfer_id) {
+    const absl::Time until = absl::Now() + options_.compute;
+    while (absl::Now() < until) {
+      if (ctx->IsCancelled()) return false;
+      if (!options_.stalls) {
+        control_.prefill_progress.fetch_add(1);
+        bus_->Progress(transfer_id);
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return true;
+  }
+
   const Options options_;
   FakeKvBus* const bus_;
   FakeControl control_;

@@ -643,7 +643,7 @@ TEST_F(RouterFakeWorkersTest, HungPrefillWorkerTimesOutWithinTheKvWait) {
   hang.hang = true;
   FakePrefillWorker p(hang, &bus_);
   RouterConfig config;
-  config.kv_wait_ms = 200;  // the attempt times out at 3/4 of it
+  config.kv_wait_ms = 800;  // the attempt times out at 3/4 of it
   config.prefill_retries = 0;
   StartRouter({d.address()}, {p.address()}, config);
   const Outcome out = Generate(Text("go"));
@@ -652,6 +652,49 @@ TEST_F(RouterFakeWorkersTest, HungPrefillWorkerTimesOutWithinTheKvWait) {
       << out.status.error_message();
   EXPECT_TRUE(Eventually([&] { return p.cancelled_calls() == 1; }));
   EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
+}
+
+// A prompt whose prefill takes far longer than the attempt timeout is not
+// timed out while its worker keeps computing (and its KV keeps arriving):
+// the timeout is for a worker that stops making progress.
+TEST_F(RouterFakeWorkersTest, ALongPrefillThatKeepsComputingIsNotTimedOut) {
+  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
+  auto slow = PrefillOptions();
+  slow.compute = absl::Milliseconds(2000);
+  FakePrefillWorker p(slow, &bus_);
+  RouterConfig config;
+  config.kv_wait_ms = 400;  // an attempt with no progress for 300 ms ends
+  config.prefill_retries = 0;
+  StartRouter({d.address()}, {p.address()}, config);
+  const Outcome out = Generate(Text("go"));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.text, "x");
+  EXPECT_EQ(p.prefill_calls(), 1);
+  EXPECT_EQ(p.cancelled_calls(), 0);
+  // It must start within the same window, or be refused at once.
+  EXPECT_EQ(p.last_request().start_within_ms(), 300u);
+}
+
+// One that stops computing while its server still answers and reports
+// load (a wedged engine) is given up on and retried elsewhere.
+TEST_F(RouterFakeWorkersTest, AStalledPrefillIsGivenUpOnAndRetried) {
+  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
+  auto stalled = PrefillOptions();
+  stalled.compute = absl::Seconds(60);
+  stalled.stalls = true;
+  FakePrefillWorker p1(stalled, &bus_);
+  auto busier = PrefillOptions();
+  busier.queued_prompt_tokens = 1000;  // least_loaded picks the stalled one first
+  FakePrefillWorker p2(busier, &bus_);
+  RouterConfig config;
+  config.kv_wait_ms = 800;
+  StartRouter({d.address()}, {p1.address(), p2.address()}, config);
+  const Outcome out = Generate(Text("go"));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.text, "x");
+  EXPECT_EQ(p1.prefill_calls(), 1);
+  EXPECT_EQ(p2.prefill_calls(), 1);
+  EXPECT_TRUE(Eventually([&] { return p1.cancelled_calls() == 1; }));
 }
 
 // A stopped prefill worker (SIGSTOP) is given up on as soon as its load

@@ -261,6 +261,30 @@ TEST_F(ServingTest, ASaturatedPrefillWorkerRefusesAndTheDecodeWorkerPrefills) {
   EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
 }
 
+// A prompt whose prefill takes several times the attempt timeout and the
+// KV wait is still prefilled by the prefill worker, in one attempt: both
+// waits run from the last sign of progress (a layer computed, a layer
+// received), and with small chunks there is one every few hundred ms.
+TEST_F(ServingTest, ALongPrefillOutlastsItsTimeoutsWhileItProgresses) {
+  auto model = Model::Load(testing::RealModelPath());
+  ASSERT_TRUE(model.ok());
+  const TokenRequests t = MakeTokenRequests(**model, TextPrompts(**model, 1, 1500), 4);
+  LocalClusterOptions o;
+  o.extra_router_flags = {"--kv_wait_ms=2000", "--prefill_attempt_timeout_ms=1500",
+                          "--prefill_retries=0"};
+  o.extra_prefill_flags = {"--max_batch_tokens=16"};  // 94 short steps
+  auto cluster = StartCluster(o, "long-prefill");
+  ASSERT_NE(cluster, nullptr);
+  const std::vector<GenerateOutcome> outs = GenerateAll(*cluster, t.requests);
+  ASSERT_TRUE(outs[0].status.ok()) << outs[0].status.error_message();
+  EXPECT_EQ(outs[0].ids, t.want[0]);
+  EXPECT_EQ(outs[0].finished.timings().prefill_mode(), "remote");
+  // Longer than either wait (~3x here): the whole-attempt timeouts of old
+  // would have cut it off.
+  EXPECT_GT(outs[0].finished.timings().prefill_compute_ms(), 2000);
+  EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
+}
+
 // A prompt the prefill worker's pool cannot hold is prefilled by the decode
 // worker instead, although that decode worker's pool holds exactly one such
 // request: the fall-back gives up the first reservation and waits for its

@@ -205,6 +205,35 @@ TEST_F(TcpKvTransportTest, DeadlineExpiresWithoutData) {
   EXPECT_EQ(probe.calls(), 1);
 }
 
+// The wait runs from the last frame: a transfer that keeps streaming (a
+// long prompt, chunk by chunk) outlives its first window; one that stops
+// does not.
+TEST_F(TcpKvTransportTest, DeadlineCountsFromTheLastFrame) {
+  const absl::Duration window = absl::Seconds(1);
+  const absl::Duration gap = absl::Milliseconds(450);  // < 7/8 of the window
+  const std::vector<int32_t> src = {3, 4}, dst = {5, 6};
+  DoneProbe streaming, stopped;
+  ASSERT_TRUE(
+      receiver_->Expect(1, 1, dst, kLayers, absl::Now() + window, streaming.Callback()).ok());
+  ASSERT_TRUE(
+      receiver_->Expect(2, 1, {7, 8}, kLayers, absl::Now() + window, stopped.Callback()).ok());
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(sender_->SendLayer(Target(2), 0, {0, 1}, *src_, src).ok());
+  for (int l = 0; l < kLayers; ++l) {
+    ASSERT_TRUE(sender_->SendLayer(Target(1), l, {0, 1}, *src_, src).ok());
+    absl::SleepFor(gap);
+  }
+  ASSERT_TRUE(sender_->Commit(Target(1), KvCommit{kLayers, 0, 7}).ok());
+  absl::StatusOr<KvCommit> done = streaming.Wait();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_GT(absl::Now() - start, window);
+  ExpectCopied(src, dst);
+  const absl::StatusOr<KvCommit> timed_out = stopped.Wait();
+  EXPECT_EQ(timed_out.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(timed_out.status().message(), HasSubstr("no KV frame for "));
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+}
+
 TEST_F(TcpKvTransportTest, CancelFiresExactlyOnceAndLateFramesAreRefused) {
   DoneProbe probe;
   ASSERT_TRUE(ExpectTransfer(1, 1, {0, 1}, probe).ok());
