@@ -1,5 +1,7 @@
 #include "common/engine.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/block_hash.h"
 #include "common/status_macros.h"
@@ -222,6 +224,9 @@ std::vector<Engine::Slot> Engine::Schedule() const {
     if (!seq->running()) continue;
     slots.push_back({seq.get(), 1});
     --budget;
+  }
+  if (!slots.empty() && options_.max_prefill_tokens_while_decoding > 0) {
+    budget = std::min(budget, options_.max_prefill_tokens_while_decoding);
   }
   for (const auto& [id, seq] : sequences_) {
     if (full()) return slots;

@@ -2,7 +2,8 @@
 //
 // Each Step() builds one ragged forward batch: every running sequence
 // contributes its next decode token, and the remaining token budget
-// (max_batch_tokens) is filled with prefill chunks of sequences still
+// (max_batch_tokens, or max_prefill_tokens_while_decoding when some
+// sequence decodes) is filled with prefill chunks of sequences still
 // reading their prompt, oldest first. New sequences join between steps and
 // finished ones leave, so decode never waits for a whole batch to drain.
 //
@@ -49,6 +50,12 @@ class Engine {
   struct Options {
     int32_t max_batch_tokens = 512;  // tokens per forward step
     int32_t max_running = 64;        // sequences in the batch at once
+    // While some sequence decodes, a step prefills at most this many
+    // prompt tokens (0: up to max_batch_tokens). A step is as slow as its
+    // prefill chunk, and every decoding sequence waits that long for its
+    // next token: a smaller chunk bounds their inter-token latency at the
+    // cost of more steps for the prompt.
+    int32_t max_prefill_tokens_while_decoding = 0;
     // Called after each layer's K/V of a step are in the cache, with the
     // step's prefill chunks (prefill workers stream layers from here).
     LayerHook on_layer_done;

@@ -19,6 +19,9 @@ absl::Status DecodeWorkerConfig::Validate() const {
   if (max_batch_tokens < 1 || max_batch < 1) {
     return absl::InvalidArgumentError("--max_batch_tokens and --max_batch must be positive");
   }
+  if (prefill_tokens_while_decoding < 0) {
+    return absl::InvalidArgumentError("--prefill_tokens_while_decoding must be >= 0");
+  }
   if (kv_wait <= absl::ZeroDuration())
     return absl::InvalidArgumentError("--kv_wait_ms must be positive");
   if (metrics_port < 0 || metrics_port > 65535) {
@@ -52,10 +55,12 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   ro.listen_address = c.kv_listen;
   ASSIGN_OR_RETURN(ro.auth, LoadKvAuthKey(c.kv_secret_file));
   ASSIGN_OR_RETURN(w->receiver_, TcpKvReceiver::Create(w->cache_.get(), ro));
-  auto engine = std::make_unique<Engine>(&w->model_->tokenizer(), w->runner_.get(), w->cache_.get(),
-                                         Engine::Options{.max_batch_tokens = c.max_batch_tokens,
-                                                         .max_running = c.max_batch,
-                                                         .prefix_cache = c.prefix_cache});
+  auto engine = std::make_unique<Engine>(
+      &w->model_->tokenizer(), w->runner_.get(), w->cache_.get(),
+      Engine::Options{.max_batch_tokens = c.max_batch_tokens,
+                      .max_running = c.max_batch,
+                      .max_prefill_tokens_while_decoding = c.prefill_tokens_while_decoding,
+                      .prefix_cache = c.prefix_cache});
   w->loop_ = std::make_unique<EngineLoop>(std::move(engine));
   w->ctx_.model = w->model_.get();
   w->ctx_.loop = w->loop_.get();

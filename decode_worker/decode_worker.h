@@ -39,6 +39,9 @@ struct DecodeWorkerConfig {
   EngineRuntimeFlags runtime;
   int max_batch_tokens = 512;
   int max_batch = 64;
+  // Engine::Options::max_prefill_tokens_while_decoding: local prefill
+  // chunks while other streams decode (0 = max_batch_tokens).
+  int prefill_tokens_while_decoding = 0;
   absl::Duration kv_wait = absl::Seconds(10);
   absl::Duration drain_timeout = absl::Seconds(30);
   // Prometheus /metrics on 0.0.0.0:metrics_port; 0 = no metrics server.

@@ -18,6 +18,9 @@ ABSL_FLAG(std::string, kv_advertise, "", "KV endpoint told to prefill workers (h
 ABSL_FLAG(std::string, worker_id, "", "Worker id in logs and WorkerInfo (default decode-<pid>)");
 ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (local prefill chunk)");
 ABSL_FLAG(int32_t, max_batch, 64, "Sequences per decode batch");
+ABSL_FLAG(int32_t, prefill_tokens_while_decoding, 0,
+          "Most prompt tokens a step prefills locally while other sequences decode: bounds their "
+          "longest inter-token gap, at the price of more gaps (0 = --max_batch_tokens)");
 ABSL_FLAG(int32_t, kv_wait_ms, 10000, "Default wait for a reservation's KV commit");
 ABSL_FLAG(int32_t, drain_timeout_ms, 30000, "Longest drain on SIGTERM");
 ABSL_FLAG(int32_t, metrics_port, 0, "Prometheus /metrics HTTP port (0 = off)");
@@ -39,6 +42,7 @@ int main(int argc, char** argv) {
   c.runtime = pdserve::EngineRuntimeFlagsFromFlags();
   c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.max_batch = absl::GetFlag(FLAGS_max_batch);
+  c.prefill_tokens_while_decoding = absl::GetFlag(FLAGS_prefill_tokens_while_decoding);
   c.kv_wait = absl::Milliseconds(absl::GetFlag(FLAGS_kv_wait_ms));
   c.drain_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_drain_timeout_ms));
   c.metrics_port = absl::GetFlag(FLAGS_metrics_port);

@@ -79,15 +79,17 @@ def worker(cluster, kind, core, extra=()):
     return f"127.0.0.1:{port}"
 
 
-def start_pdserve(cluster, layout):
+def start_pdserve(cluster, layout, decode_flags=()):
     """Returns (router address, first decode worker address)."""
     if layout == "disagg":
         prefill = [worker(cluster, "prefill", 0)]
-        decode = [worker(cluster, "decode", 1)]
+        decode = [worker(cluster, "decode", 1, decode_flags)]
     elif layout == "colocated":
-        prefill, decode = [], [worker(cluster, "decode", 0), worker(cluster, "decode", 1)]
+        prefill = []
+        decode = [worker(cluster, "decode", 0, decode_flags),
+                  worker(cluster, "decode", 1, decode_flags)]
     else:  # one decode worker, for the router-overhead measurement
-        prefill, decode = [], [worker(cluster, "decode", 1)]
+        prefill, decode = [], [worker(cluster, "decode", 1, decode_flags)]
     port = free_port()
     args = [os.path.join(BIN, "pdserve-router"), "--model=" + MODEL,
             f"--listen=127.0.0.1:{port}", "--decode=" + ",".join(decode)]
@@ -153,7 +155,7 @@ def run_system(name, args, out_dir, log_dir):
             if name == "llama.cpp":
                 target, address = "openai", start_llama_cpp(cluster)
             else:
-                target, address = "router", start_pdserve(cluster, name)[0]
+                target, address = "router", start_pdserve(cluster, name, args.decode_flags)[0]
             wait_ready(target, address, out_dir)
             text = ["--text_prompts"] if args.text_prompts else []
             points = [("unloaded", ["--max_concurrency=1", f"--num_requests={args.baseline_requests}"])]
@@ -216,11 +218,15 @@ def main():
     ap.add_argument("--output_len", default="64")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--systems", default="disagg,colocated,llama.cpp")
+    ap.add_argument("--decode_flags", default="",
+                    help="extra flags for every decode worker, comma-separated, e.g. "
+                         "--prefill_tokens_while_decoding=0")
     ap.add_argument("--overhead_requests", type=int, default=30)
     ap.add_argument("--overhead_rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="tiny run to check the plumbing")
     args = ap.parse_args()
     args.rates = [float(r) if "." in r else int(r) for r in args.rates.split(",")]
+    args.decode_flags = [f for f in args.decode_flags.split(",") if f]
     # pdserve gets the same text prompts as llama.cpp, so every system sees
     # identical requests.
     args.text_prompts = True

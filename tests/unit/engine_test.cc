@@ -141,7 +141,10 @@ TEST_F(EngineTest, BatchedGenerationEqualsEachAlone) {
   for (const SequenceOptions& s : seqs) alone.push_back(Generate({s})[0]);
   Engine::Options small;
   small.max_batch_tokens = 8;  // prompts are chunked and mixed with decodes
-  for (const auto& batched : {Generate(seqs), Generate(seqs, 2), Generate(seqs, 0, small)}) {
+  Engine::Options capped;
+  capped.max_prefill_tokens_while_decoding = 3;  // late prompts in 3-token chunks
+  for (const auto& batched :
+       {Generate(seqs), Generate(seqs, 2), Generate(seqs, 0, small), Generate(seqs, 2, capped)}) {
     for (size_t i = 0; i < seqs.size(); ++i) {
       EXPECT_EQ(Tokens(batched[i]), Tokens(alone[i])) << "sequence " << i;
       ASSERT_FALSE(batched[i].empty());
@@ -336,6 +339,35 @@ TEST_F(EngineTest, RunningAndWaitingCountTheNextStepsBatch) {
   while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
   EXPECT_EQ(engine.num_running(), 0);
   EXPECT_EQ(engine.num_waiting(), 0);
+}
+
+// While a sequence decodes, a new prompt is prefilled in chunks of at most
+// max_prefill_tokens_while_decoding, so the decoding one gets a token every
+// (short) step; with nothing decoding a prompt takes the whole budget.
+TEST_F(EngineTest, PrefillChunksAreCappedWhileOthersDecode) {
+  auto cache = NewCache();
+  Engine::Options opts;
+  opts.max_batch_tokens = 64;
+  opts.max_prefill_tokens_while_decoding = 8;
+  Engine engine(tokenizer_.get(), runner_.get(), cache.get(), opts);
+  std::vector<int> tokens(2, 0);
+  auto count = [&tokens](int i) {
+    return [&tokens, i](const TokenEvent& e) {
+      if (e.token >= 0) ++tokens[i];
+    };
+  };
+  ASSERT_TRUE(engine.Add(Seq(40, 20, 1), count(0)).ok());
+  ASSERT_TRUE(engine.Step().ok());  // all 40 prompt tokens at once: nothing decodes
+  EXPECT_EQ(tokens[0], 1);
+  ASSERT_TRUE(engine.Add(Seq(40, 3, 2), count(1)).ok());
+  for (int step = 0; step < 4; ++step) {  // 8 of its 40 prompt tokens per step
+    ASSERT_TRUE(engine.Step().ok());
+    EXPECT_EQ(tokens[1], 0) << step;
+  }
+  ASSERT_TRUE(engine.Step().ok());
+  EXPECT_EQ(tokens[1], 1);
+  EXPECT_EQ(tokens[0], 6);  // one token in each of the five steps
+  while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
 }
 
 // Past max_running a finished prompt waits for a slot, and is counted so.
