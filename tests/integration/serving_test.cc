@@ -153,6 +153,9 @@ TEST_F(ServingTest, DisaggregatedEqualsColocatedEqualsInProcess) {
   for (bool colocated : {false, true}) {
     LocalClusterOptions o;
     o.colocated = colocated;
+    // Colocated prompts that arrive while others decode are prefilled in
+    // 8-token chunks mixed into the decode steps: the same tokens.
+    if (colocated) o.extra_decode_flags = {"--prefill_tokens_while_decoding=8"};
     auto cluster = StartCluster(o, colocated ? "colocated" : "disagg");
     ASSERT_NE(cluster, nullptr);
     auto outs = RunConcurrently(cluster->router_address());
