@@ -49,6 +49,7 @@ absl::Status CheckKvFrameShape(const v1::KvFrameHeader& header, int64_t bytes_pe
       [[fallthrough]];
     case v1::KvFrameHeader::COMMIT:
     case v1::KvFrameHeader::ABORT:
+    case v1::KvFrameHeader::PROGRESS:
       if (payload != 0 || header.block_indices_size() != 0 || header.src_blocks_size() != 0 ||
           header.payload_path() != v1::KvFrameHeader::PAYLOAD_INLINE) {
         return absl::InvalidArgumentError(absl::StrCat(

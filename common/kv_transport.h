@@ -92,6 +92,11 @@ class KvSender {
   // Drops the transfer's unsent frames and tells D (best effort) that it is
   // abandoned. On return no source block of the transfer is read any more.
   virtual void Abort(const KvTransferTarget& target, std::string reason) = 0;
+
+  // Tells D (best effort, never waits) that the transfer is being computed
+  // although no layer is ready to send: D's wait for it restarts. Errors as
+  // SendLayer's for a transfer that already failed.
+  virtual absl::Status SendProgress(const KvTransferTarget& target) = 0;
 };
 
 // Receiver side (decode worker).

@@ -146,7 +146,7 @@ void TcpKvReceiverImpl::OnDeadline(uint64_t transfer_id, uint64_t epoch) {
   Finish(transfer_id,
          absl::DeadlineExceededError(absl::StrCat(
              "kv transfer ", transfer_id, " epoch ", epoch, ": no KV frame for ",
-             absl::FormatDuration(absl::Trunc(it->second->window, absl::Milliseconds(1))), ", ",
+             absl::FormatDuration(absl::Ceil(it->second->window, absl::Milliseconds(1))), ", ",
              it->second->reservation->written_bytes(), " bytes received")));
 }
 
@@ -199,6 +199,8 @@ KvFramePlan TcpKvReceiverImpl::OnHeader(const ConnPtr& conn, const v1::KvFrameHe
       return PlanLayer(conn, header);
     case v1::KvFrameHeader::COMMIT:
       return PlanCommit(header);
+    case v1::KvFrameHeader::PROGRESS:
+      return PlanProgress(header);
     case v1::KvFrameHeader::ATTACH:
     case v1::KvFrameHeader::NCCL_HELLO:
       return PlanAttach(conn, header);
@@ -264,12 +266,7 @@ KvFramePlan TcpKvReceiverImpl::PlanLayer(const ConnPtr& conn, const v1::KvFrameH
   if (absl::Status st = p->reservation->ClaimLayerBlocks(header); !st.ok()) {
     return Reject(header, st);
   }
-  // A long prompt streams its layers chunk by chunk: the wait runs from the
-  // last sign of progress, not from the reservation. (Not on every frame:
-  // re-arming a timer is a syscall's worth of work.)
-  if (const absl::Time now = absl::Now(); now + p->window - p->expires > p->window / 8) {
-    ArmDeadline(p, now + p->window);
-  }
+  NoteProgress(p);
   if (header.payload_path() != v1::KvFrameHeader::PAYLOAD_INLINE) {
     return PullLayer(conn, header, p);
   }
@@ -295,6 +292,22 @@ KvFramePlan TcpKvReceiverImpl::PlanLayer(const ConnPtr& conn, const v1::KvFrameH
   }
   p->writers.insert(conn);
   return plan;
+}
+
+void TcpKvReceiverImpl::NoteProgress(Pending* p) {
+  // A long prompt streams its layers chunk by chunk: the wait runs from the
+  // last sign of progress, not from the reservation. (Not on every frame:
+  // re-arming a timer is a syscall's worth of work.)
+  if (const absl::Time now = absl::Now(); now + p->window - p->expires > p->window / 8) {
+    ArmDeadline(p, now + p->window);
+  }
+}
+
+KvFramePlan TcpKvReceiverImpl::PlanProgress(const v1::KvFrameHeader& header) {
+  Pending* p = nullptr;
+  // Another epoch's, or a transfer that ended: nothing to wait for.
+  if (Lookup(header, &p) == Match::kCurrent) NoteProgress(p);
+  return KvFramePlan{};
 }
 
 KvFramePlan TcpKvReceiverImpl::PlanCommit(const v1::KvFrameHeader& header) {

@@ -84,6 +84,9 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   void OnDeadline(uint64_t transfer_id, uint64_t epoch);
   // (Re)starts p's timer to fire at `at`.
   void ArmDeadline(Pending* p, absl::Time at);
+  // A sign that p's sender works on it: its wait restarts.
+  void NoteProgress(Pending* p);
+  KvFramePlan PlanProgress(const v1::KvFrameHeader& header);
   // Ends a reservation: stops every write into its blocks, then on_done.
   void Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result);
   Match Lookup(const v1::KvFrameHeader& header, Pending** pending);

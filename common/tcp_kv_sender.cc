@@ -65,6 +65,7 @@ class TcpKvSenderImpl final : public TcpKvSender {
                          absl::Span<const int32_t> src_block_ids) override;
   absl::Status Commit(const KvTransferTarget& target, const KvCommit& commit) override;
   void Abort(const KvTransferTarget& target, std::string reason) override;
+  absl::Status SendProgress(const KvTransferTarget& target) override;
   bool CudaIpcRefused(const std::string& endpoint) const override {
     absl::MutexLock lock(&mu_);
     return ipc_refused_.contains(endpoint);
@@ -545,6 +546,19 @@ void TcpKvSenderImpl::Abandon(const absl::StatusOr<ConnPtr>& control,
     LOG(WARNING) << "kv abort of transfer " << target.transfer_id << ": " << control.status();
   }
   Forget(target);
+}
+
+absl::Status TcpKvSenderImpl::SendProgress(const KvTransferTarget& target) {
+  // On the connection that carries the transfer's headers (its layers too,
+  // except on the nccl path, where their order does not matter to this).
+  ASSIGN_OR_RETURN(ConnPtr control, ControlConnection(target));
+  ASSIGN_OR_RETURN(TransferPtr transfer, FindTransfer(target, /*create=*/true));
+  RETURN_IF_ERROR(transfer->status());
+  KvOutFrame frame;
+  frame.head = EncodeKvMessage(HeaderFor(target, v1::KvFrameHeader::PROGRESS));
+  // Best effort: a full queue means frames are on their way anyway.
+  Post(control, std::move(frame)).IgnoreError();
+  return absl::OkStatus();
 }
 
 void TcpKvSenderImpl::PostAbortFrame(const ConnPtr& conn, const KvTransferTarget& target,

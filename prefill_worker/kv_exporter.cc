@@ -91,7 +91,14 @@ void KvExporter::OnLayer(int layer, const std::vector<Engine::LayerChunk>& chunk
     const int32_t end_block =
         c.completes_prompt ? BlocksForTokens(t.prompt_len, bs) : (c.start_pos + c.n_tokens) / bs;
     SendBlocks(t, layer, *c.blocks, end_block);
-    if (layer == num_layers_ - 1) t.next_block = std::max(t.next_block, end_block);
+    if (layer != num_layers_ - 1) continue;
+    // A step that completed no block to send (the decode worker holds this
+    // prefix, or the chunk is shorter than a block) still says it worked,
+    // or a long recomputed prefix would outlast the decode worker's wait.
+    if (end_block <= t.next_block && t.error.ok()) {
+      if (absl::Status s = sender_->SendProgress(t.target); !s.ok()) t.error = s;
+    }
+    t.next_block = std::max(t.next_block, end_block);
   }
 }
 

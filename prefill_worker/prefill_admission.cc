@@ -19,12 +19,12 @@ absl::Status PrefillAdmission::Admit(int64_t prompt_tokens, double rate, absl::T
   if (now + wait <= start_by) return absl::OkStatus();
   admitted_.fetch_sub(prompt_tokens, std::memory_order_relaxed);
   refused_.fetch_add(1, std::memory_order_relaxed);
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "prefill queue too long: ", ahead, " prompt tokens ahead at ~", static_cast<int64_t>(rate),
-      " tokens/s would start this one in ~",
-      absl::FormatDuration(absl::Trunc(wait, absl::Milliseconds(100))),
-      ", later than the caller waits (",
-      absl::FormatDuration(absl::Trunc(start_by - now, absl::Milliseconds(100))), ")"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("prefill queue too long: ", ahead, " prompt tokens ahead at ~",
+                   static_cast<int64_t>(rate), " tokens/s would start this one in ~",
+                   absl::FormatDuration(absl::Trunc(wait, absl::Milliseconds(100))),
+                   ", later than the caller waits (",
+                   absl::FormatDuration(absl::Ceil(start_by - now, absl::Milliseconds(1))), ")"));
 }
 
 void PrefillAdmission::Release(int64_t prompt_tokens) {

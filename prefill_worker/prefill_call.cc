@@ -59,6 +59,7 @@ absl::Status ValidateTarget(const PrefillContext& ctx, const v1::PrefillRequest&
   if (req.prompt_tokens_size() == 0) return absl::InvalidArgumentError("prompt_tokens is empty");
   const v1::KvTarget& t = req.target();
   if (t.kv_endpoint().empty()) return absl::InvalidArgumentError("target.kv_endpoint is empty");
+  if (!t.has_kv_layout()) return absl::InvalidArgumentError("target.kv_layout is missing");
   const KvLayout theirs = FromProto(t.kv_layout());
   if (theirs.dtype != ctx.layout.dtype) {
     return absl::FailedPreconditionError(

@@ -11,6 +11,13 @@ namespace pdserve {
 
 absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterConfig& config) {
   RETURN_IF_ERROR(config.Validate());
+  const absl::Duration attempt = config.retry_options().prefill_attempt_timeout;
+  if (absl::Milliseconds(config.prefill_attempt_timeout_ms) > attempt) {
+    LOG(WARNING) << "--prefill_attempt_timeout_ms=" << config.prefill_attempt_timeout_ms
+                 << " capped to " << absl::FormatDuration(attempt)
+                 << " (3/4 of --kv_wait_ms, so a stalled prefill is replaced before the decode "
+                    "worker stops waiting)";
+  }
   std::unique_ptr<RouterServer> s(new RouterServer(config));
   ASSIGN_OR_RETURN(s->model_, Model::Load(config.model_path, {.tokenizer_only = true}));
 

@@ -8,7 +8,9 @@
 
 namespace pdserve {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+// 2: LoadReport.prefill_progress, PrefillRequest.start_within_ms and the
+// PROGRESS frame (progress-based prefill and KV waits).
+inline constexpr uint32_t kProtocolVersion = 2;
 
 // The longest KV wait a decode worker grants a reservation
 // (DecodeRequest.kv_wait_ms is capped to it).

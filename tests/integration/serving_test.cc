@@ -266,25 +266,36 @@ TEST_F(ServingTest, ASaturatedPrefillWorkerRefusesAndTheDecodeWorkerPrefills) {
 
 // A prompt whose prefill takes several times the attempt timeout and the
 // KV wait is still prefilled by the prefill worker, in one attempt: both
-// waits run from the last sign of progress (a layer computed, a layer
-// received), and with small chunks there is one every few hundred ms.
+// waits run from the last sign of progress (a layer computed, a frame
+// received), and with small chunks there is one every few hundred ms. Then
+// the same prompt extended: the decode worker holds its prefix, the prefill
+// worker (no prefix cache) recomputes it without sending it, and its
+// PROGRESS frames keep the decode worker waiting.
 TEST_F(ServingTest, ALongPrefillOutlastsItsTimeoutsWhileItProgresses) {
   auto model = Model::Load(testing::RealModelPath());
   ASSERT_TRUE(model.ok());
-  const TokenRequests t = MakeTokenRequests(**model, TextPrompts(**model, 1, 1500), 4);
+  std::vector<std::vector<int32_t>> prompts = TextPrompts(**model, 1, 1520);
+  prompts.push_back(prompts[0]);
+  prompts[0].resize(1500);
+  const TokenRequests t = MakeTokenRequests(**model, prompts, 4);
   LocalClusterOptions o;
   o.extra_router_flags = {"--kv_wait_ms=2000", "--prefill_attempt_timeout_ms=1500",
                           "--prefill_retries=0"};
-  o.extra_prefill_flags = {"--max_batch_tokens=16"};  // 94 short steps
+  o.extra_prefill_flags = {"--max_batch_tokens=16", "--prefix_cache=false"};  // 94 short steps
   auto cluster = StartCluster(o, "long-prefill");
   ASSERT_NE(cluster, nullptr);
-  const std::vector<GenerateOutcome> outs = GenerateAll(*cluster, t.requests);
-  ASSERT_TRUE(outs[0].status.ok()) << outs[0].status.error_message();
-  EXPECT_EQ(outs[0].ids, t.want[0]);
-  EXPECT_EQ(outs[0].finished.timings().prefill_mode(), "remote");
-  // Longer than either wait (~3x here): the whole-attempt timeouts of old
-  // would have cut it off.
-  EXPECT_GT(outs[0].finished.timings().prefill_compute_ms(), 2000);
+  for (size_t k = 0; k < t.requests.size(); ++k) {
+    const std::vector<GenerateOutcome> outs = GenerateAll(*cluster, {t.requests[k]});
+    ASSERT_TRUE(outs[0].status.ok()) << k << ": " << outs[0].status.error_message();
+    EXPECT_EQ(outs[0].ids, t.want[k]) << k;
+    const v1::Timings& timings = outs[0].finished.timings();
+    EXPECT_EQ(timings.prefill_mode(), "remote") << k;
+    // Longer than either wait (~3x here): the whole-attempt timeouts of old
+    // would have cut it off.
+    EXPECT_GT(timings.prefill_compute_ms(), 2000) << k;
+    // The decode worker holds 93 full blocks (1488 tokens): 2 blocks are sent.
+    if (k == 1) EXPECT_EQ(timings.kv_transfer_bytes(), 2u * 16 * 23040) << "only the tail";
+  }
   EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
 }
 
@@ -425,6 +436,37 @@ TEST_F(DisaggClusterTest, BadInputIsRefusedAndClusterKeepsServing) {
                 o.status.error_code() == grpc::StatusCode::OUT_OF_RANGE)
         << c.req.DebugString() << " -> " << o.status.error_code();
     EXPECT_FALSE(o.status.error_message().empty());
+  }
+  EXPECT_TRUE(Generate(*stub_, TextRequest("Hello", 4), kTimeout).status.ok());
+  EXPECT_TRUE(PoolsIdle(*cluster_, absl::Seconds(5)));
+}
+
+// The prefill worker's own checks, for callers other than the router:
+// each bad request gets INVALID_ARGUMENT naming what is wrong.
+TEST_F(DisaggClusterTest, DirectPrefillWithABadTargetIsInvalidArgument) {
+  auto stub = v1::PrefillWorker::NewStub(
+      grpc::CreateChannel(cluster_->addresses("prefill")[0], grpc::InsecureChannelCredentials()));
+  v1::PrefillRequest good;
+  good.set_request_id("direct");
+  for (int i = 0; i < 20; ++i) good.add_prompt_tokens(1000 + i);
+  good.mutable_target()->set_kv_endpoint("127.0.0.1:1");
+  struct Case {
+    v1::PrefillRequest req;
+    std::string want;
+  };
+  std::vector<Case> cases;
+  cases.push_back({good, "kv_layout is missing"});
+  cases.push_back({good, "prompt_tokens is empty"});
+  cases.back().req.clear_prompt_tokens();
+  cases.push_back({good, "kv_endpoint is empty"});
+  cases.back().req.mutable_target()->clear_kv_endpoint();
+  for (const Case& c : cases) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::PrefillResponse resp;
+    const grpc::Status st = stub->Prefill(&ctx, c.req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.want;
+    EXPECT_THAT(st.error_message(), ::testing::HasSubstr(c.want));
   }
   EXPECT_TRUE(Generate(*stub_, TextRequest("Hello", 4), kTimeout).status.ok());
   EXPECT_TRUE(PoolsIdle(*cluster_, absl::Seconds(5)));

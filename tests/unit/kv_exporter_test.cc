@@ -41,6 +41,11 @@ class FakeSender : public KvSender {
     ++commits_;
     return absl::OkStatus();
   }
+  absl::Status SendProgress(const KvTransferTarget&) override {
+    absl::MutexLock lock(&mu_);
+    ++progress_;
+    return absl::OkStatus();
+  }
   void Abort(const KvTransferTarget& target, std::string) override {
     {
       absl::MutexLock lock(&mu_);
@@ -60,6 +65,10 @@ class FakeSender : public KvSender {
     absl::MutexLock lock(&mu_);
     return commits_;
   }
+  int progress() {
+    absl::MutexLock lock(&mu_);
+    return progress_;
+  }
   std::vector<uint64_t> aborted() {
     absl::MutexLock lock(&mu_);
     return aborted_;
@@ -69,6 +78,7 @@ class FakeSender : public KvSender {
   absl::Mutex mu_;
   int layers_ ABSL_GUARDED_BY(mu_) = 0;
   int commits_ ABSL_GUARDED_BY(mu_) = 0;
+  int progress_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<uint64_t> aborted_ ABSL_GUARDED_BY(mu_);
   absl::Notification abort_entered_;
   absl::Notification* hold_abort_ = nullptr;
@@ -134,13 +144,16 @@ class KvExporterTest : public ::testing::Test {
     return o;
   }
 
-  // Adds a prefill sequence and registers its transfer (engine thread).
-  int64_t AddAndRegister(Engine& e, const SequenceOptions& o, uint64_t transfer_id) {
+  // Adds a prefill sequence and registers its transfer (engine thread);
+  // the decode worker holds the first `skip_blocks` blocks.
+  int64_t AddAndRegister(Engine& e, const SequenceOptions& o, uint64_t transfer_id,
+                         int32_t skip_blocks = 0) {
     absl::StatusOr<int64_t> id = e.Add(o, [](const TokenEvent&) {});
     EXPECT_TRUE(id.ok()) << id.status();
     if (!id.ok()) return 0;
     const KvTransferTarget target{"127.0.0.1:1", transfer_id, 1, absl::Now() + kWait};
-    exporter_->Register(*id, target, static_cast<int32_t>(o.prompt.size()), 0, 0, e.BlocksOf(*id));
+    exporter_->Register(*id, target, static_cast<int32_t>(o.prompt.size()), skip_blocks, 0,
+                        e.BlocksOf(*id));
     return *id;
   }
 
@@ -171,6 +184,24 @@ class KvExporterTest : public ::testing::Test {
   std::unique_ptr<KvExporter> exporter_;
   std::unique_ptr<EngineLoop> loop_;
 };
+
+// A prefix the decode worker already holds is recomputed but not sent:
+// each such step tells the decode worker it is at work (PROGRESS), so its
+// wait for the transfer does not run out; steps that send layers need not.
+TEST_F(KvExporterTest, StepsThatSendNoLayerSendProgress) {
+  const SequenceOptions o = Prompt(64);  // four 16-token steps
+  ASSERT_TRUE(RunOnEngine([&](Engine& e) {
+    AddAndRegister(e, o, 5, /*skip_blocks=*/2);
+    ASSERT_TRUE(e.Step().ok());
+    ASSERT_TRUE(e.Step().ok());  // blocks 0 and 1: held by the decode worker
+    EXPECT_EQ(sender_.layers(), 0);
+    EXPECT_EQ(sender_.progress(), 2);
+    ASSERT_TRUE(e.Step().ok());
+    ASSERT_TRUE(e.Step().ok());  // blocks 2 and 3, every layer
+    EXPECT_EQ(sender_.layers(), 2 * model_->config.n_layers);
+    EXPECT_EQ(sender_.progress(), 2);
+  }));
+}
 
 TEST_F(KvExporterTest, CancelMidPrefillAbortsOffTheEngineThreadAndFreesBlocksAfter) {
   const SequenceOptions o = Prompt(64);

@@ -230,8 +230,32 @@ TEST_F(TcpKvTransportTest, DeadlineCountsFromTheLastFrame) {
   ExpectCopied(src, dst);
   const absl::StatusOr<KvCommit> timed_out = stopped.Wait();
   EXPECT_EQ(timed_out.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, window + 2 * gap);  // not kept alive by the other's frames
   EXPECT_THAT(timed_out.status().message(), HasSubstr("no KV frame for "));
   EXPECT_EQ(receiver_->num_pending(), 0u);
+}
+
+// PROGRESS frames (a sender recomputing a prefix the receiver holds, with
+// nothing to send) keep the wait alive like layers do; the layers that
+// follow still land, and a PROGRESS of an unknown transfer is ignored.
+TEST_F(TcpKvTransportTest, ProgressFramesKeepTheWaitAlive) {
+  const absl::Duration window = absl::Seconds(1);
+  const std::vector<int32_t> src = {3, 4}, dst = {5, 6};
+  DoneProbe probe;
+  ASSERT_TRUE(receiver_->Expect(1, 1, dst, kLayers, absl::Now() + window, probe.Callback()).ok());
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(sender_->SendProgress(Target(1)).ok());
+    ASSERT_TRUE(sender_->SendProgress(Target(99)).ok());
+    absl::SleepFor(absl::Milliseconds(450));
+  }
+  ASSERT_TRUE(SendLayers(*sender_, Target(1), src).ok());
+  ASSERT_TRUE(sender_->Commit(Target(1), KvCommit{kLayers, 0, 7}).ok());
+  absl::StatusOr<KvCommit> done = probe.Wait();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_GT(absl::Now() - start, window);
+  ExpectCopied(src, dst);
+  sender_->Abort(Target(99), "test done");
 }
 
 TEST_F(TcpKvTransportTest, CancelFiresExactlyOnceAndLateFramesAreRefused) {
