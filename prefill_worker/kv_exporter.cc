@@ -6,6 +6,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/time/clock.h"
 #include "glog/logging.h"
 
 namespace pdserve {
@@ -55,10 +56,12 @@ class KvExporter::Lane {
   std::vector<std::thread> threads_;
 };
 
-KvExporter::KvExporter(KvSender* sender, KvCache* cache, int num_commit_threads)
+KvExporter::KvExporter(KvSender* sender, KvCache* cache, int num_commit_threads,
+                       absl::Duration progress_interval)
     : sender_(sender),
       cache_(cache),
       num_layers_(cache->layout().n_layers),
+      progress_interval_(progress_interval),
       commits_(std::make_unique<Lane>(num_commit_threads)),
       aborts_(std::make_unique<Lane>(1)) {}
 
@@ -74,6 +77,7 @@ void KvExporter::Register(int64_t seq_id, const KvTransferTarget& target, int32_
   t.target = target;
   t.prompt_len = prompt_len;
   t.next_block = skip_blocks;
+  t.last_signal = absl::Now();
   if (cached_blocks <= skip_blocks) return;
   for (int layer = 0; layer < num_layers_ && t.error.ok(); ++layer) {
     SendBlocks(t, layer, blocks, cached_blocks);
@@ -91,14 +95,22 @@ void KvExporter::OnLayer(int layer, const std::vector<Engine::LayerChunk>& chunk
     const int32_t end_block =
         c.completes_prompt ? BlocksForTokens(t.prompt_len, bs) : (c.start_pos + c.n_tokens) / bs;
     SendBlocks(t, layer, *c.blocks, end_block);
-    if (layer != num_layers_ - 1) continue;
-    // A step that completed no block to send (the decode worker holds this
-    // prefix, or the chunk is shorter than a block) still says it worked,
-    // or a long recomputed prefix would outlast the decode worker's wait.
-    if (end_block <= t.next_block && t.error.ok()) {
-      if (absl::Status s = sender_->SendProgress(t.target); !s.ok()) t.error = s;
+    if (layer == num_layers_ - 1) t.next_block = std::max(t.next_block, end_block);
+  }
+  if (layer == num_layers_ - 1) SendKeepAlives();
+}
+
+void KvExporter::SendKeepAlives() {
+  const absl::Time now = absl::Now();
+  for (auto& [seq_id, t] : transfers_) {
+    const bool due = !t.sent_this_step && t.error.ok() && now - t.last_signal >= progress_interval_;
+    t.sent_this_step = false;
+    if (!due) continue;
+    t.last_signal = now;
+    if (absl::Status s = sender_->SendProgress(t.target); !s.ok()) {
+      LOG(WARNING) << "kv progress of transfer " << t.target.transfer_id << " failed: " << s;
+      t.error = s;
     }
-    t.next_block = std::max(t.next_block, end_block);
   }
 }
 
@@ -118,6 +130,8 @@ void KvExporter::SendBlocks(Transfer& t, int layer, const std::vector<int32_t>& 
   }
   const uint64_t bytes =
       logical.size() * static_cast<uint64_t>(cache_->layout().bytes_per_layer_block());
+  t.sent_this_step = true;
+  t.last_signal = absl::Now();
   t.bytes += bytes;
   bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
 }

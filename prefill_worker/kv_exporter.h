@@ -14,6 +14,12 @@
 // commits waiting for their acks (a hung decode worker's commits can hold
 // every commit thread until their deadlines).
 //
+// Keep-alive: the decode worker waits for each transfer's next frame for
+// a bounded time, so after every step a transfer that sent no layer in it
+// (its sequence queued behind others, a prefix the decode worker holds
+// being recomputed, a chunk shorter than a block) sends a PROGRESS frame,
+// at most once per `progress_interval`.
+//
 // Delta transfer: blocks below the target's skip (the decode worker holds
 // them) are never sent. Blocks the engine took from this worker's own
 // prefix cache are complete in every layer at admission, so Register sends
@@ -30,6 +36,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/engine.h"
 #include "common/engine_loop.h"
 #include "common/kv_transport.h"
@@ -45,7 +52,8 @@ class KvExporter {
  public:
   using DoneFn = std::function<void(absl::StatusOr<KvExportResult>)>;
 
-  KvExporter(KvSender* sender, KvCache* cache, int num_commit_threads);
+  KvExporter(KvSender* sender, KvCache* cache, int num_commit_threads,
+             absl::Duration progress_interval = absl::Milliseconds(250));
   // The loop whose engine calls this exporter (it is built after the
   // exporter, whose OnLayer the engine needs). Set once, before any call.
   void AttachLoop(EngineLoop* loop) { loop_ = loop; }
@@ -76,9 +84,13 @@ class KvExporter {
     int32_t next_block = 0;  // first logical block not yet sent
     uint64_t bytes = 0;
     absl::Status error;
+    bool sent_this_step = false;  // a layer frame since the last step ended
+    absl::Time last_signal;       // the last frame of any kind
   };
   // Queues layer `layer` of logical blocks [t.next_block, end_block).
   void SendBlocks(Transfer& t, int layer, const std::vector<int32_t>& table, int32_t end_block);
+  // After a step's last layer: PROGRESS for transfers that sent no layer.
+  void SendKeepAlives();
   class Lane;  // jobs and the threads that run them in order (kv_exporter.cc)
 
   // Hands blocks back to the engine, once the sender reads them no more.
@@ -88,6 +100,7 @@ class KvExporter {
   KvCache* const cache_;
   EngineLoop* loop_ = nullptr;
   const int num_layers_;
+  const absl::Duration progress_interval_;
   std::map<int64_t, Transfer> transfers_;  // engine thread only
   std::atomic<uint64_t> bytes_sent_{0};
 

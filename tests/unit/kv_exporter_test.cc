@@ -7,6 +7,7 @@
 #include "prefill_worker/kv_exporter.h"
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -41,9 +42,9 @@ class FakeSender : public KvSender {
     ++commits_;
     return absl::OkStatus();
   }
-  absl::Status SendProgress(const KvTransferTarget&) override {
+  absl::Status SendProgress(const KvTransferTarget& target) override {
     absl::MutexLock lock(&mu_);
-    ++progress_;
+    ++progress_[target.transfer_id];
     return absl::OkStatus();
   }
   void Abort(const KvTransferTarget& target, std::string) override {
@@ -65,9 +66,9 @@ class FakeSender : public KvSender {
     absl::MutexLock lock(&mu_);
     return commits_;
   }
-  int progress() {
+  int progress(uint64_t transfer_id) {
     absl::MutexLock lock(&mu_);
-    return progress_;
+    return progress_[transfer_id];
   }
   std::vector<uint64_t> aborted() {
     absl::MutexLock lock(&mu_);
@@ -78,7 +79,7 @@ class FakeSender : public KvSender {
   absl::Mutex mu_;
   int layers_ ABSL_GUARDED_BY(mu_) = 0;
   int commits_ ABSL_GUARDED_BY(mu_) = 0;
-  int progress_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, int> progress_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> aborted_ ABSL_GUARDED_BY(mu_);
   absl::Notification abort_entered_;
   absl::Notification* hold_abort_ = nullptr;
@@ -115,7 +116,9 @@ class KvExporterTest : public ::testing::Test {
     ASSERT_TRUE(cache.ok()) << cache.status();
     cache_ = std::move(*cache);
     sender_.HoldAborts(&release_abort_);
-    exporter_ = std::make_unique<KvExporter>(&sender_, cache_.get(), /*num_commit_threads=*/1);
+    // Keep-alives after every step that sends no layer, for exact counts.
+    exporter_ = std::make_unique<KvExporter>(&sender_, cache_.get(), /*num_commit_threads=*/1,
+                                             /*progress_interval=*/absl::ZeroDuration());
     Engine::Options o;
     o.max_batch_tokens = 16;  // a 64-token prompt takes four steps
     o.prefix_cache = false;
@@ -195,11 +198,27 @@ TEST_F(KvExporterTest, StepsThatSendNoLayerSendProgress) {
     ASSERT_TRUE(e.Step().ok());
     ASSERT_TRUE(e.Step().ok());  // blocks 0 and 1: held by the decode worker
     EXPECT_EQ(sender_.layers(), 0);
-    EXPECT_EQ(sender_.progress(), 2);
+    EXPECT_EQ(sender_.progress(5), 2);
     ASSERT_TRUE(e.Step().ok());
     ASSERT_TRUE(e.Step().ok());  // blocks 2 and 3, every layer
     EXPECT_EQ(sender_.layers(), 2 * model_->config.n_layers);
-    EXPECT_EQ(sender_.progress(), 2);
+    EXPECT_EQ(sender_.progress(5), 2);
+  }));
+}
+
+// A prompt queued behind another (no budget left in the steps) says it is
+// alive after each step until its own layers flow.
+TEST_F(KvExporterTest, QueuedTransfersSendProgressUntilTheirTurn) {
+  ASSERT_TRUE(RunOnEngine([&](Engine& e) {
+    AddAndRegister(e, Prompt(64), 5);  // four 16-token steps, a block each
+    AddAndRegister(e, Prompt(32), 6);  // waits for them
+    for (int step = 0; step < 4; ++step) ASSERT_TRUE(e.Step().ok());
+    EXPECT_EQ(sender_.progress(5), 0);
+    EXPECT_EQ(sender_.progress(6), 4);
+    EXPECT_EQ(sender_.layers(), 4 * model_->config.n_layers);
+    while (e.HasWork()) ASSERT_TRUE(e.Step().ok());
+    EXPECT_EQ(sender_.progress(6), 4);
+    EXPECT_EQ(sender_.layers(), 6 * model_->config.n_layers);
   }));
 }
 
