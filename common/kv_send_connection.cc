@@ -39,6 +39,14 @@ bool KvSendConnection::TryReserveSlot() {
   return true;
 }
 
+bool KvSendConnection::TryReserveSpareSlot() {
+  if (slots_used_.fetch_add(1) >= options_.max_queued_frames / 2) {
+    slots_used_.fetch_sub(1);
+    return false;
+  }
+  return true;
+}
+
 void KvSendConnection::Enqueue(KvOutFrame frame) {
   if (dead_.load()) {
     Release(frame, death_);

@@ -86,6 +86,9 @@ class KvSendConnection : public std::enable_shared_from_this<KvSendConnection> {
   // Any thread: takes a queue slot, or returns false when the queue is
   // full. Every frame handed to Enqueue must hold a slot.
   bool TryReserveSlot();
+  // The same, for a frame that only helps (a keep-alive): false from half
+  // full on, so it never takes a slot a layer needs.
+  bool TryReserveSpareSlot();
 
   // Queues a frame and connects if needed.
   void Enqueue(KvOutFrame frame);

@@ -143,6 +143,12 @@ void TcpKvReceiverImpl::ArmDeadline(Pending* p, absl::Time at) {
 void TcpKvReceiverImpl::OnDeadline(uint64_t transfer_id, uint64_t epoch) {
   auto it = pending_.find(transfer_id);
   if (it == pending_.end() || it->second->reservation->epoch() != epoch) return;
+  // A handler already queued when a frame moved the deadline (re-arming
+  // cannot cancel it), or a timer that fired a hair early: wait again.
+  if (absl::Now() < it->second->expires) {
+    ArmDeadline(it->second.get(), it->second->expires);
+    return;
+  }
   Finish(transfer_id,
          absl::DeadlineExceededError(absl::StrCat(
              "kv transfer ", transfer_id, " epoch ", epoch, ": no KV frame for ",
@@ -298,7 +304,7 @@ void TcpKvReceiverImpl::NoteProgress(Pending* p) {
   // A long prompt streams its layers chunk by chunk: the wait runs from the
   // last sign of progress, not from the reservation. (Not on every frame:
   // re-arming a timer is a syscall's worth of work.)
-  if (const absl::Time now = absl::Now(); now + p->window - p->expires > p->window / 8) {
+  if (const absl::Time now = absl::Now(); now + p->window - p->expires > p->window / 32) {
     ArmDeadline(p, now + p->window);
   }
 }

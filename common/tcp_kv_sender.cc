@@ -554,10 +554,12 @@ absl::Status TcpKvSenderImpl::SendProgress(const KvTransferTarget& target) {
   ASSIGN_OR_RETURN(ConnPtr control, ControlConnection(target));
   ASSIGN_OR_RETURN(TransferPtr transfer, FindTransfer(target, /*create=*/true));
   RETURN_IF_ERROR(transfer->status());
+  // Best effort, and never in the way of layers: on a queue half full the
+  // decode worker hears of this transfer again after the next step.
+  if (!control->TryReserveSpareSlot()) return absl::OkStatus();
   KvOutFrame frame;
   frame.head = EncodeKvMessage(HeaderFor(target, v1::KvFrameHeader::PROGRESS));
-  // Best effort: a full queue means frames are on their way anyway.
-  Post(control, std::move(frame)).IgnoreError();
+  Deliver(control, std::move(frame));
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -146,8 +147,12 @@ void KvExporter::Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t
   }
   Transfer t = std::move(it->second);
   transfers_.erase(it);
+  {
+    absl::MutexLock lock(&committing_mu_);
+    committing_[seq_id] = t.target;
+  }
   const absl::Time queued = absl::Now();
-  commits_->Post([this, t = std::move(t), first_token, blocks = std::move(blocks),
+  commits_->Post([this, seq_id, t = std::move(t), first_token, blocks = std::move(blocks),
                   done = std::move(done), queued]() mutable {
     absl::Status s = t.error;
     if (s.ok()) {
@@ -157,6 +162,10 @@ void KvExporter::Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t
       s = sender_->Commit(t.target, commit);
     }
     if (!s.ok()) sender_->Abort(t.target, std::string(s.message()));
+    {
+      absl::MutexLock lock(&committing_mu_);
+      committing_.erase(seq_id);
+    }
     // Only now may the blocks be reused: the sender no longer reads them.
     FreeLater(std::move(blocks));
     if (!s.ok()) {
@@ -172,6 +181,7 @@ void KvExporter::Cancel(Engine& engine, int64_t seq_id, const std::string& reaso
   auto it = transfers_.find(seq_id);
   if (it == transfers_.end()) {
     FreeLater(std::move(blocks));  // nothing was sent from them
+    AbortCommit(seq_id, reason);
     return;
   }
   KvTransferTarget target = it->second.target;
@@ -180,6 +190,18 @@ void KvExporter::Cancel(Engine& engine, int64_t seq_id, const std::string& reaso
     sender_->Abort(target, reason);
     FreeLater(std::move(blocks));
   });
+}
+
+void KvExporter::AbortCommit(int64_t seq_id, const std::string& reason) {
+  std::optional<KvTransferTarget> target;
+  {
+    absl::MutexLock lock(&committing_mu_);
+    if (auto it = committing_.find(seq_id); it != committing_.end()) target = it->second;
+  }
+  if (!target.has_value()) return;
+  // Fails the transfer, which ends the commit's wait for its ack; the commit
+  // thread then aborts again (a no-op) and frees the blocks.
+  aborts_->Post([this, target = *target, reason] { sender_->Abort(target, reason); });
 }
 
 void KvExporter::FreeLater(std::vector<int32_t> blocks) {

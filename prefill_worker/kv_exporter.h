@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/engine.h"
 #include "common/engine_loop.h"
@@ -68,11 +69,13 @@ class KvExporter {
   void OnLayer(int layer, const std::vector<Engine::LayerChunk>& chunks);
   // First token sampled: commit in the background, then free `blocks`.
   void Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t> blocks, DoneFn done);
-  // The request died before Finish (cancelled, or its step failed): ends
-  // the sequence in `engine` if it still runs, aborts the transfer in the
-  // background, then frees the sequence's blocks. An abort may wait for the
-  // transport to let go of them (an NCCL channel's sends to drain), which
-  // the engine thread must not. A no-op once Finish took the sequence.
+  // The request died (cancelled, or its step failed): ends the sequence in
+  // `engine` if it still runs, aborts the transfer in the background, then
+  // frees the sequence's blocks. An abort may wait for the transport to let
+  // go of them (an NCCL channel's sends to drain), which the engine thread
+  // must not. After Finish, it aborts the commit that waits for its ack (a
+  // hung decode worker would hold a commit thread until the deadline),
+  // whose thread then frees the blocks.
   void Cancel(Engine& engine, int64_t seq_id, const std::string& reason);
   // KV payload bytes queued so far, all transfers (any thread).
   uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
@@ -91,6 +94,8 @@ class KvExporter {
   void SendBlocks(Transfer& t, int layer, const std::vector<int32_t>& table, int32_t end_block);
   // After a step's last layer: PROGRESS for transfers that sent no layer.
   void SendKeepAlives();
+  // Cancel after Finish: aborts the transfer if its commit still runs.
+  void AbortCommit(int64_t seq_id, const std::string& reason);
   class Lane;  // jobs and the threads that run them in order (kv_exporter.cc)
 
   // Hands blocks back to the engine, once the sender reads them no more.
@@ -102,6 +107,9 @@ class KvExporter {
   const int num_layers_;
   const absl::Duration progress_interval_;
   std::map<int64_t, Transfer> transfers_;  // engine thread only
+  // Finished transfers whose commit has not returned yet, for Cancel.
+  absl::Mutex committing_mu_;
+  std::map<int64_t, KvTransferTarget> committing_ ABSL_GUARDED_BY(committing_mu_);
   std::atomic<uint64_t> bytes_sent_{0};
 
   std::unique_ptr<Lane> commits_;  // Finish: the commit, and the abort after a failed one

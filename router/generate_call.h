@@ -256,7 +256,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // When the current decode attempt (Decode stream) and prefill call began.
   absl::Time decode_started_ ABSL_GUARDED_BY(mu_);
   absl::Time prefill_started_ ABSL_GUARDED_BY(mu_);
-  // The prefill worker's LoadReport.prefill_tokens_computed last seen, and
+  // The prefill worker's LoadReport.prefill_progress last seen, and
   // when it was first seen at that value (PrefillStall).
   uint64_t prefill_progress_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time prefill_progress_at_ ABSL_GUARDED_BY(mu_);

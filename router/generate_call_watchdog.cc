@@ -25,11 +25,12 @@ void GenerateCall::ArmWatchdog(Actions* a) {
 absl::Duration GenerateCall::WatchdogDelay() const {
   const absl::Duration stale_after = env_.registry->snapshot()->stale_after;
   const absl::Duration window = retry_.prefill_attempt_timeout;
-  // Armed once per decode attempt, before its prefill starts: look often
-  // enough for a stalled prefill to be seen within an eighth of its window,
-  // so it is given up on before the decode worker's wait (4/3 of it) ends.
+  // Until the KV is committed, look often enough for a stalled prefill to be
+  // seen within a sixteenth of its window after the report that showed it
+  // (every load_poll_ms), so it is given up on before the decode worker's
+  // wait (4/3 of the window from the last frame) ends.
   if (local_prefill_ || kv_committed_ || window <= absl::ZeroDuration()) return stale_after;
-  return std::clamp(window / 8, absl::Milliseconds(50), stale_after);
+  return std::min(std::max(window / 16, absl::Milliseconds(50)), stale_after);
 }
 
 namespace {
@@ -91,7 +92,7 @@ grpc::Status GenerateCall::PrefillStall(absl::Time now) {
     return grpc::Status::OK;
   }
   const absl::Duration still = now - prefill_progress_at_;
-  if (still <= window) return grpc::Status::OK;
+  if (still < window) return grpc::Status::OK;
   return grpc::Status(
       grpc::StatusCode::DEADLINE_EXCEEDED,
       absl::StrCat("prefill worker ", prefill_->address(), " computed no prompt token for ",

@@ -40,7 +40,13 @@ class FakeSender : public KvSender {
   absl::Status Commit(const KvTransferTarget&, const KvCommit&) override {
     absl::MutexLock lock(&mu_);
     ++commits_;
-    return absl::OkStatus();
+    // A hung decode worker: no ack until the transfer is aborted.
+    auto aborted = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !aborted_.empty(); };
+    if (hold_commits_ && !mu_.AwaitWithTimeout(absl::Condition(&aborted), kWait)) {
+      return absl::DeadlineExceededError("test: no ack and no abort");
+    }
+    return hold_commits_ ? absl::AbortedError("aborted while waiting for the ack")
+                         : absl::OkStatus();
   }
   absl::Status SendProgress(const KvTransferTarget& target) override {
     absl::MutexLock lock(&mu_);
@@ -57,6 +63,10 @@ class FakeSender : public KvSender {
   }
 
   void HoldAborts(absl::Notification* release) { hold_abort_ = release; }
+  void HoldCommits() {
+    absl::MutexLock lock(&mu_);
+    hold_commits_ = true;
+  }
   bool AwaitAbortEntered() { return abort_entered_.WaitForNotificationWithTimeout(kWait); }
   int layers() {
     absl::MutexLock lock(&mu_);
@@ -79,6 +89,7 @@ class FakeSender : public KvSender {
   absl::Mutex mu_;
   int layers_ ABSL_GUARDED_BY(mu_) = 0;
   int commits_ ABSL_GUARDED_BY(mu_) = 0;
+  bool hold_commits_ ABSL_GUARDED_BY(mu_) = false;
   std::map<uint64_t, int> progress_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> aborted_ ABSL_GUARDED_BY(mu_);
   absl::Notification abort_entered_;
@@ -220,6 +231,32 @@ TEST_F(KvExporterTest, QueuedTransfersSendProgressUntilTheirTurn) {
     EXPECT_EQ(sender_.progress(6), 4);
     EXPECT_EQ(sender_.layers(), 6 * model_->config.n_layers);
   }));
+}
+
+// The decode worker never acks the commit: a cancel (the router gave up)
+// aborts it, the commit's wait ends at once and the blocks come back.
+TEST_F(KvExporterTest, CancelDuringTheCommitAbortsIt) {
+  release_abort_.Notify();  // aborts return at once here
+  sender_.HoldCommits();
+  const SequenceOptions o = Prompt(40);
+  int64_t id = 0;
+  absl::Notification finished;
+  absl::Status result;
+  ASSERT_TRUE(RunOnEngine([&](Engine& e) {
+    id = AddAndRegister(e, o, 11);
+    while (e.HasWork()) ASSERT_TRUE(e.Step().ok());
+    exporter_->Finish(id, 0, e.TakeHeldBlocks(id), [&](absl::StatusOr<KvExportResult> r) {
+      result = r.status();
+      finished.Notify();
+    });
+  }));
+  EXPECT_FALSE(finished.WaitForNotificationWithTimeout(absl::Milliseconds(100)));  // no ack
+  ASSERT_TRUE(RunOnEngine([&](Engine& e) { exporter_->Cancel(e, id, "router gave up"); }));
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(kWait)) << "the commit still waits";
+  EXPECT_EQ(result.code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(loop_->WaitIdle(absl::Now() + kWait));
+  EXPECT_EQ(FreeBlocks(), kBlocks);
+  EXPECT_EQ(sender_.aborted().front(), 11u);
 }
 
 TEST_F(KvExporterTest, CancelMidPrefillAbortsOffTheEngineThreadAndFreesBlocksAfter) {
