@@ -549,11 +549,12 @@ void TcpKvSenderImpl::Abandon(const absl::StatusOr<ConnPtr>& control,
 }
 
 absl::Status TcpKvSenderImpl::SendProgress(const KvTransferTarget& target) {
+  // A transfer that already failed opens no connection.
+  ASSIGN_OR_RETURN(TransferPtr transfer, FindTransfer(target, /*create=*/true));
+  RETURN_IF_ERROR(transfer->status());
   // On the connection that carries the transfer's headers (its layers too,
   // except on the nccl path, where their order does not matter to this).
   ASSIGN_OR_RETURN(ConnPtr control, ControlConnection(target));
-  ASSIGN_OR_RETURN(TransferPtr transfer, FindTransfer(target, /*create=*/true));
-  RETURN_IF_ERROR(transfer->status());
   // Best effort, and never in the way of layers: on a queue half full the
   // decode worker hears of this transfer again after the next step.
   if (!control->TryReserveSpareSlot()) return absl::OkStatus();

@@ -174,10 +174,12 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   grpc::Status DecodeSilence(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A check whose alarm fires more than stale_after / 2 late is skipped: the
   // router itself was stalled, so no worker's silence can be judged.
-  grpc::Status PrefillSilence(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  grpc::Status PrefillSilence(const RegistrySnapshot& snapshot, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Notes the prefill worker's progress counter; DEADLINE_EXCEEDED when it
   // stood still for the attempt timeout.
-  grpc::Status PrefillStall(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  grpc::Status PrefillStall(const RegistrySnapshot& snapshot, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How long until the watchdog should look again.
   absl::Duration WatchdogDelay() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckDecodeSilence(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -68,22 +68,21 @@ grpc::Status GenerateCall::DecodeSilence(absl::Time now) const {
                    Ms(quiet), ", no load report for ", Ms(*unreported)));
 }
 
-grpc::Status GenerateCall::PrefillSilence(absl::Time now) const {
+grpc::Status GenerateCall::PrefillSilence(const RegistrySnapshot& snapshot, absl::Time now) const {
   // The Prefill call is unary: the worker's load reports are its only sign
   // of life while it runs.
-  const std::shared_ptr<const RegistrySnapshot> snapshot = env_.registry->snapshot();
   const std::optional<absl::Duration> unreported =
-      Unreported(snapshot->FindPrefill(prefill_->address()), snapshot->stale_after, now);
+      Unreported(snapshot.FindPrefill(prefill_->address()), snapshot.stale_after, now);
   if (!unreported.has_value()) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                       absl::StrCat("prefill worker ", prefill_->address(),
                                    " went silent: no load report for ", Ms(*unreported)));
 }
 
-grpc::Status GenerateCall::PrefillStall(absl::Time now) {
+grpc::Status GenerateCall::PrefillStall(const RegistrySnapshot& snapshot, absl::Time now) {
   const absl::Duration window = retry_.prefill_attempt_timeout;
   if (window <= absl::ZeroDuration()) return grpc::Status::OK;
-  const WorkerState* w = env_.registry->snapshot()->FindPrefill(prefill_->address());
+  const WorkerState* w = snapshot.FindPrefill(prefill_->address());
   // Any prompt computed counts, ours or one queued ahead of it: admission
   // (start_within_ms) already bounds how long ours waits behind others.
   if (w != nullptr && w->load.prefill_progress() != prefill_progress_) {
@@ -112,8 +111,9 @@ void GenerateCall::CheckDecodeSilence(Actions* a) {
 void GenerateCall::CheckPrefillSilence(Actions* a) {
   if (!prefill_in_flight_ || kv_committed_) return;
   const absl::Time now = absl::Now();
-  grpc::Status silence = PrefillSilence(now);
-  if (silence.ok()) silence = PrefillStall(now);
+  const std::shared_ptr<const RegistrySnapshot> snapshot = env_.registry->snapshot();
+  grpc::Status silence = PrefillSilence(*snapshot, now);
+  if (silence.ok()) silence = PrefillStall(*snapshot, now);
   if (silence.ok()) return;
   LOG(WARNING) << "[" << id_ << "] " << silence.error_message() << "; abandoning its prefill";
   a->cancel_prefill = prefill_;
