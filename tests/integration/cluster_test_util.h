@@ -6,6 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
@@ -75,9 +76,10 @@ struct GenerateOutcome {
 };
 
 // Runs one Generate; `cancel_after_chunks` > 0 cancels the call after that
-// many text chunks.
+// many text chunks; `streaming`, if given, is set once the first chunk came.
 inline GenerateOutcome Generate(v1::Generation::Stub& stub, const v1::GenerateRequest& req,
-                                absl::Duration timeout, int cancel_after_chunks = 0) {
+                                absl::Duration timeout, int cancel_after_chunks = 0,
+                                std::atomic<bool>* streaming = nullptr) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
   auto reader = stub.Generate(&ctx, req);
@@ -89,6 +91,7 @@ inline GenerateOutcome Generate(v1::Generation::Stub& stub, const v1::GenerateRe
       out.ids.insert(out.ids.end(), msg.chunk().token_ids().begin(),
                      msg.chunk().token_ids().end());
       if (++out.chunks == cancel_after_chunks) ctx.TryCancel();
+      if (streaming != nullptr) streaming->store(true);
     }
     if (msg.has_finished()) out.finished = msg.finished();
   }

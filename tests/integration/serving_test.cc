@@ -6,6 +6,7 @@
 // KV pool back at idle.
 #include <signal.h>
 
+#include <atomic>
 #include <fstream>
 #include <thread>
 
@@ -327,29 +328,35 @@ TEST_F(ServingTest, FallBackToLocalPrefillReusesItsOwnBlocks) {
 TEST_F(ServingTest, AStalledRouterDoesNotAbandonHealthyWorkers) {
   LocalClusterOptions o;
   o.colocated = true;
+  // Load reports every 100 ms: worker silence counts after 1.3 s.
+  o.extra_router_flags = {"--load_poll_ms=100"};
   auto cluster = StartCluster(o, "stalled-router");
   ASSERT_NE(cluster, nullptr);
-  v1::GenerateRequest request = TextRequest("Tell me a long story.", 400);
+  // Long enough that the decode worker is still generating when the router
+  // resumes, so the router's watchdog, not the stream's end, comes first.
+  v1::GenerateRequest request = TextRequest("Tell me a long story.", 800);
   request.set_ignore_eos(true);
   GenerateOutcome out;
+  std::atomic<bool> streaming{false};
   std::thread client([&] {
     auto stub = testing::RouterStub(cluster->router_address());
-    out = Generate(*stub, request, kTimeout);
+    out = Generate(*stub, request, kTimeout, 0, &streaming);
   });
-  // Stop the router only once the stream is decoding (its watchdog is
+  // Stop the router only once it streams to the client (its watchdog is
   // armed then), however long the client took to get there.
-  const std::string decode = cluster->addresses("decode").front();
-  for (absl::Time until = absl::Now() + absl::Seconds(60); absl::Now() < until;) {
-    absl::StatusOr<v1::LoadReport> load = testing::DecodeLoad(decode);
-    if (load.ok() && load->running() > 0) break;
-    absl::SleepFor(absl::Milliseconds(20));
+  for (absl::Time until = absl::Now() + absl::Seconds(60); !streaming && absl::Now() < until;) {
+    absl::SleepFor(absl::Milliseconds(5));
   }
+  ASSERT_TRUE(streaming);
   cluster->Signal("router", SIGSTOP);
-  absl::SleepFor(absl::Seconds(5));  // > 3 stale periods of the watchdog
+  absl::SleepFor(absl::Seconds(3));  // > 2 stale periods of the watchdog
+  absl::StatusOr<v1::LoadReport> load = testing::DecodeLoad(cluster->addresses("decode").front());
+  const bool still_decoding = load.ok() && load->running() > 0;
   cluster->Signal("router", SIGCONT);
   client.join();
+  ASSERT_TRUE(still_decoding) << "the stream ended while the router was stopped";
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-  EXPECT_EQ(out.finished.usage().completion_tokens(), 400);
+  EXPECT_EQ(out.finished.usage().completion_tokens(), 800);
   std::ifstream log(::testing::TempDir() + "/pdserve-stalled-router/router.log");
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, ::testing::HasSubstr("the router was stalled"));
