@@ -97,7 +97,7 @@ void GenerateCall::Place(Actions* a) {
   q.prefill.now = now;
   q.colocated = env_.config->colocated || !generated.empty() || force_local_prefill_;
   if (!env_.config->colocated && force_local_prefill_) {
-    q.forced_why = "no usable prefill worker left";
+    q.forced_why = local_fallback_why_;
     q.forced_reason = "prefill_fallback";
   } else if (!env_.config->colocated) {
     q.forced_why = "a decode failover";

@@ -141,9 +141,14 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   void StartPrefill(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandlePrefillFailure(const grpc::Status& status, Actions* a)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Every prefill worker failed or left: cancel D's reservation and place
+  // Every prefill worker failed or left, or the decode worker stopped
+  // waiting for the KV (`why`, for logs): cancel D's reservation and place
   // the request again with local prefill.
-  void FallBackToLocalPrefill(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FallBackToLocalPrefill(const char* why, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A remote attempt's decode stream ended before any token because its KV
+  // wait expired: true if the request moved to local prefill.
+  bool TryLocalPrefillAfterKvWait(const grpc::Status& status, Actions* a)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decode failover: true if the request moved to another decode worker.
   bool TryFailover(const grpc::Status& status, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops the current attempt's prefill, backoff and RetryTransfer.
@@ -232,6 +237,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   uint64_t placement_ ABSL_GUARDED_BY(mu_) = 0;
   int failovers_ ABSL_GUARDED_BY(mu_) = 0;
   bool force_local_prefill_ ABSL_GUARDED_BY(mu_) = false;
+  const char* local_fallback_why_ ABSL_GUARDED_BY(mu_) = "";  // what forced it
   bool started_sent_ ABSL_GUARDED_BY(mu_) = false;
   // The current attempt holds KV from a prefill worker (first Tokens seen).
   bool kv_committed_ ABSL_GUARDED_BY(mu_) = false;

@@ -35,7 +35,7 @@ void GenerateCall::StartPrefill(Actions* a) {
       return;
     }
     // None left (all failed this request, or all gone since placement).
-    FallBackToLocalPrefill(a);
+    FallBackToLocalPrefill("no usable prefill worker left", a);
     return;
   }
   const std::string& address = (*prefill)->address;
@@ -61,12 +61,13 @@ void GenerateCall::StartPrefill(Actions* a) {
   LOG(INFO) << "[" << id_ << "] prefill on " << address << " (epoch " << reserved_.epoch() << ")";
 }
 
-void GenerateCall::FallBackToLocalPrefill(Actions* a) {
-  // No prefill worker is left to (re)try on: give up the reservation and
-  // let a decode worker prefill the prompt itself. Nothing was sent to the
-  // client but Started, so this is a fresh placement.
-  LOG(WARNING) << "[" << id_ << "] no usable prefill worker left; falling back to local prefill";
+void GenerateCall::FallBackToLocalPrefill(const char* why, Actions* a) {
+  // Give up the reservation and let a decode worker prefill the prompt
+  // itself. Nothing was sent to the client but Started, so this is a fresh
+  // placement.
+  LOG(WARNING) << "[" << id_ << "] " << why << "; falling back to local prefill";
   force_local_prefill_ = true;
+  local_fallback_why_ = why;
   if (decode_active_) {
     a->cancel_decode = decode_;
     release_wait_until_ = absl::Now() + retry_.failover_wait;
@@ -93,7 +94,7 @@ void GenerateCall::HandlePrefillFailure(const grpc::Status& status, Actions* a) 
     // time) are no reason to fail: the decode worker can prefill it.
     LOG(WARNING) << "[" << id_ << "] prefill worker " << address
                  << " refused: " << status.error_message() << "; retries used up";
-    FallBackToLocalPrefill(a);
+    FallBackToLocalPrefill("no prefill worker could start the prompt in time", a);
     return;
   }
   if (!decode_active_ || prefill_retries_ >= retry_.prefill_retries ||
@@ -246,6 +247,24 @@ bool GenerateCall::TryFailover(const grpc::Status& status, Actions* a) {
   StopPrefillSide(a);
   attempts_.RecordRefusal(address, status);
   Place(a);
+  return true;
+}
+
+bool GenerateCall::TryLocalPrefillAfterKvWait(const grpc::Status& status, Actions* a) {
+  // The decode worker ended the reservation because no KV frame came within
+  // its wait: the prefill side stopped sending while the router still saw
+  // it progress (or never reached it). Nothing but Started reached the
+  // client, so a local prefill is the safety net; it needs no KV wait, so
+  // it cannot come back here.
+  if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED || local_prefill_ ||
+      kv_committed_ || relay_->completion_tokens() > 0 ||
+      std::chrono::system_clock::now() >= deadline_) {
+    return false;
+  }
+  LOG(WARNING) << "[" << id_ << "] decode worker " << decode_worker_.address
+               << " stopped waiting for the KV: " << status.error_message();
+  StopPrefillSide(a);
+  FallBackToLocalPrefill("the decode worker's KV wait expired", a);
   return true;
 }
 

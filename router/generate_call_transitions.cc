@@ -142,6 +142,7 @@ void GenerateCall::HandleDecodeEnd(const grpc::Status& status, Actions* a) {
     return;
   }
   if (TryFailover(status, a)) return;
+  if (TryLocalPrefillAfterKvWait(status, a)) return;
   // Our own deadline (client's or --request_timeout_ms) is reported as such;
   // a worker-side timeout (e.g. the KV never arrived) keeps its message.
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&

@@ -302,6 +302,9 @@ class FakePrefillWorker final : public v1::PrefillWorker::Service {
     // `stalls` (an engine wedged behind a live server).
     absl::Duration compute = absl::ZeroDuration();
     bool stalls = false;
+    // Computes (its load reports show progress) but no KV frame reaches the
+    // decode worker, and it never commits: a broken KV connection.
+    bool sends_no_kv = false;
   };
 
   FakePrefillWorker(Options options, FakeKvBus* bus) : options_(std::move(options)), bus_(bus) {
@@ -358,7 +361,7 @@ class FakePrefillWorker final : public v1::PrefillWorker::Service {
       ++cancelled_calls_;
       return grpc::Status::CANCELLED;
     }
-    if (!Compute(ctx, request->target().transfer_id())) {
+    if (!Compute(ctx, request->target().transfer_id()) || options_.sends_no_kv) {
       ++cancelled_calls_;
       return grpc::Status::CANCELLED;
     }
@@ -381,7 +384,7 @@ class FakePrefillWorker final : public v1::PrefillWorker::Service {
       if (ctx->IsCancelled()) return false;
       if (!options_.stalls) {
         control_.prefill_progress.fetch_add(1);
-        bus_->Progress(transfer_id);
+        if (!options_.sends_no_kv) bus_->Progress(transfer_id);
       }
       absl::SleepFor(absl::Milliseconds(10));
     }

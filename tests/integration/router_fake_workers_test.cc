@@ -697,6 +697,29 @@ TEST_F(RouterFakeWorkersTest, AStalledPrefillIsGivenUpOnAndRetried) {
   EXPECT_TRUE(Eventually([&] { return p1.cancelled_calls() == 1; }));
 }
 
+// A prefill worker that computes but whose KV never reaches the decode
+// worker: the router sees progress, the decode worker's KV wait expires.
+// That is no reason to fail the request: nothing but Started reached the
+// client, so it is prefilled locally.
+TEST_F(RouterFakeWorkersTest, AnExpiredKvWaitFallsBackToLocalPrefill) {
+  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
+  auto lost = PrefillOptions();
+  lost.compute = absl::Seconds(60);
+  lost.sends_no_kv = true;
+  FakePrefillWorker p(lost, &bus_);
+  RouterConfig config;
+  config.kv_wait_ms = 800;
+  StartRouter({d.address()}, {p.address()}, config);
+  const Outcome out = Generate(Text("go"), absl::Seconds(30));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.text, "x");
+  EXPECT_EQ(out.finished.timings().prefill_mode(), "local");
+  EXPECT_EQ(p.prefill_calls(), 1);
+  EXPECT_EQ(d.decode_calls(), 2);
+  EXPECT_TRUE(d.last_request().local_prefill());
+  EXPECT_TRUE(Eventually([&] { return p.cancelled_calls() == 1; }));
+}
+
 // A stopped prefill worker (SIGSTOP) is given up on as soon as its load
 // reports stop, not after the attempt timeout, here longer than the
 // client's deadline: the retry on the healthy worker must finish first.
