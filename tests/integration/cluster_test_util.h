@@ -17,6 +17,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "pdserve/v1/worker.grpc.pb.h"
 #include "tests/golden/test_model.h"
@@ -34,7 +35,8 @@ inline std::unique_ptr<v1::Generation::Stub> RouterStub(const std::string& addr)
 }
 
 // Starts the cluster and waits (bounded) until the router sees its workers:
-// a one-token request answers with anything but UNAVAILABLE and, where the
+// a one-token request answers with anything but UNAVAILABLE (or its own
+// DEADLINE_EXCEEDED) and, where the
 // cluster has a prefill tier, was not prefilled locally for want of a live
 // prefill worker (one still warming up would make the first requests of a
 // test take the local path by chance).
@@ -46,8 +48,14 @@ inline std::unique_ptr<LocalCluster> StartCluster(LocalClusterOptions o, const s
   if (!c.ok()) return nullptr;
   const bool has_prefill_tier = o.prefill > 0 && !o.colocated;
   auto stub = RouterStub((*c)->router_address());
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (absl::Now() < deadline) {
+  // Generous: under sanitizers a cold start (model mmap, first forward
+  // pass) is several times slower.
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (true) {
+    if (absl::Now() >= deadline) {
+      ADD_FAILURE() << "cluster '" << tag << "' did not become ready within 120 s";
+      return nullptr;
+    }
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::GenerateRequest req;
@@ -61,7 +69,10 @@ inline std::unique_ptr<LocalCluster> StartCluster(LocalClusterOptions o, const s
     }
     const grpc::Status s = reader->Finish();
     const bool waiting_for_prefill = s.ok() && has_prefill_tier && prefilled_locally;
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE && !waiting_for_prefill) break;
+    // A probe that ran out of time (a cold worker) says nothing yet either.
+    const bool not_yet = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                         s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (!not_yet && !waiting_for_prefill) break;
     absl::SleepFor(absl::Milliseconds(100));
   }
   return std::move(*c);

@@ -285,7 +285,11 @@ TEST_F(RouterFakeWorkersTest, ShortPromptsAndColocatedModePrefillLocally) {
 }
 
 TEST_F(RouterFakeWorkersTest, StopStringEndsTheStreamAndCancelsDecode) {
-  auto options = DecodeOptions("one two. three four five six seven eight nine ten");
+  // A long tail, so that the stream is still running when the stop string's
+  // cancel reaches the decode worker, however late (~2 s of slack).
+  std::string text = "one two.";
+  for (int i = 0; i < 100; ++i) text += " more";
+  auto options = DecodeOptions(text);
   options.token_delay = absl::Milliseconds(20);
   FakeDecodeWorker d(options, &bus_);
   StartRouter({d.address()}, {});
@@ -643,7 +647,10 @@ TEST_F(RouterFakeWorkersTest, HungPrefillWorkerTimesOutWithinTheKvWait) {
   hang.hang = true;
   FakePrefillWorker p(hang, &bus_);
   RouterConfig config;
-  config.kv_wait_ms = 800;  // the attempt times out at 3/4 of it
+  // Given up on after 300 ms without progress, long before the decode
+  // worker's KV wait would end the attempt instead.
+  config.kv_wait_ms = 3000;
+  config.prefill_attempt_timeout_ms = 300;
   config.prefill_retries = 0;
   StartRouter({d.address()}, {p.address()}, config);
   const Outcome out = Generate(Text("go"));
@@ -660,10 +667,11 @@ TEST_F(RouterFakeWorkersTest, HungPrefillWorkerTimesOutWithinTheKvWait) {
 TEST_F(RouterFakeWorkersTest, ALongPrefillThatKeepsComputingIsNotTimedOut) {
   FakeDecodeWorker d(DecodeOptions("x"), &bus_);
   auto slow = PrefillOptions();
-  slow.compute = absl::Milliseconds(2000);
+  slow.compute = absl::Milliseconds(3000);
   FakePrefillWorker p(slow, &bus_);
   RouterConfig config;
-  config.kv_wait_ms = 400;  // an attempt with no progress for 300 ms ends
+  config.kv_wait_ms = 2000;
+  config.prefill_attempt_timeout_ms = 800;  // an attempt with no progress for 800 ms ends
   config.prefill_retries = 0;
   StartRouter({d.address()}, {p.address()}, config);
   const Outcome out = Generate(Text("go"));
@@ -672,7 +680,7 @@ TEST_F(RouterFakeWorkersTest, ALongPrefillThatKeepsComputingIsNotTimedOut) {
   EXPECT_EQ(p.prefill_calls(), 1);
   EXPECT_EQ(p.cancelled_calls(), 0);
   // It must start within the same window, or be refused at once.
-  EXPECT_EQ(p.last_request().start_within_ms(), 300u);
+  EXPECT_EQ(p.last_request().start_within_ms(), 800u);
 }
 
 // One that stops computing while its server still answers and reports
@@ -687,7 +695,8 @@ TEST_F(RouterFakeWorkersTest, AStalledPrefillIsGivenUpOnAndRetried) {
   busier.queued_prompt_tokens = 1000;  // least_loaded picks the stalled one first
   FakePrefillWorker p2(busier, &bus_);
   RouterConfig config;
-  config.kv_wait_ms = 800;
+  config.kv_wait_ms = 3000;
+  config.prefill_attempt_timeout_ms = 300;  // well within the decode worker's wait
   StartRouter({d.address()}, {p1.address(), p2.address()}, config);
   const Outcome out = Generate(Text("go"));
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
@@ -830,7 +839,11 @@ TEST_F(RouterFakeWorkersTest, FailoverWaitsForARestartingDecodeWorker) {
   auto d2 = std::make_unique<FakeDecodeWorker>(healthy, &bus_);
   healthy.port = d2->port();
   const std::string d2_address = d2->address();
-  StartRouter({d1.address(), d2_address}, {});
+  RouterConfig config;
+  // Ample for the router to reconnect to the restarted worker even after
+  // its channel's back-off grew while the worker was down.
+  config.failover_wait_ms = 10000;
+  StartRouter({d1.address(), d2_address}, {}, config);
   d2.reset();  // the only other decode worker is down when d1 dies
   ASSERT_TRUE(Eventually([&] {
     auto snap = router_->registry().snapshot();
@@ -923,8 +936,12 @@ TEST_F(RouterFakeWorkersTest, DnsTargetServesThroughTheResolvedAddress) {
 // every other; each must end with its expected status and no call may be
 // left behind. Run under ASan this is the lifetime test of GenerateCall.
 TEST_F(RouterFakeWorkersTest, ConcurrentRequestsEndingEveryWayAllEnd) {
-  auto options = DecodeOptions("alpha beta. gamma delta epsilon zeta eta theta");
-  options.token_delay = absl::Milliseconds(2);
+  // ~1 s streams: a client cancel after a few chunks must come before the
+  // stream's end, even with 24 client threads starved of CPU.
+  std::string text = "alpha beta. gamma delta epsilon zeta eta theta";
+  for (int i = 0; i < 40; ++i) text += " iota";
+  auto options = DecodeOptions(text);
+  options.token_delay = absl::Milliseconds(20);
   FakeDecodeWorker d1(options, &bus_);
   FakeDecodeWorker d2(options, &bus_);
   FakePrefillWorker p(PrefillOptions(), &bus_);

@@ -98,7 +98,7 @@ class DoneProbe {
   KvReceiver::DoneCallback Callback() {
     return [state = state_](absl::StatusOr<KvCommit> result) {
       absl::MutexLock lock(&state->mu);
-      ++state->calls;
+      if (++state->calls == 1) state->called_at = absl::Now();
       state->result = std::move(result);
     };
   }
@@ -116,11 +116,17 @@ class DoneProbe {
     absl::MutexLock lock(&state_->mu);
     return state_->calls;
   }
+  // When the first call came (InfinitePast: none yet).
+  absl::Time called_at() {
+    absl::MutexLock lock(&state_->mu);
+    return state_->called_at;
+  }
 
  private:
   struct State {
     absl::Mutex mu;
     int calls = 0;
+    absl::Time called_at = absl::InfinitePast();
     absl::StatusOr<KvCommit> result = absl::UnknownError("not called");
   };
   std::shared_ptr<State> state_ = std::make_shared<State>();
