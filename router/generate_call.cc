@@ -95,8 +95,9 @@ void GenerateCall::Place(Actions* a) {
   q.prefill.ticket = env_.prefill_ticket->load(std::memory_order_relaxed);
   q.prefill.ejected = q.decode.ejected;
   q.prefill.now = now;
-  q.colocated = env_.config->colocated || !generated.empty() || force_local_prefill_;
-  if (!env_.config->colocated && force_local_prefill_) {
+  const bool fell_back = local_fallback_why_ != nullptr;
+  q.colocated = env_.config->colocated || !generated.empty() || fell_back;
+  if (!env_.config->colocated && fell_back) {
     q.forced_why = local_fallback_why_;
     q.forced_reason = "prefill_fallback";
   } else if (!env_.config->colocated) {

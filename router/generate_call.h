@@ -236,8 +236,9 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // are ignored.
   uint64_t placement_ ABSL_GUARDED_BY(mu_) = 0;
   int failovers_ ABSL_GUARDED_BY(mu_) = 0;
-  bool force_local_prefill_ ABSL_GUARDED_BY(mu_) = false;
-  const char* local_fallback_why_ ABSL_GUARDED_BY(mu_) = "";  // what forced it
+  // Set by FallBackToLocalPrefill: every later placement prefills locally,
+  // for this reason (logs).
+  const char* local_fallback_why_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool started_sent_ ABSL_GUARDED_BY(mu_) = false;
   // The current attempt holds KV from a prefill worker (first Tokens seen).
   bool kv_committed_ ABSL_GUARDED_BY(mu_) = false;

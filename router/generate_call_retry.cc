@@ -66,7 +66,6 @@ void GenerateCall::FallBackToLocalPrefill(const char* why, Actions* a) {
   // itself. Nothing was sent to the client but Started, so this is a fresh
   // placement.
   LOG(WARNING) << "[" << id_ << "] " << why << "; falling back to local prefill";
-  force_local_prefill_ = true;
   local_fallback_why_ = why;
   if (decode_active_) {
     a->cancel_decode = decode_;
@@ -254,11 +253,10 @@ bool GenerateCall::TryLocalPrefillAfterKvWait(const grpc::Status& status, Action
   // The decode worker ended the reservation because no KV frame came within
   // its wait: the prefill side stopped sending while the router still saw
   // it progress (or never reached it). Nothing but Started reached the
-  // client, so a local prefill is the safety net; it needs no KV wait, so
-  // it cannot come back here.
+  // client (tokens come only after kv_committed_), so a local prefill is
+  // the safety net; it needs no KV wait, so it cannot come back here.
   if (status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED || local_prefill_ ||
-      kv_committed_ || relay_->completion_tokens() > 0 ||
-      std::chrono::system_clock::now() >= deadline_) {
+      kv_committed_ || std::chrono::system_clock::now() >= deadline_) {
     return false;
   }
   LOG(WARNING) << "[" << id_ << "] decode worker " << decode_worker_.address
