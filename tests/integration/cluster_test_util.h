@@ -36,10 +36,10 @@ inline std::unique_ptr<v1::Generation::Stub> RouterStub(const std::string& addr)
 
 // Starts the cluster and waits (bounded) until the router sees its workers:
 // a one-token request answers with anything but UNAVAILABLE (or its own
-// DEADLINE_EXCEEDED) and, where the
-// cluster has a prefill tier, was not prefilled locally for want of a live
-// prefill worker (one still warming up would make the first requests of a
-// test take the local path by chance).
+// DEADLINE_EXCEEDED) and, where the cluster has a prefill tier, was not
+// prefilled locally for want of a live prefill worker (one still warming
+// up would make the first requests of a test take the local path by
+// chance).
 inline std::unique_ptr<LocalCluster> StartCluster(LocalClusterOptions o, const std::string& tag) {
   o.bin_dir = BinDir();
   if (o.model.empty()) o.model = RealModelPath();
