@@ -1,10 +1,18 @@
 // The correctness oracle: greedy tokens of llama.cpp (llama-cpp-python
 // 0.3.7, prompts evaluated one token per decode) on the same GGUF, recorded
-// by tests/data/make_golden.py. For every case our first 64 greedy tokens
-// must equal llama.cpp's; where they part, llama.cpp's own top-2 logits at
-// that step must have been a near tie (within kNearTie), i.e. a
-// rounding-order difference, not a bug. On AVX512 CPUs our logits are
-// llama.cpp's bit for bit (llama_numerics.h), so no case should part.
+// by tests/data/make_golden.py on an AVX512 machine.
+//
+// On AVX512F+DQ CPUs our logits are llama.cpp's bit for bit
+// (llama_numerics.h): every logit must match exactly and no case may part.
+// Elsewhere our kernels sum in other orders, and because activations are
+// quantised to int8 before every matmul, a last-bit difference can move an
+// activation to the next int8 step, so logits land about as far from
+// llama.cpp's as quantisation noise itself (tests/data/README.md: exact
+// arithmetic is 0.15-0.51 away at the first step). Measured with the AVX2
+// kernels (AMD EPYC, 2026-12-02) over the 1152 teacher-forced steps: max
+// 1.15, mean 0.15, argmax flips only at top-2 gaps <= 0.69. The bounds
+// below leave 30-100% on top of that; the bugs this guards against (RoPE,
+// norm, attention, tokenizer) move logits by whole units everywhere.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -25,7 +33,15 @@
 namespace pdserve {
 namespace {
 
-constexpr double kNearTie = 0.05;
+// How far each of our logits may be from llama.cpp's: none at all where
+// llama_numerics.h reproduces its AVX512 arithmetic.
+double LogitTolerance() { return LlamaExactNumericsActive() ? 0.0 : 1.5; }
+// The mean of that distance over the teacher-forced steps.
+double MeanLogitTolerance() { return LlamaExactNumericsActive() ? 0.0 : 0.3; }
+// Below this top-2 gap, our greedy (or teacher-forced) argmax may
+// legitimately differ from llama.cpp's. Even when bit-exact, kept above 0
+// so a last-ulp slip in one case reads as what it is.
+double NearTie() { return LlamaExactNumericsActive() ? 0.05 : LogitTolerance(); }
 
 class LlamaCppGoldenTest : public ::testing::Test {
  protected:
@@ -83,20 +99,15 @@ TEST_F(LlamaCppGoldenTest, GreedyTokensMatch) {
       ++exact;
       continue;
     }
-    EXPECT_LT(gaps[i], kNearTie) << "case " << c["name"] << " diverges at step " << i
-                                 << ": llama.cpp " << want[i] << ", pdserve " << got[i]
-                                 << "; llama.cpp top-2 gap " << gaps[i]
-                                 << "\nours: " << absl::StrJoin(got, " ");
+    EXPECT_LT(gaps[i], NearTie()) << "case " << c["name"] << " diverges at step " << i
+                                  << ": llama.cpp " << want[i] << ", pdserve " << got[i]
+                                  << "; llama.cpp top-2 gap " << gaps[i]
+                                  << "\nours: " << absl::StrJoin(got, " ");
     std::cout << "case " << c["name"] << " parts from llama.cpp at step " << i
               << " on a near tie (gap " << gaps[i] << ")\n";
   }
   std::cout << exact << " of " << (*golden_)["cases"].size() << " cases match all 64 tokens\n";
 }
-
-// How far our first-step logits may be from llama.cpp's: none at all where
-// llama_numerics.h reproduces its AVX512 arithmetic (the golden data comes
-// from an AVX512 build), else the rounding-order noise of other SIMD paths.
-double FirstStepTolerance() { return LlamaExactNumericsActive() ? 0.0 : 0.5; }
 
 // The first step's logits themselves, not only their argmax. The whole
 // prompt goes in as one chunk: our batched prefill computes every position
@@ -119,8 +130,61 @@ TEST_F(LlamaCppGoldenTest, FirstStepLogitsClose) {
     }
     std::cout << "case " << c["name"] << ": max |logit - llama.cpp| over its top 20 = " << max_err
               << "\n";
-    EXPECT_LE(max_err, FirstStepTolerance()) << "case " << c["name"];
+    EXPECT_LE(max_err, LogitTolerance()) << "case " << c["name"];
   }
+}
+
+// Teacher forcing: llama.cpp's own greedy tokens are fed back, so every step
+// of every case is compared on llama.cpp's context, not only the steps
+// before a first (legitimate) parting. At each step our logit for
+// llama.cpp's token must be within LogitTolerance() of llama.cpp's (and
+// within MeanLogitTolerance() on average), and our argmax must be
+// llama.cpp's wherever its top-2 gap is not a near tie.
+TEST_F(LlamaCppGoldenTest, TeacherForcedLogitsClose) {
+  int agree = 0, steps = 0;
+  double sum_err = 0, max_flip_gap = 0;
+  for (const auto& c : (*golden_)["cases"]) {
+    const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
+    const auto want = c["output_tokens"].get<std::vector<int32_t>>();
+    const auto top1 = c["top1_logit"].get<std::vector<double>>();
+    const auto gaps = c["gap"].get<std::vector<double>>();
+    CpuModelRunner runner(model_->config(), &model_->weights(), 2);
+    auto cache = KvCache::Create(KvLayout::ForModel(model_->config(), 16), 128);
+    ASSERT_TRUE(cache.ok());
+    auto blocks = (*cache)->allocator().Allocate(BlocksForTokens(prompt.size() + want.size(), 16));
+    ASSERT_TRUE(blocks.ok());
+    ForwardBatch batch;
+    batch.chunks.push_back({prompt, 0, *blocks, true});
+    std::vector<float> logits;
+    ASSERT_TRUE(runner.Forward(batch, **cache, &logits).ok());
+    double max_err = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double err = std::abs(logits[want[i]] - top1[i]);
+      max_err = std::max(max_err, err);
+      const int ours =
+          static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      agree += ours == want[i];
+      sum_err += err;
+      if (ours != want[i]) max_flip_gap = std::max(max_flip_gap, gaps[i]);
+      ++steps;
+      if (gaps[i] >= NearTie()) {
+        EXPECT_EQ(ours, want[i]) << "case " << c["name"] << " step " << i << ", llama.cpp's gap "
+                                 << gaps[i];
+      }
+      if (i + 1 == want.size()) break;
+      ForwardBatch next;
+      next.chunks.push_back({absl::MakeConstSpan(&want[i], 1),
+                             static_cast<int32_t>(prompt.size() + i), *blocks, true});
+      ASSERT_TRUE(runner.Forward(next, **cache, &logits).ok());
+    }
+    std::cout << "case " << c["name"]
+              << ": max |logit - llama.cpp| over 64 forced steps = " << max_err << "\n";
+    EXPECT_LE(max_err, LogitTolerance()) << "case " << c["name"];
+  }
+  std::cout << agree << " of " << steps
+            << " forced steps pick llama.cpp's token (the others at gaps <= " << max_flip_gap
+            << "); mean |logit - llama.cpp| = " << sum_err / steps << "\n";
+  EXPECT_LE(sum_err / steps, MeanLogitTolerance());
 }
 
 // Our logits after every prompt prefix against llama.cpp's, bit for bit.
