@@ -1,8 +1,8 @@
 #include "common/cpu_model_runner.h"
 
+#include <atomic>
 #include <cmath>
 
-#include "common/attention.h"
 #include "common/half.h"
 #include "common/kv_int8.h"
 #include "common/llama_numerics.h"
@@ -10,6 +10,15 @@
 #include "common/status_macros.h"
 
 namespace pdserve {
+namespace {
+
+// Query tokens per attention tile: each K/V row is read once per this many
+// tokens (times the GQA group) instead of once per (token, head). 16 keeps a
+// tile's scores (16 x 3 rows x context floats) within a few MB at 8k context
+// and still leaves a 512-token chunk 96 tiles to share among threads.
+constexpr int kAttentionTileTokens = 16;
+
+}  // namespace
 
 CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights* weights,
                                int num_threads)
@@ -18,7 +27,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights* we
       packed_(PackedModelWeights::Pack(*weights)),
       pool_(num_threads),
       matmul_(&pool_) {
-  scores_.resize(pool_.num_threads());
+  attn_scratch_.resize(pool_.num_threads());
 }
 
 absl::Status CpuModelRunner::Forward(const ForwardBatch& batch, KvCache& cache,
@@ -41,13 +50,18 @@ absl::Status CpuModelRunner::Forward(const ForwardBatch& batch, KvCache& cache,
 // (an iterated product, not a fresh pow per pair).
 void CpuModelRunner::PrepareStep(const ForwardBatch& batch) {
   tokens_.clear();
+  std::vector<ChunkSpan> spans;
   for (size_t c = 0; c < batch.chunks.size(); ++c) {
     const SequenceChunk& ch = batch.chunks[c];
+    spans.push_back({static_cast<int>(c), static_cast<int64_t>(tokens_.size()), ch.start_pos,
+                     static_cast<int>(ch.tokens.size())});
     for (size_t i = 0; i < ch.tokens.size(); ++i) {
       tokens_.push_back({static_cast<int>(c), ch.start_pos + static_cast<int32_t>(i)});
     }
   }
   n_tokens_ = static_cast<int64_t>(tokens_.size());
+  attn_tiles_ = PlanAttentionTiles({config_.n_heads, config_.n_kv_heads, config_.head_dim}, spans,
+                                   kAttentionTileTokens, pool_.num_threads());
   const int64_t T = n_tokens_;
   x_.resize(T * config_.n_embd);
   h_.resize(T * std::max(config_.n_embd, config_.q_dim()));
@@ -180,18 +194,18 @@ void CpuModelRunner::StoreKvInt8(const ForwardBatch& batch, KvCache& cache, int 
   }
 }
 
+// Tiles are taken from a shared counter, largest first: their costs differ
+// by orders of magnitude between a decode row and a long prefill chunk.
 void CpuModelRunner::Attention(const ForwardBatch& batch, KvCache& cache, int l) {
   const AttentionShape shape{config_.n_heads, config_.n_kv_heads, config_.head_dim};
-  const int dh = config_.head_dim;
-  const int64_t work = n_tokens_ * config_.n_heads;
-  pool_.Run([&](int thread, int nt) {
-    for (int64_t i = work * thread / nt; i < work * (thread + 1) / nt; ++i) {
-      const int64_t t = i / config_.n_heads;
-      const int h = static_cast<int>(i % config_.n_heads);
-      const SequenceChunk& ch = batch.chunks[tokens_[t].chunk];
-      const int64_t off = t * config_.q_dim() + h * dh;
-      AttendHead(shape, h, &q_[off], tokens_[t].pos + 1, ch.block_table, cache, l, &attn_[off],
-                 scores_[thread]);
+  const int64_t stride = config_.q_dim();
+  std::atomic<size_t> next{0};
+  pool_.Run([&](int thread, int) {
+    for (size_t i = next++; i < attn_tiles_.size(); i = next++) {
+      const AttentionTile& tile = attn_tiles_[i];
+      const int64_t off = tile.first_token * stride;
+      AttendTile(shape, tile, &q_[off], stride, batch.chunks[tile.chunk].block_table, cache, l,
+                 &attn_[off], attn_scratch_[thread]);
     }
   });
 }

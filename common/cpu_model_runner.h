@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/attention_tile.h"
 #include "common/matmul.h"
 #include "common/model_runner.h"
 #include "common/model_weights.h"
@@ -57,7 +58,8 @@ class CpuModelRunner : public ModelRunner {
   std::vector<TokenRef> tokens_;
   std::vector<float> rope_;  // [T][rope_dim] interleaved cos, sin
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_;
-  std::vector<std::vector<float>> scores_;  // per thread
+  std::vector<AttentionTile> attn_tiles_;     // the step's, largest first
+  std::vector<AttentionScratch> attn_scratch_;  // per thread
 };
 
 }  // namespace pdserve

@@ -110,6 +110,8 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(
 KvCache::KvCache(const KvLayout& layout, int32_t num_blocks, uint8_t* base, size_t bytes,
                  std::unique_ptr<KvDeviceMemory> device_memory)
     : layout_(layout),
+      layer_block_bytes_(layout.bytes_per_layer_block()),
+      block_elems_(int64_t{layout.block_size} * layout.kv_dim()),
       allocator_(num_blocks),
       base_(base),
       bytes_(bytes),

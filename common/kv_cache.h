@@ -76,8 +76,7 @@ class KvPeerChannel {
  public:
   virtual ~KvPeerChannel() = default;
   // Sends the blocks' bytes (device addresses in the local pool), in order.
-  virtual absl::Status SendBlocks(absl::Span<const uint8_t* const> blocks,
-                                  size_t block_bytes) = 0;
+  virtual absl::Status SendBlocks(absl::Span<const uint8_t* const> blocks, size_t block_bytes) = 0;
   // Receives as many blocks into `blocks`; a null entry is received and
   // dropped (a dead epoch's frame still keeps both ends in step).
   virtual absl::Status RecvBlocks(absl::Span<uint8_t* const> blocks, size_t block_bytes) = 0;
@@ -135,8 +134,7 @@ class KvCache {
   static absl::StatusOr<std::unique_ptr<KvCache>> Create(const KvLayout& layout,
                                                          int32_t num_blocks);
   // A pool in `memory`, which must hold at least PoolBytes(layout, num_blocks).
-  static absl::StatusOr<std::unique_ptr<KvCache>> Create(const KvLayout& layout,
-                                                         int32_t num_blocks,
+  static absl::StatusOr<std::unique_ptr<KvCache>> Create(const KvLayout& layout, int32_t num_blocks,
                                                          std::unique_ptr<KvDeviceMemory> memory);
   // Bytes of the pool of `num_blocks` blocks, all layers.
   static size_t PoolBytes(const KvLayout& layout, int32_t num_blocks);
@@ -154,24 +152,23 @@ class KvCache {
   // Null for host pools.
   const KvDeviceMemory* device_memory() const { return device_memory_.get(); }
 
+  // These accessors sit in attention's inner loops: they use the strides
+  // cached at construction, not the layout's (which compares dtype strings).
   uint8_t* LayerBlock(int layer, int32_t block) {
-    return base_ + (static_cast<int64_t>(layer) * num_blocks() + block) *
-                       layout_.bytes_per_layer_block();
+    return base_ + (static_cast<int64_t>(layer) * num_blocks() + block) * layer_block_bytes_;
   }
   // f16 caches only.
-  uint16_t* K(int layer, int32_t block) { return reinterpret_cast<uint16_t*>(LayerBlock(layer, block)); }
-  uint16_t* V(int layer, int32_t block) {
-    return K(layer, block) + layout_.block_size * layout_.kv_dim();
+  uint16_t* K(int layer, int32_t block) {
+    return reinterpret_cast<uint16_t*>(LayerBlock(layer, block));
   }
+  uint16_t* V(int layer, int32_t block) { return K(layer, block) + block_elems_; }
   // int8 caches only: rows [block_size][kv_dim], scales [block_size][n_kv_heads].
   int8_t* K8(int layer, int32_t block) {
     return reinterpret_cast<int8_t*>(LayerBlock(layer, block));
   }
-  int8_t* V8(int layer, int32_t block) {
-    return K8(layer, block) + layout_.block_size * layout_.kv_dim();
-  }
+  int8_t* V8(int layer, int32_t block) { return K8(layer, block) + block_elems_; }
   float* KScales(int layer, int32_t block) {
-    return reinterpret_cast<float*>(V8(layer, block) + layout_.block_size * layout_.kv_dim());
+    return reinterpret_cast<float*>(V8(layer, block) + block_elems_);
   }
   float* VScales(int layer, int32_t block) {
     return KScales(layer, block) + layout_.block_size * layout_.n_kv_heads;
@@ -182,6 +179,8 @@ class KvCache {
           std::unique_ptr<KvDeviceMemory> device_memory);
 
   KvLayout layout_;
+  int64_t layer_block_bytes_;  // layout_.bytes_per_layer_block()
+  int64_t block_elems_;        // K (or V) elements of one block: block_size * kv_dim
   BlockAllocator allocator_;
   uint8_t* base_;
   size_t bytes_;

@@ -3,7 +3,10 @@
 # GGUF, the same thread counts and the same synthetic prompts, in one run.
 # Prints a markdown table for docs/PERFORMANCE.md.
 #
-#   scripts/bench-engine.sh [threads=1,2] [repeats=3]
+#   scripts/bench-engine.sh [threads=1,2] [repeats=3] [context=16] [pp=512] [batches=1,4,8,16]
+#
+# context: the prompt length the decode tests start from; pp: the prompt of
+# the prompt-processing test (long values of both measure attention).
 #
 # llama.cpp runs twice where the CPU has AMX: with its AMX kernels (its
 # default here, fast but numerically broken for Q4_1, see tests/data/README.md)
@@ -12,18 +15,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS="${1:-1,2}"
 REPEATS="${2:-3}"
+CONTEXT="${3:-16}"
+PP="${4:-512}"
+BATCHES="${5:-1,4,8,16}"
+# Enough 16-token blocks for the largest batch at its full context.
+MAX_BATCH="$(tr ',' '\n' <<<"$BATCHES" | sort -n | tail -1)"
+KV_BLOCKS=$(( (MAX_BATCH * (CONTEXT + 130) + PP) / 16 + 64 ))
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
 OUT="$(mktemp -d)"
 python3 -c "import llama_cpp" 2>/dev/null || python3 -m pip install --quiet llama-cpp-python==0.3.7
 
 build/bin/pdserve bench-engine --model "$MODEL" --bench_threads "$THREADS" \
-  --bench_repeats "$REPEATS" --bench_json "$OUT/pdserve.json" >/dev/null 2>&1
+  --bench_repeats "$REPEATS" --bench_context "$CONTEXT" --bench_pp "$PP" \
+  --bench_batches "$BATCHES" --kv_blocks "$KV_BLOCKS" \
+  --bench_json "$OUT/pdserve.json" >/dev/null 2>&1
 cc -O2 -shared -fPIC tests/data/no_amx_preload.c -o "$OUT/no_amx.so" -ldl
-LD_PRELOAD="$OUT/no_amx.so" python3 tools/bench_llama_cpp.py --model "$MODEL" --threads "$THREADS" \
-  --repeats "$REPEATS" --json "$OUT/llama_noamx.json" >/dev/null 2>&1
+PEER_ARGS=(--model "$MODEL" --threads "$THREADS" --repeats "$REPEATS" --context "$CONTEXT"
+           --pp "$PP" --batches "$BATCHES")
+LD_PRELOAD="$OUT/no_amx.so" python3 tools/bench_llama_cpp.py "${PEER_ARGS[@]}" \
+  --json "$OUT/llama_noamx.json" >/dev/null 2>&1
 if grep -q " amx_int8" /proc/cpuinfo; then
-  python3 tools/bench_llama_cpp.py --model "$MODEL" --threads "$THREADS" --repeats "$REPEATS" \
-    --json "$OUT/llama_amx.json" >/dev/null 2>&1
+  python3 tools/bench_llama_cpp.py "${PEER_ARGS[@]}" --json "$OUT/llama_amx.json" >/dev/null 2>&1
 fi
 
 python3 - "$OUT" <<'PY'

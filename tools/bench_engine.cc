@@ -22,6 +22,8 @@ ABSL_FLAG(int32_t, bench_pp, 512, "Prompt length for the prompt-processing test"
 ABSL_FLAG(int32_t, bench_tg, 128, "Tokens for the single-stream decode test");
 ABSL_FLAG(std::string, bench_batches, "1,4,8,16", "Batch sizes for batched decode");
 ABSL_FLAG(int32_t, bench_batch_tokens, 64, "Decode steps per batched-decode test");
+ABSL_FLAG(int32_t, bench_context, 16,
+          "Prompt length of the decode tests: the context decode starts from");
 ABSL_FLAG(int32_t, bench_repeats, 3, "Repetitions; the best run is reported");
 ABSL_FLAG(std::string, bench_json, "", "Also write results as JSON to this file");
 ABSL_FLAG(double, bench_peak_gbps, 4800,
@@ -44,8 +46,7 @@ struct Result {
 // keeps): every matrix once, plus each sequence's K/V over its context.
 double DecodeStepBytes(const ModelConfig& c, int batch, int context) {
   const double per_layer = static_cast<double>(c.n_embd) * (c.q_dim() + 2 * c.kv_dim()) +
-                           static_cast<double>(c.q_dim()) * c.n_embd +
-                           3.0 * c.n_embd * c.n_ff;
+                           static_cast<double>(c.q_dim()) * c.n_embd + 3.0 * c.n_embd * c.n_ff;
   const double weights = 2.0 * (per_layer * c.n_layers + static_cast<double>(c.n_vocab) * c.n_embd);
   const double kv = 2.0 * 2.0 * c.n_layers * c.kv_dim() * static_cast<double>(context) * batch;
   return weights + kv;
@@ -71,9 +72,9 @@ absl::StatusOr<std::pair<double, double>> TimeRun(const Model& model, ModelRunne
                                                   KvCache& cache, int batch, int prompt_len,
                                                   int gen) {
   // No prefix cache: every repeat must compute its prompt, not find it cached.
-  Engine engine(&model.tokenizer(), &runner, &cache,
-                {.max_batch_tokens = std::max(512, prompt_len), .max_running = batch,
-                 .prefix_cache = false});
+  Engine engine(
+      &model.tokenizer(), &runner, &cache,
+      {.max_batch_tokens = std::max(512, prompt_len), .max_running = batch, .prefix_cache = false});
   int first_tokens = 0;
   Clock::time_point start = Clock::now(), prefilled;
   for (int b = 0; b < batch; ++b) {
@@ -98,20 +99,24 @@ absl::StatusOr<std::pair<double, double>> TimeRun(const Model& model, ModelRunne
 
 absl::StatusOr<std::vector<Result>> BenchThreads(const Model& model, KvCache& cache,
                                                  const DeviceSpec& device, int threads) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner_ptr,
-                   CreateModelRunner(model.config(), &model.weights(),
-                                     {.device = device,
-                                      .threads = threads,
-                                      .cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs)}));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<ModelRunner> runner_ptr,
+      CreateModelRunner(
+          model.config(), &model.weights(),
+          {.device = device, .threads = threads, .cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs)}));
   ModelRunner& runner = *runner_ptr;
   std::vector<Result> out;
   const int reps = absl::GetFlag(FLAGS_bench_repeats);
   const int pp = absl::GetFlag(FLAGS_bench_pp), tg = absl::GetFlag(FLAGS_bench_tg);
+  const int ctx = absl::GetFlag(FLAGS_bench_context);
+  if (pp < 1 || tg < 1 || ctx < 1) {
+    return absl::InvalidArgumentError("--bench_pp, --bench_tg and --bench_context must be >= 1");
+  }
   double best_pp = 0, best_tg = 0;
   for (int r = 0; r < reps; ++r) {
     ASSIGN_OR_RETURN(auto t_pp, TimeRun(model, runner, cache, 1, pp, 1));
     best_pp = std::max(best_pp, pp / t_pp.first);
-    ASSIGN_OR_RETURN(auto t_tg, TimeRun(model, runner, cache, 1, 16, tg + 1));
+    ASSIGN_OR_RETURN(auto t_tg, TimeRun(model, runner, cache, 1, ctx, tg + 1));
     best_tg = std::max(best_tg, tg / t_tg.second);
   }
   out.push_back({absl::StrCat("pp", pp), threads, best_pp});
@@ -124,13 +129,13 @@ absl::StatusOr<std::vector<Result>> BenchThreads(const Model& model, KvCache& ca
     }
     double best = 0;
     for (int r = 0; r < reps; ++r) {
-      ASSIGN_OR_RETURN(auto t, TimeRun(model, runner, cache, batch, 16, steps + 1));
+      ASSIGN_OR_RETURN(auto t, TimeRun(model, runner, cache, batch, ctx, steps + 1));
       best = std::max(best, batch * steps / t.second);
     }
     Result r{absl::StrCat("decode_b", batch), threads, best};
     if (device.is_cuda()) {
-      // Mean context over the run: the 16-token prompt plus half the steps.
-      const double step_bytes = DecodeStepBytes(model.config(), batch, 16 + steps / 2);
+      // Mean context over the run: the prompt plus half the steps.
+      const double step_bytes = DecodeStepBytes(model.config(), batch, ctx + steps / 2);
       r.mbu = step_bytes * (best / batch) / (absl::GetFlag(FLAGS_bench_peak_gbps) * 1e9);
     }
     out.push_back(r);

@@ -3,8 +3,9 @@
 llama-cpp-python) on the same GGUF, same tests, same thread counts.
 
   pp<N>        one prompt of N tokens in one llama_decode (n_batch = N)
-  tg<N>        N single-token decode steps after a 16-token prompt
-  decode_b<B>  B sequences (16-token prompts) decoding together, one
+  tg<N>        N single-token decode steps after a --context-token prompt
+               (16 by default)
+  decode_b<B>  B sequences (--context-token prompts) decoding together, one
                llama_decode per step with B tokens (llama.cpp's batched mode)
 
 Prompts are the same deterministic pseudo-random token ids pdserve uses.
@@ -31,16 +32,16 @@ def synthetic_prompt(n, vocab, salt):
 
 
 class Runner:
-    def __init__(self, model, threads, n_seq):
+    def __init__(self, model, threads, n_seq, n_ctx, n_batch):
         p = L.llama_context_default_params()
-        p.n_ctx = 4096
-        p.n_batch = 512
-        p.n_ubatch = 512
+        p.n_ctx = n_ctx
+        p.n_batch = n_batch
+        p.n_ubatch = n_batch
         p.n_seq_max = n_seq
         p.n_threads = threads
         p.n_threads_batch = threads
         self.ctx = L.llama_init_from_model(model, p)
-        self.batch = L.llama_batch_init(512, 0, n_seq)
+        self.batch = L.llama_batch_init(n_batch, 0, n_seq)
 
     def close(self):
         L.llama_batch_free(self.batch)
@@ -91,6 +92,7 @@ def main():
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--batches", default="1,4,8,16")
     ap.add_argument("--batch_tokens", type=int, default=64)
+    ap.add_argument("--context", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default="")
     a = ap.parse_args()
@@ -102,13 +104,15 @@ def main():
     batches = [int(b) for b in a.batches.split(",")]
     results = []
     for threads in [int(t) for t in a.threads.split(",")]:
-        r = Runner(model, threads, max(batches))
+        # The unified KV cache holds every sequence's context and steps.
+        n_ctx = max(4096, a.pp, max(batches) * (a.context + max(a.tg, a.batch_tokens) + 1))
+        r = Runner(model, threads, max(batches), n_ctx, max(512, a.pp, a.context))
         best_pp = max(a.pp / run_batch(r, vocab, 1, a.pp, 0)[0] for _ in range(a.repeats))
-        best_tg = max(a.tg / run_batch(r, vocab, 1, 16, a.tg)[1] for _ in range(a.repeats))
+        best_tg = max(a.tg / run_batch(r, vocab, 1, a.context, a.tg)[1] for _ in range(a.repeats))
         results.append({"test": f"pp{a.pp}", "threads": threads, "tokens_per_s": best_pp})
         results.append({"test": f"tg{a.tg}", "threads": threads, "tokens_per_s": best_tg})
         for b in batches:
-            best = max(b * a.batch_tokens / run_batch(r, vocab, b, 16, a.batch_tokens)[1]
+            best = max(b * a.batch_tokens / run_batch(r, vocab, b, a.context, a.batch_tokens)[1]
                        for _ in range(a.repeats))
             results.append({"test": f"decode_b{b}", "threads": threads, "tokens_per_s": best})
         r.close()

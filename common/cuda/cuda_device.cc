@@ -7,14 +7,18 @@
 
 namespace pdserve::cuda {
 
-int DeviceCount() {
+absl::StatusOr<int> CountDevices() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
     cudaGetLastError();  // clear it: "no device" is an answer, not a failure
-    return 0;
+    return absl::UnavailableError(absl::StrCat("no usable CUDA device: ", cudaGetErrorName(err),
+                                               " (", cudaGetErrorString(err), ")"));
   }
   return n;
 }
+
+int DeviceCount() { return CountDevices().value_or(0); }
 
 absl::Status CheckDevice(int ordinal) {
   const int n = DeviceCount();

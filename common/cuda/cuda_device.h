@@ -12,6 +12,9 @@ namespace pdserve::cuda {
 
 // Devices visible to this process; 0 when there is no driver or no GPU.
 int DeviceCount();
+// The same, or UNAVAILABLE with the runtime's reason (no driver, a driver
+// older than the runtime, no /dev/nvidia*), for callers that must say why.
+absl::StatusOr<int> CountDevices();
 
 // OK when `ordinal` names a visible device; UNAVAILABLE otherwise.
 absl::Status CheckDevice(int ordinal);

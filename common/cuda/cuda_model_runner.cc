@@ -64,10 +64,13 @@ class CudaModelRunner::Impl {
     absl::Status st = RunStep(batch, cache, logits);
     if (!st.ok()) {
       // Nothing of the failed step may still read the reused step buffers.
-      cudaStreamSynchronize(stream_);
+      const cudaError_t sync = cudaStreamSynchronize(stream_);
       // A fault poisons the context: drain the error state and keep it.
       const cudaError_t err = cudaGetLastError();
-      if (IsStickyCudaError(err) || st.code() == absl::StatusCode::kInternal) sticky_ = st;
+      if (IsStickyCudaError(sync) || IsStickyCudaError(err) ||
+          st.code() == absl::StatusCode::kInternal) {
+        sticky_ = st;
+      }
       LOG(ERROR) << "cuda forward failed: " << st;
     }
     return st;

@@ -14,6 +14,9 @@ bool IsStickyCudaError(cudaError_t err) {
     case cudaErrorInvalidAddressSpace:
     case cudaErrorInvalidPc:
     case cudaErrorECCUncorrectable:
+    case cudaErrorAssert:  // a device-side assert
+    case cudaErrorLaunchTimeout:
+    case cudaErrorContextIsDestroyed:
     case cudaErrorDevicesUnavailable:
     case cudaErrorNoDevice:
     case cudaErrorUnknown:
@@ -47,8 +50,20 @@ absl::Status CublasStatus(cublasStatus_t err, const char* what) {
   if (err == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   const std::string msg = absl::StrCat("cublas: ", what, ": ", cublasGetStatusName(err), " (",
                                        cublasGetStatusString(err), ")");
-  if (err == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(msg);
-  return absl::InternalError(msg);
+  switch (err) {
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return absl::ResourceExhaustedError(msg);
+    // A call this handle cannot make (shape, type, GPU): the call fails, the
+    // context and the runner are fine.
+    case CUBLAS_STATUS_INVALID_VALUE:
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return absl::FailedPreconditionError(msg);
+    // Execution and internal failures may leave the context poisoned: the
+    // runner keeps them (sticky) and the worker reports itself unhealthy.
+    default:
+      return absl::InternalError(msg);
+  }
 }
 
 }  // namespace pdserve::cuda

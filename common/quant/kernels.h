@@ -19,8 +19,7 @@ using DequantRowFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeActFn = void (*)(const float* src, void* dst, int64_t n);
 using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 // Dots four weight rows (row stride in bytes) with one activation row.
-using VecDot4Fn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* a,
-                           float* out);
+using VecDot4Fn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* a, float* out);
 
 // Packed weights (see common/packed_weights.h): kPackedRows consecutive
 // output rows are stored block-interleaved so that one SIMD integer dot
@@ -75,6 +74,13 @@ struct AttentionKernels {
   void (*axpy_f16)(float a, const uint16_t* v, float* acc, int n);
   // dst[i] = f16(src[i]).
   void (*to_f16)(const float* src, uint16_t* dst, int n);
+  // out[r] = dot_f16(k, q + r * n, n) for r < rows, each summed exactly as
+  // dot_f16 sums it; k is read (and converted) once for all rows.
+  void (*dot_f16_rows)(const uint16_t* k, const float* q, int n, int rows, float* out);
+  // axpy_f16(a[c], v[c], acc, n) for c = 0, 1, ..., count - 1 in that order,
+  // each exactly as axpy_f16 computes it; acc stays in registers meanwhile
+  // (a load-add-store per position made the store port the bottleneck).
+  void (*axpy_f16_seq)(const float* a, const uint16_t* const* v, int count, float* acc, int n);
 };
 
 enum class KernelIsa { kScalar, kAvx2, kAvx512Vnni };

@@ -192,6 +192,14 @@ void AttnToF16(const float* src, uint16_t* dst, int n) {
   for (int i = 0; i < n; ++i) dst[i] = F32ToF16(src[i]);
 }
 
+void AttnDotF16Rows(const uint16_t* k, const float* q, int n, int rows, float* out) {
+  for (int r = 0; r < rows; ++r) out[r] = AttnDotF16(k, q + static_cast<int64_t>(r) * n, n);
+}
+
+void AttnAxpyF16Seq(const float* a, const uint16_t* const* v, int count, float* acc, int n) {
+  for (int c = 0; c < count; ++c) AttnAxpyF16(a[c], v[c], acc, n);
+}
+
 const TypeKernels kTable[] = {
     {GgmlType::kF32, GgmlType::kF32, DequantF32, QuantizeRowF32, DotF32, nullptr, nullptr},
     {GgmlType::kF16, GgmlType::kF16, DequantF16, QuantizeRowF16, DotF16, nullptr, nullptr},
@@ -208,7 +216,8 @@ const TypeKernels kTable[] = {
 
 }  // namespace
 
-const AttentionKernels kAttention = {AttnDotF16, AttnAxpyF16, AttnToF16};
+const AttentionKernels kAttention = {AttnDotF16, AttnAxpyF16, AttnToF16, AttnDotF16Rows,
+                                     AttnAxpyF16Seq};
 
 const TypeKernels* Find(uint32_t weight_type) {
   for (const TypeKernels& k : kTable) {

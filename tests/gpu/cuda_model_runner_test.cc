@@ -15,6 +15,7 @@
 #include "common/cuda/cuda_device.h"
 #include "common/runtime_factory.h"
 #include "gtest/gtest.h"
+#include "tests/gpu/gpu_test_env.h"
 #include "tests/unit/random_model_util.h"
 
 namespace pdserve {
@@ -55,7 +56,7 @@ int32_t Argmax(const float* row, int n) {
 class CudaModelRunnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+    if (testing::NoGpu()) GTEST_SKIP() << "no CUDA device";
     model_ = test::LoadTestModel(Spec());
     ASSERT_NE(model_, nullptr);
     const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -35,28 +35,41 @@ LOGS="$(mktemp -d /tmp/pdserve-device-logs.XXXXXX)"
 trap 'tar czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null' EXIT
 say() { echo "$*" | tee -a "$summary"; }
 
-# cuBLAS and NCCL come from the image's Python packages (nvidia/*/lib).
-nvlibs=$(python3 - <<'PY' 2>/dev/null
-import glob, os, site
-dirs = set()
+# cuBLAS and NCCL come from the image's Python packages (nvidia/*/lib), else
+# from a CUDA toolkit's own libraries; each library is looked for on its own.
+find_lib() {
+  python3 - "$1" <<'PY' 2>/dev/null
+import glob, os, site, sys
 for base in site.getsitepackages() + [site.getusersitepackages()]:
-    for name in ("libcublas.so.13", "libcublasLt.so.13", "libnccl.so.2"):
-        for f in glob.glob(os.path.join(base, "nvidia", "**", name), recursive=True):
-            dirs.add(os.path.dirname(f))
-print(":".join(sorted(dirs)))
+    for f in glob.glob(os.path.join(base, "nvidia", "**", sys.argv[1]), recursive=True):
+        print(os.path.dirname(f)); sys.exit(0)
 PY
-)
-# Fallback: a CUDA toolkit's own libraries.
-if [ -z "$nvlibs" ]; then
-  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-    [ -e "$d/libcublas.so.13" ] && nvlibs="$d"
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+    [ -e "$d/$1" ] && { echo "$d"; return; }
   done
-fi
+}
+nvlibs=""
+missing_libs=""
+for lib in libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+  d="$(find_lib "$lib" | head -1)"
+  if [ -z "$d" ]; then
+    missing_libs="$missing_libs $lib"
+  else
+    case ":$nvlibs:" in *":$d:"*) ;; *) nvlibs="${nvlibs:+$nvlibs:}$d" ;; esac
+  fi
+done
 export LD_LIBRARY_PATH="$PWD/$BUNDLE/lib${nvlibs:+:$nvlibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 bin="$PWD/$BUNDLE/bin"
 say "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 say "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
-say "libs: ${nvlibs:-cuBLAS/NCCL not found under site-packages}"
+say "libs: ${nvlibs:-none found}${missing_libs:+ (missing:$missing_libs)}"
+# A binary that cannot load its libraries fails every step the same way:
+# say so once, up front.
+unresolved="$(for b in "$bin"/*; do ldd "$b" 2>/dev/null | grep "not found"; done | sort -u | tr -s ' \t' ' ')"
+say "ldd: ${unresolved:-all libraries resolve}"
+# On the GPU machine a device that does not start must fail the GPU tests
+# (they would otherwise skip and read as passed).
+[ "$DEVICE" != cpu ] && export PDSERVE_REQUIRE_GPU=1
 
 # The whole script stays inside BUDGET_S (a device call is cut at its own
 # timeout, and the summary so far is what comes back): each step's limit is

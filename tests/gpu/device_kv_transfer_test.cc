@@ -20,6 +20,7 @@
 #include "common/tcp_kv_receiver.h"
 #include "common/tcp_kv_sender.h"
 #include "gtest/gtest.h"
+#include "tests/gpu/gpu_test_env.h"
 #include "tests/unit/kv_test_util.h"
 
 namespace pdserve {
@@ -45,7 +46,7 @@ const std::vector<int32_t>& IpcDstBlocks() {
 class DeviceKvTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+    if (testing::NoGpu()) GTEST_SKIP() << "no CUDA device";
   }
   std::unique_ptr<KvCache> DeviceCache(int32_t blocks) {
     auto c = CreateKvCache(DeviceSpec{DeviceSpec::Kind::kCuda, 0}, KvLayout::SmolLm2(), blocks);

@@ -19,6 +19,7 @@
 #include "common/random_model.h"
 #include "common/runtime_factory.h"
 #include "gtest/gtest.h"
+#include "tests/gpu/gpu_test_env.h"
 #include "tests/integration/cluster_test_util.h"
 
 namespace pdserve {
@@ -48,12 +49,12 @@ bool DryRun() {
 class GpuServingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (cuda::DeviceCount() == 0 && !DryRun()) return;
+    if (!DryRun() && testing::NoGpu()) return;
     model_path_ = new std::string(::testing::TempDir() + "/pdserve-gpu-serving.gguf");
     ASSERT_TRUE(WriteRandomModelGguf(RandomModelSpec::SmolLm2Shapes(), *model_path_).ok());
   }
   void SetUp() override {
-    if (cuda::DeviceCount() == 0 && !DryRun()) GTEST_SKIP() << "no CUDA device";
+    if (!DryRun() && testing::NoGpu()) GTEST_SKIP() << "no CUDA device";
   }
   static std::string Device() { return DryRun() ? "cpu" : "cuda:0"; }
 

@@ -1,10 +1,12 @@
 // NCCL on one GPU: a rank sends KV blocks to itself inside a group call
 // (NCCL refuses two ranks on one device), gathered from one device cache
 // and scattered into another, the path a prefill->decode transfer takes;
-// and a receive nobody sends to ends at its deadline instead of hanging.
+// a receive nobody sends to fails and aborts the communicator; and a
+// connect whose peer never comes ends at its deadline instead of hanging.
 // Two-rank transfers need two GPUs and are not exercised here.
 // Skips without a CUDA device.
 #include <cstring>
+#include <iostream>
 #include <random>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "common/cuda/device_buffer.h"
 #include "common/nccl/nccl_communicator.h"
 #include "gtest/gtest.h"
+#include "tests/gpu/gpu_test_env.h"
 
 namespace pdserve {
 namespace {
@@ -23,7 +26,7 @@ using nccl::NcclCommunicator;
 class NcclTransferTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (cuda::DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+    if (testing::NoGpu()) GTEST_SKIP() << "no CUDA device";
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
     ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
     auto id = NcclCommunicator::NewUniqueId();
@@ -88,7 +91,10 @@ TEST_F(NcclTransferTest, GatheredBlocksArriveInTheirTargetBlocks) {
   EXPECT_EQ(out[0], 0);  // block 0 was not a target
 }
 
-TEST_F(NcclTransferTest, UnmatchedReceiveEndsAtItsDeadline) {
+// NCCL may refuse an unmatched self-receive at once (invalid usage) rather
+// than run it: either way the receive fails and the communicator is
+// aborted, never used again.
+TEST_F(NcclTransferTest, UnmatchedReceiveFailsAndAborts) {
   DeviceBuffer buf;
   ASSERT_TRUE(buf.Reserve(1 << 20).ok());
   const absl::Time deadline = absl::Now() + absl::Milliseconds(500);
@@ -99,6 +105,22 @@ TEST_F(NcclTransferTest, UnmatchedReceiveEndsAtItsDeadline) {
   EXPECT_FALSE(st.ok());
   EXPECT_TRUE(comm_->aborted());
   EXPECT_EQ(comm_->Send(buf.get(), 1, 0, stream_).code(), absl::StatusCode::kAborted);
+}
+
+// A deadline that really expires on one GPU: rank 0 of a two-rank
+// communicator whose rank 1 never comes waits in NCCL's bootstrap until
+// the deadline, then aborts it (ncclCommAbort) and says so.
+TEST_F(NcclTransferTest, ConnectWithoutItsPeerEndsAtItsDeadline) {
+  auto id = NcclCommunicator::NewUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  const absl::Time start = absl::Now();
+  auto comm = NcclCommunicator::Connect(
+      *id, {.nranks = 2, .rank = 0, .device = 0, .deadline = start + absl::Milliseconds(800)});
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded) << comm.status();
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(800));
+  std::cout << "GPU_CHECK nccl_connect_deadline returned after "
+            << absl::ToInt64Milliseconds(absl::Now() - start) << " ms: " << comm.status() << "\n";
 }
 
 }  // namespace
