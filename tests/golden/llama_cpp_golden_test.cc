@@ -63,6 +63,33 @@ class LlamaCppGoldenTest : public ::testing::Test {
     if (model_ == nullptr) GTEST_SKIP() << "real model not found (run scripts/fetch-model.sh)";
   }
 
+  // A runner and a cache holding `prompt` as one chunk (room for `extra`
+  // more tokens), and the logits after it.
+  struct Prefilled {
+    std::unique_ptr<CpuModelRunner> runner;
+    std::unique_ptr<KvCache> cache;
+    std::vector<int32_t> blocks;
+    std::vector<float> logits;  // empty if anything failed
+  };
+  Prefilled Prefill(const std::vector<int32_t>& prompt, size_t extra) {
+    Prefilled p;
+    p.runner = std::make_unique<CpuModelRunner>(model_->config(), &model_->weights(), 2);
+    auto cache = KvCache::Create(KvLayout::ForModel(model_->config(), 16), 128);
+    EXPECT_TRUE(cache.ok()) << cache.status();
+    if (!cache.ok()) return p;
+    p.cache = std::move(*cache);
+    auto blocks = p.cache->allocator().Allocate(BlocksForTokens(prompt.size() + extra, 16));
+    EXPECT_TRUE(blocks.ok()) << blocks.status();
+    if (!blocks.ok()) return p;
+    p.blocks = std::move(*blocks);
+    ForwardBatch batch;
+    batch.chunks.push_back({prompt, 0, p.blocks, true});
+    const absl::Status st = p.runner->Forward(batch, *p.cache, &p.logits);
+    EXPECT_TRUE(st.ok()) << st;
+    if (!st.ok()) p.logits.clear();
+    return p;
+  }
+
   // Greedy tokens for `prompt` through the serving engine.
   std::vector<int32_t> Generate(const std::vector<int32_t>& prompt, int n) {
     return testing::GreedyTokens(*model_, prompt, n);
@@ -115,15 +142,9 @@ TEST_F(LlamaCppGoldenTest, GreedyTokensMatch) {
 TEST_F(LlamaCppGoldenTest, FirstStepLogitsClose) {
   for (const auto& c : (*golden_)["cases"]) {
     const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
-    CpuModelRunner runner(model_->config(), &model_->weights(), 2);
-    auto cache = KvCache::Create(KvLayout::ForModel(model_->config(), 16), 128);
-    ASSERT_TRUE(cache.ok());
-    auto blocks = (*cache)->allocator().Allocate(BlocksForTokens(prompt.size(), 16));
-    ASSERT_TRUE(blocks.ok());
-    ForwardBatch batch;
-    batch.chunks.push_back({prompt, 0, *blocks, true});
-    std::vector<float> logits;
-    ASSERT_TRUE(runner.Forward(batch, **cache, &logits).ok());
+    const Prefilled p = Prefill(prompt, 0);
+    ASSERT_FALSE(p.logits.empty());
+    const std::vector<float>& logits = p.logits;
     double max_err = 0;
     for (const auto& e : c["first_step_top20"]) {
       max_err = std::max(max_err, std::abs(logits[e["id"].get<int>()] - e["logit"].get<double>()));
@@ -148,15 +169,9 @@ TEST_F(LlamaCppGoldenTest, TeacherForcedLogitsClose) {
     const auto want = c["output_tokens"].get<std::vector<int32_t>>();
     const auto top1 = c["top1_logit"].get<std::vector<double>>();
     const auto gaps = c["gap"].get<std::vector<double>>();
-    CpuModelRunner runner(model_->config(), &model_->weights(), 2);
-    auto cache = KvCache::Create(KvLayout::ForModel(model_->config(), 16), 128);
-    ASSERT_TRUE(cache.ok());
-    auto blocks = (*cache)->allocator().Allocate(BlocksForTokens(prompt.size() + want.size(), 16));
-    ASSERT_TRUE(blocks.ok());
-    ForwardBatch batch;
-    batch.chunks.push_back({prompt, 0, *blocks, true});
-    std::vector<float> logits;
-    ASSERT_TRUE(runner.Forward(batch, **cache, &logits).ok());
+    Prefilled p = Prefill(prompt, want.size());
+    ASSERT_FALSE(p.logits.empty());
+    std::vector<float>& logits = p.logits;
     double max_err = 0;
     for (size_t i = 0; i < want.size(); ++i) {
       const double err = std::abs(logits[want[i]] - top1[i]);
@@ -174,8 +189,8 @@ TEST_F(LlamaCppGoldenTest, TeacherForcedLogitsClose) {
       if (i + 1 == want.size()) break;
       ForwardBatch next;
       next.chunks.push_back({absl::MakeConstSpan(&want[i], 1),
-                             static_cast<int32_t>(prompt.size() + i), *blocks, true});
-      ASSERT_TRUE(runner.Forward(next, **cache, &logits).ok());
+                             static_cast<int32_t>(prompt.size() + i), p.blocks, true});
+      ASSERT_TRUE(p.runner->Forward(next, *p.cache, &logits).ok());
     }
     std::cout << "case " << c["name"]
               << ": max |logit - llama.cpp| over 64 forced steps = " << max_err << "\n";
