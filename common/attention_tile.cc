@@ -8,6 +8,7 @@
 #include "common/kv_int8.h"
 #include "common/llama_numerics.h"
 #include "common/quant/kernels.h"
+#include "glog/logging.h"
 
 namespace pdserve {
 namespace {
@@ -203,6 +204,11 @@ void AttendTileRows(const AttentionShape& shape, const AttentionTile& tile, cons
 std::vector<AttentionTile> PlanAttentionTiles(const AttentionShape& shape,
                                               absl::Span<const ChunkSpan> chunks, int max_tokens,
                                               int threads) {
+  // ModelConfig's shape checks guarantee these; a tile covering heads of two
+  // KV heads (or none) would read and write past the rows.
+  DCHECK_GT(shape.n_kv_heads, 0);
+  DCHECK_EQ(shape.n_heads % shape.n_kv_heads, 0);
+  DCHECK_GT(max_tokens, 0);
   const int group = shape.n_heads / shape.n_kv_heads;
   int64_t grouped = 0;
   for (const ChunkSpan& c : chunks) {

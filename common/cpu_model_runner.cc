@@ -13,9 +13,10 @@ namespace pdserve {
 namespace {
 
 // Query tokens per attention tile: each K/V row is read once per this many
-// tokens (times the GQA group) instead of once per (token, head). 16 keeps a
-// tile's scores (16 x 3 rows x context floats) within a few MB at 8k context
-// and still leaves a 512-token chunk 96 tiles to share among threads.
+// tokens (times the GQA group) instead of once per (token, head). A tile's
+// scores take 16 x group x context floats per thread (1.5 MB for SmolLM2's
+// group of 3 at 8k context, 14 MB for a group of 7 at 32k), and a 512-token
+// chunk still leaves 32 x n_kv_heads tiles to share among threads.
 constexpr int kAttentionTileTokens = 16;
 
 }  // namespace

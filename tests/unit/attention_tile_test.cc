@@ -21,8 +21,13 @@ namespace pdserve {
 namespace {
 
 constexpr AttentionShape kShape{.n_heads = 6, .n_kv_heads = 2, .head_dim = 32};
-// The SIMD kernels work in 8-float chunks; this head size leaves a tail.
+// The SIMD kernels work in 64- and 8-float chunks: 72 and 76 take the
+// 64-float register path (as SmolLM2's 64 does) plus an 8-float chunk, 76 and
+// 36 a scalar tail too. None is a multiple of 16, so they stay off the
+// AVX512 bit-exact kernels and on the tiled path on every CPU.
 constexpr AttentionShape kOddShape{.n_heads = 6, .n_kv_heads = 2, .head_dim = 36};
+constexpr AttentionShape kWideShape{.n_heads = 6, .n_kv_heads = 2, .head_dim = 72};
+constexpr AttentionShape kWideOddShape{.n_heads = 6, .n_kv_heads = 2, .head_dim = 76};
 constexpr int kBlockSize = 8;
 constexpr int kContext = 45;  // five full blocks and a partial one
 
@@ -126,9 +131,10 @@ TEST_P(AttentionTileTest, EveryTileShapeMatchesThePerHeadKernelBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(DtypesAndIsas, AttentionTileTest,
                          ::testing::Combine(::testing::Values("f16", "int8"),
-                                            ::testing::Values(KernelIsa::kScalar,
+                                            ::testing::Values(KernelIsa::kScalar, KernelIsa::kAvx2,
                                                               KernelIsa::kAvx512Vnni),
-                                            ::testing::Values(kShape, kOddShape)));
+                                            ::testing::Values(kShape, kOddShape, kWideShape,
+                                                              kWideOddShape)));
 
 // Each (token, head) of the step in exactly one tile, within its chunk.
 std::set<std::pair<int64_t, int>> Covered(const std::vector<AttentionTile>& tiles,
