@@ -21,7 +21,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/ubsan"
 export LSAN_OPTIONS="suppressions=$root/tests/sanitizer/lsan.supp:print_suppressions=0"
 
 status=0
-(cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 900 -L "$labels" -LE "$exclude") \
+(cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 1500 -L "$labels" -LE "$exclude") \
   || status=$?
 
 reports=$(find "$logs" -type f | sort)
