@@ -58,6 +58,21 @@ void AttendHeadInt8(const AttentionShape& shape, int kv_head, const float* q, in
 
 }  // namespace
 
+bool UseLlamaNumerics(const AttentionShape& shape, const KvCache& cache) {
+  return !cache.layout().is_int8() && shape.head_dim % 16 == 0 && LlamaExactNumericsActive();
+}
+
+KvHeadRows LlamaKvRows(KvCache& cache, int layer, int kv_head, int head_dim,
+                       absl::Span<const int32_t> block_table) {
+  const uint16_t* k0 = cache.K(layer, 0);
+  return {.base = k0 + static_cast<int64_t>(kv_head) * head_dim,
+          .block_table = block_table.data(),
+          .block_stride = cache.layout().bytes_per_layer_block() / 2,
+          .v_offset = cache.V(layer, 0) - k0,
+          .row_stride = cache.layout().kv_dim(),
+          .block_size = cache.layout().block_size};
+}
+
 void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx,
                 absl::Span<const int32_t> block_table, KvCache& cache, int layer, float* out,
                 std::vector<float>& scores) {
@@ -74,17 +89,14 @@ void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx
 
   uint16_t qh[512];
   k.to_f16(q, qh, dh);
-  if (dh % 16 == 0 && LlamaExactNumericsActive()) {
-    const int64_t need = LlamaAttendScratchFloats(dh, n_ctx);
-    if (static_cast<int64_t>(scores.size()) < need) scores.resize(need);
-    const uint16_t* k0 = cache.K(layer, 0);
-    const KvHeadRows rows{k0 + kv_head * dh,
-                          block_table.data(),
-                          cache.layout().bytes_per_layer_block() / 2,
-                          cache.V(layer, 0) - k0,
-                          kv_dim,
-                          bs};
-    LlamaAttendHead(qh, dh, scale, n_ctx, rows, scores.data(), out);
+  if (UseLlamaNumerics(shape, cache)) {
+    const LlamaAttendScratchSize need = LlamaAttendScratchNeeded(dh, 1, n_ctx);
+    if (static_cast<int64_t>(scores.size()) < need.floats) scores.resize(need.floats);
+    thread_local std::vector<int64_t> offsets;
+    if (static_cast<int64_t>(offsets.size()) < need.offsets) offsets.resize(need.offsets);
+    float* const outs[] = {out};
+    LlamaAttendRows(qh, 1, &n_ctx, dh, scale, LlamaKvRows(cache, layer, kv_head, dh, block_table),
+                    scores.data(), offsets.data(), outs);
     return;
   }
   float q16[512];

@@ -3,7 +3,7 @@
 // Numerics follow llama.cpp's non-flash CPU path so greedy tokens match it:
 // q is rounded to f16 before q.k (K is f16), softmax sums in double, and the
 // probabilities are rounded to f16 before they weight V. Where
-// LlamaExactNumericsActive() (AVX512F+DQ), the llama_numerics.h kernels
+// LlamaExactNumericsActive() (AVX2 or AVX512), the llama_numerics.h kernels
 // reproduce that path bit for bit, exp and summation order included;
 // elsewhere the portable path below agrees to rounding. An int8 cache
 // (KvLayout::is_int8) takes its own path: int8 rows dequantised on the fly
@@ -19,6 +19,7 @@
 
 #include "absl/types/span.h"
 #include "common/kv_cache.h"
+#include "common/llama_numerics.h"
 
 namespace pdserve {
 
@@ -34,6 +35,14 @@ struct AttentionShape {
 void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx,
                 absl::Span<const int32_t> block_table, KvCache& cache, int layer, float* out,
                 std::vector<float>& scores);
+
+// True when an f16 cache's attention runs the bit-exact llama_numerics.h
+// kernels: they are active on this CPU and the head size suits them.
+bool UseLlamaNumerics(const AttentionShape& shape, const KvCache& cache);
+
+// Where one KV head's rows of `layer` live, as llama_numerics.h reads them.
+KvHeadRows LlamaKvRows(KvCache& cache, int layer, int kv_head, int head_dim,
+                       absl::Span<const int32_t> block_table);
 
 }  // namespace pdserve
 

@@ -199,6 +199,35 @@ void AttendTileRows(const AttentionShape& shape, const AttentionTile& tile, cons
   }
 }
 
+// The bit-exact kernels take the tile's rows in one call: row r is token
+// r / n_heads, head r % n_heads, so the rows' context lengths never fall.
+void AttendTileLlama(const AttentionShape& shape, const AttentionTile& tile, const float* q,
+                     int64_t row_stride, absl::Span<const int32_t> block_table, KvCache& cache,
+                     int layer, float* out, AttentionScratch& s) {
+  const int dh = shape.head_dim;
+  const int nh = tile.n_heads;
+  const int rows = tile.n_tokens * nh;
+  const LlamaAttendScratchSize need =
+      LlamaAttendScratchNeeded(dh, rows, tile.first_pos + tile.n_tokens);
+  if (static_cast<int64_t>(s.scores.size()) < need.floats) s.scores.resize(need.floats);
+  if (static_cast<int64_t>(s.offsets.size()) < need.offsets) s.offsets.resize(need.offsets);
+  s.q_f16.resize(static_cast<size_t>(rows) * dh);
+  s.n_ctx.resize(rows);
+  s.out.resize(rows);
+  const AttentionKernels& k = GetAttentionKernels();
+  for (int r = 0; r < rows; ++r) {
+    const int64_t off = (r / nh) * row_stride + (tile.first_head + r % nh) * dh;
+    k.to_f16(q + off, &s.q_f16[static_cast<size_t>(r) * dh], dh);
+    s.n_ctx[r] = tile.first_pos + r / nh + 1;
+    s.out[r] = out + off;
+  }
+  const int kv_head = tile.first_head / (shape.n_heads / shape.n_kv_heads);
+  LlamaAttendRows(s.q_f16.data(), rows, s.n_ctx.data(), dh,
+                  1.0f / std::sqrt(static_cast<float>(dh)),
+                  LlamaKvRows(cache, layer, kv_head, dh, block_table), s.scores.data(),
+                  s.offsets.data(), s.out.data());
+}
+
 }  // namespace
 
 std::vector<AttentionTile> PlanAttentionTiles(const AttentionShape& shape,
@@ -236,20 +265,12 @@ void AttendTile(const AttentionShape& shape, const AttentionTile& tile, const fl
                    out, scratch);
     return;
   }
-  if (!(dh % 16 == 0 && LlamaExactNumericsActive())) {
+  if (!UseLlamaNumerics(shape, cache)) {
     AttendTileRows(shape, tile, q, row_stride, block_table, bs, F16Rows(cache, layer, kv_head, dh),
                    out, scratch);
     return;
   }
-  // The bit-exact AVX512 kernels stay per row: they are not tiled yet,
-  // since machines without AVX512 (CI's among them) could not test it.
-  for (int i = 0; i < tile.n_tokens; ++i) {
-    for (int h = tile.first_head; h < tile.first_head + tile.n_heads; ++h) {
-      const int64_t off = i * row_stride + static_cast<int64_t>(h) * dh;
-      AttendHead(shape, h, q + off, tile.first_pos + i + 1, block_table, cache, layer, out + off,
-                 scratch.scores);
-    }
-  }
+  AttendTileLlama(shape, tile, q, row_stride, block_table, cache, layer, out, scratch);
 }
 
 }  // namespace pdserve

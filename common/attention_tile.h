@@ -7,8 +7,9 @@
 //
 // Every row's arithmetic is AttendHead's, in the same order, so tiled and
 // untiled attention are bit-identical (tests/unit/attention_tile_test.cc).
-// Tiled: the f16 cache's portable path and the int8 cache. The bit-exact
-// AVX512 kernels (llama_numerics.h) still run row by row inside a tile.
+// That holds on all three paths: the f16 cache's portable one, the int8
+// cache, and the bit-exact llama.cpp kernels (llama_numerics.h), which take
+// a whole tile's rows in one call.
 #ifndef PDSERVE_COMMON_ATTENTION_TILE_H_
 #define PDSERVE_COMMON_ATTENTION_TILE_H_
 
@@ -45,6 +46,11 @@ struct AttentionScratch {
   // A span's V rows with a probability that is not 0, and those weights.
   std::vector<float> live_p;
   std::vector<const uint16_t*> live_v;
+  // The llama_numerics.h path: rows as f16, their context lengths, and the
+  // K/V row offsets it works out once per tile.
+  std::vector<uint16_t> q_f16;
+  std::vector<int> n_ctx;
+  std::vector<int64_t> offsets;
 };
 
 // A run of `n_tokens` consecutive positions of one sequence chunk.

@@ -11,24 +11,58 @@ bool CpuSupportsAvx512Dq() {
          __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
+bool CpuSupportsAvx2Fma() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+}
+
 }  // namespace
 
-bool LlamaExactNumericsActive() {
-  static const bool supported = CpuSupportsAvx512Dq();
-  return supported && ActiveKernelIsa() != KernelIsa::kScalar;
+// Follows the kernel ISA, so a test that forces AVX2 on an AVX512 machine
+// runs the AVX2 copy, and one that forces scalar runs neither.
+LlamaNumericsIsa ActiveLlamaNumericsIsa() {
+  static const bool avx512 = CpuSupportsAvx512Dq();
+  static const bool avx2 = CpuSupportsAvx2Fma();
+  switch (ActiveKernelIsa()) {
+    case KernelIsa::kAvx512Vnni:
+      if (avx512) return LlamaNumericsIsa::kAvx512;
+      [[fallthrough]];
+    case KernelIsa::kAvx2:
+      if (avx2) return LlamaNumericsIsa::kAvx2;
+      [[fallthrough]];
+    case KernelIsa::kScalar:
+      break;
+  }
+  return LlamaNumericsIsa::kNone;
 }
+
+bool LlamaExactNumericsActive() { return ActiveLlamaNumericsIsa() != LlamaNumericsIsa::kNone; }
 
 void LlamaSiluMulRows(float* gate, const float* up, int64_t rows, int64_t n) {
-  llama_numerics_avx512::SiluMulRows(gate, up, rows, n);
+  if (ActiveLlamaNumericsIsa() == LlamaNumericsIsa::kAvx512) {
+    llama_numerics_avx512::SiluMulRows(gate, up, rows, n);
+  } else {
+    llama_numerics_avx2::SiluMulRows(gate, up, rows, n);
+  }
 }
 
-int64_t LlamaAttendScratchFloats(int head_dim, int n_ctx) {
-  return (static_cast<int64_t>(n_ctx) + 15) / 16 * 16 + 64 * static_cast<int64_t>(head_dim);
+LlamaAttendScratchSize LlamaAttendScratchNeeded(int head_dim, int rows, int n_max) {
+  // Must match the carving in llama_numerics_simd.inc's AttendRows.
+  const int64_t n16 = (static_cast<int64_t>(n_max) + 15) / 16 * 16;
+  const int64_t dh = head_dim;
+  const int64_t group = 8;  // the largest row group either copy uses
+  return {.floats = rows * (dh + n16) + dh + group * 20 * dh, .offsets = n_max};
 }
 
-void LlamaAttendHead(const uint16_t* q_f16, int head_dim, float scale, int n_ctx,
-                     const KvHeadRows& kv, float* scratch, float* out) {
-  llama_numerics_avx512::AttendHead(q_f16, head_dim, scale, n_ctx, kv, scratch, out);
+void LlamaAttendRows(const uint16_t* q_f16, int rows, const int* n_ctx, int head_dim, float scale,
+                     const KvHeadRows& kv, float* scratch, int64_t* offsets, float* const* out) {
+  if (ActiveLlamaNumericsIsa() == LlamaNumericsIsa::kAvx512) {
+    llama_numerics_avx512::AttendRows(q_f16, rows, n_ctx, head_dim, scale, kv, scratch, offsets,
+                                      out);
+  } else {
+    llama_numerics_avx2::AttendRows(q_f16, rows, n_ctx, head_dim, scale, kv, scratch, offsets, out);
+  }
 }
 
 }  // namespace pdserve

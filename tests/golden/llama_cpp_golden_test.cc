@@ -2,15 +2,19 @@
 // 0.3.7, prompts evaluated one token per decode) on the same GGUF, recorded
 // by tests/data/make_golden.py on an AVX512 machine.
 //
-// On AVX512F+DQ CPUs our logits are llama.cpp's bit for bit
-// (llama_numerics.h): every logit must match exactly and no case may part.
-// Elsewhere our kernels sum in other orders, and because activations are
+// Every test runs once per kernel ISA this CPU can run (AVX512, AVX2; the
+// scalar kernels only where there is no AVX2). With the AVX512 or AVX2 kernels our logits are
+// llama.cpp's bit for bit (llama_numerics.h; the AVX2 copy emulates ggml's AVX512 steps): every
+// logit must match exactly and no case may part. With the scalar (portable)
+// kernels our sums run in other orders, and because activations are
 // quantised to int8 before every matmul, a last-bit difference can move an
 // activation to the next int8 step, so logits land about as far from
 // llama.cpp's as quantisation noise itself (tests/data/README.md: exact
-// arithmetic is 0.15-0.51 away at the first step). Measured with the AVX2
-// kernels (AMD EPYC, 2026-12-02) over the 1152 teacher-forced steps: max
-// 1.15, mean 0.15, argmax flips only at top-2 gaps <= 0.69. The bounds
+// arithmetic is 0.15-0.51 away at the first step). Measured with the
+// portable AVX2 kernels (AMD EPYC, 2026-12-02, before the AVX2 copy of
+// llama_numerics.h) over the 1152 teacher-forced steps: max 1.15, mean 0.15,
+// argmax flips only at top-2 gaps <= 0.69; with the scalar kernels (forced,
+// same day): max 1.03, mean 0.16, flips at gaps <= 0.55. The bounds
 // below leave 30-100% on top of that; the bugs this guards against (RoPE,
 // norm, attention, tokenizer) move logits by whole units everywhere.
 #include <algorithm>
@@ -25,6 +29,7 @@
 #include "common/engine.h"
 #include "common/llama_numerics.h"
 #include "common/model.h"
+#include "common/quant/kernels.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/golden/greedy_engine.h"
@@ -43,7 +48,7 @@ double MeanLogitTolerance() { return LlamaExactNumericsActive() ? 0.0 : 0.3; }
 // so a last-ulp slip in one case reads as what it is.
 double NearTie() { return LlamaExactNumericsActive() ? 0.05 : LogitTolerance(); }
 
-class LlamaCppGoldenTest : public ::testing::Test {
+class LlamaCppGoldenTest : public ::testing::TestWithParam<KernelIsa> {
  protected:
   static void SetUpTestSuite() {
     const std::string path = testing::RealModelPath();
@@ -61,7 +66,15 @@ class LlamaCppGoldenTest : public ::testing::Test {
   }
   void SetUp() override {
     if (model_ == nullptr) GTEST_SKIP() << "real model not found (run scripts/fetch-model.sh)";
+    // The scalar kernels take minutes here (5 on a 2-core EPYC): they are
+    // checked only where nothing faster runs, i.e. where they serve.
+    if (GetParam() == KernelIsa::kScalar && CpuSupportsAvx2()) {
+      GTEST_SKIP() << "the scalar kernels are checked only on CPUs without AVX2";
+    }
+    ForceKernelIsaForTesting(GetParam());
+    if (ActiveKernelIsa() != GetParam()) GTEST_SKIP() << "this CPU cannot run these kernels";
   }
+  void TearDown() override { ForceKernelIsaForTesting(KernelIsa::kAvx512Vnni); }
 
   // A runner and a cache holding `prompt` as one chunk (room for `extra`
   // more tokens), and the logits after it.
@@ -102,9 +115,24 @@ class LlamaCppGoldenTest : public ::testing::Test {
 Model* LlamaCppGoldenTest::model_ = nullptr;
 nlohmann::json* LlamaCppGoldenTest::golden_ = nullptr;
 
-TEST_F(LlamaCppGoldenTest, HasEnoughCases) { EXPECT_GE((*golden_)["cases"].size(), 10u); }
+INSTANTIATE_TEST_SUITE_P(Kernels, LlamaCppGoldenTest,
+                         ::testing::Values(KernelIsa::kAvx512Vnni, KernelIsa::kAvx2,
+                                           KernelIsa::kScalar),
+                         [](const ::testing::TestParamInfo<KernelIsa>& info) {
+                           switch (info.param) {
+                             case KernelIsa::kAvx512Vnni:
+                               return "Avx512";
+                             case KernelIsa::kAvx2:
+                               return "Avx2";
+                             case KernelIsa::kScalar:
+                               break;
+                           }
+                           return "Scalar";
+                         });
 
-TEST_F(LlamaCppGoldenTest, PromptTokenizationMatches) {
+TEST_P(LlamaCppGoldenTest, HasEnoughCases) { EXPECT_GE((*golden_)["cases"].size(), 10u); }
+
+TEST_P(LlamaCppGoldenTest, PromptTokenizationMatches) {
   for (const auto& c : (*golden_)["cases"]) {
     const auto want = c["prompt_tokens"].get<std::vector<int32_t>>();
     EXPECT_EQ(model_->tokenizer().Encode(c["text"].get<std::string>(), true), want)
@@ -112,7 +140,7 @@ TEST_F(LlamaCppGoldenTest, PromptTokenizationMatches) {
   }
 }
 
-TEST_F(LlamaCppGoldenTest, GreedyTokensMatch) {
+TEST_P(LlamaCppGoldenTest, GreedyTokensMatch) {
   int exact = 0;
   for (const auto& c : (*golden_)["cases"]) {
     const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
@@ -139,7 +167,7 @@ TEST_F(LlamaCppGoldenTest, GreedyTokensMatch) {
 // The first step's logits themselves, not only their argmax. The whole
 // prompt goes in as one chunk: our batched prefill computes every position
 // exactly as llama.cpp's token-by-token evaluation does.
-TEST_F(LlamaCppGoldenTest, FirstStepLogitsClose) {
+TEST_P(LlamaCppGoldenTest, FirstStepLogitsClose) {
   for (const auto& c : (*golden_)["cases"]) {
     const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
     const Prefilled p = Prefill(prompt, 0);
@@ -161,7 +189,7 @@ TEST_F(LlamaCppGoldenTest, FirstStepLogitsClose) {
 // llama.cpp's token must be within LogitTolerance() of llama.cpp's (and
 // within MeanLogitTolerance() on average), and our argmax must be
 // llama.cpp's wherever its top-2 gap is not a near tie.
-TEST_F(LlamaCppGoldenTest, TeacherForcedLogitsClose) {
+TEST_P(LlamaCppGoldenTest, TeacherForcedLogitsClose) {
   int agree = 0, steps = 0;
   double sum_err = 0, max_flip_gap = 0;
   for (const auto& c : (*golden_)["cases"]) {
@@ -206,10 +234,10 @@ TEST_F(LlamaCppGoldenTest, TeacherForcedLogitsClose) {
 // The dump is too big for the tree; make it with
 //   python3 tests/data/dump_llama_logits.py long_en_passage 64 /tmp/long64.f32
 // and run with PDSERVE_LLAMA_PREFIX_LOGITS=/tmp/long64.f32.
-TEST_F(LlamaCppGoldenTest, PrefixLogitsEqualLlamaCppDump) {
+TEST_P(LlamaCppGoldenTest, PrefixLogitsEqualLlamaCppDump) {
   const char* path = std::getenv("PDSERVE_LLAMA_PREFIX_LOGITS");
   if (path == nullptr) GTEST_SKIP() << "PDSERVE_LLAMA_PREFIX_LOGITS not set";
-  if (!LlamaExactNumericsActive()) GTEST_SKIP() << "bit-exact only with AVX512F+DQ";
+  if (!LlamaExactNumericsActive()) GTEST_SKIP() << "bit-exact only with the AVX2/AVX512 kernels";
   std::ifstream meta(std::string(path) + ".json");
   ASSERT_TRUE(meta.good()) << path << ".json";
   const auto tokens = nlohmann::json::parse(meta)["tokens"].get<std::vector<int32_t>>();

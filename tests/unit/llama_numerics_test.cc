@@ -1,7 +1,8 @@
-// The AVX512 kernels of llama_numerics.h against a plain scalar model of
-// ggml's arithmetic (ggml_v_expf, ggml_vec_dot_f16, ggml_vec_soft_max_f32 as
-// llama.cpp 0.3.7 runs them on AVX512), written out lane by lane. They must
-// agree bit for bit. That the model is llama.cpp's is checked end to end by
+// Both copies of llama_numerics.h's kernels (AVX512, and AVX2 emulating it)
+// against a plain scalar model of ggml's arithmetic (ggml_v_expf,
+// ggml_vec_dot_f16, ggml_vec_soft_max_f32 as llama.cpp 0.3.7 runs them on
+// AVX512), written out lane by lane. They must agree bit for bit. That the
+// model is llama.cpp's is checked end to end by
 // tests/golden/llama_cpp_golden_test.cc.
 #include "common/llama_numerics.h"
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "common/half.h"
+#include "common/quant/kernels.h"
 #include "gtest/gtest.h"
 
 namespace pdserve {
@@ -94,14 +96,32 @@ std::vector<float> ModelAttend(const std::vector<float>& q, const std::vector<fl
   return out;
 }
 
-class LlamaNumericsTest : public ::testing::Test {
+// Runs each test once per copy the CPU can run: the kernel ISA picks it.
+class LlamaNumericsTest : public ::testing::TestWithParam<KernelIsa> {
  protected:
   void SetUp() override {
-    if (!LlamaExactNumericsActive()) GTEST_SKIP() << "needs AVX512F+DQ";
+    ForceKernelIsaForTesting(GetParam());
+    const LlamaNumericsIsa want =
+        GetParam() == KernelIsa::kAvx512Vnni ? LlamaNumericsIsa::kAvx512 : LlamaNumericsIsa::kAvx2;
+    if (ActiveLlamaNumericsIsa() != want) GTEST_SKIP() << "this CPU cannot run that copy";
   }
+  void TearDown() override { ForceKernelIsaForTesting(KernelIsa::kAvx512Vnni); }
 };
 
-TEST_F(LlamaNumericsTest, SiluMatchesModelBitwise) {
+INSTANTIATE_TEST_SUITE_P(Copies, LlamaNumericsTest,
+                         ::testing::Values(KernelIsa::kAvx512Vnni, KernelIsa::kAvx2),
+                         [](const ::testing::TestParamInfo<KernelIsa>& info) {
+                           return info.param == KernelIsa::kAvx2 ? "Avx2" : "Avx512";
+                         });
+
+TEST(LlamaNumericsDispatchTest, ScalarKernelsTurnTheExactCopiesOff) {
+  ForceKernelIsaForTesting(KernelIsa::kScalar);
+  EXPECT_EQ(ActiveLlamaNumericsIsa(), LlamaNumericsIsa::kNone);
+  EXPECT_FALSE(LlamaExactNumericsActive());
+  ForceKernelIsaForTesting(KernelIsa::kAvx512Vnni);
+}
+
+TEST_P(LlamaNumericsTest, SiluMatchesModelBitwise) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 4.0f);
   const int rows = 3, n = 16 * 40 + 7;  // 7 leftovers per row take scalar expf
@@ -160,7 +180,28 @@ struct PagedKv {
   }
 };
 
-TEST_F(LlamaNumericsTest, AttendHeadMatchesModelBitwise) {
+// LlamaAttendRows over rows [0, n_ctx.size()) of q (head_dim each), with
+// NaN-filled scratch so that a read of anything unwritten shows.
+std::vector<std::vector<float>> AttendMany(const std::vector<uint16_t>& q, int dh, float scale,
+                                           const std::vector<int>& n_ctx, const KvHeadRows& kv) {
+  const int rows = static_cast<int>(n_ctx.size());
+  const LlamaAttendScratchSize need = LlamaAttendScratchNeeded(dh, rows, n_ctx.back());
+  std::vector<float> scratch(need.floats, NAN);
+  std::vector<int64_t> offsets(need.offsets, -1);
+  std::vector<std::vector<float>> got(rows, std::vector<float>(dh, NAN));
+  std::vector<float*> outs;
+  for (auto& row : got) outs.push_back(row.data());
+  LlamaAttendRows(q.data(), rows, n_ctx.data(), dh, scale, kv, scratch.data(), offsets.data(),
+                  outs.data());
+  return got;
+}
+
+std::vector<float> AttendOne(const std::vector<uint16_t>& q, int dh, float scale, int n,
+                             const KvHeadRows& kv) {
+  return AttendMany(q, dh, scale, {n}, kv)[0];
+}
+
+TEST_P(LlamaNumericsTest, OneRowMatchesModelBitwise) {
   std::mt19937 rng(9);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (int dh : {16, 64, 80, 128}) {
@@ -176,11 +217,50 @@ TEST_F(LlamaNumericsTest, AttendHeadMatchesModelBitwise) {
       const PagedKv kv(k, v, dh, n, head);
       std::vector<uint16_t> qh(dh);
       for (int i = 0; i < dh; ++i) qh[i] = F32ToF16(q[i]);
-      std::vector<float> scratch(LlamaAttendScratchFloats(dh, n), NAN), got(dh);
-      LlamaAttendHead(qh.data(), dh, scale, n, kv.Rows(head), scratch.data(), got.data());
+      const std::vector<float> got = AttendOne(qh, dh, scale, n, kv.Rows(head));
       for (int d = 0; d < dh; ++d) {
         ASSERT_EQ(Bits(got[d]), Bits(want[d]))
             << "dh " << dh << " n " << n << " d " << d << ": " << got[d] << " vs " << want[d];
+      }
+    }
+  }
+}
+
+// Rows sharing K/V reads (a tile: several tokens x several heads) get the
+// bits each would get alone, across row groups and FMA/leftover boundaries.
+TEST_P(LlamaNumericsTest, ManyRowsMatchModelBitwise) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  struct Case {
+    int dh, first_pos, tokens, heads;
+  };
+  const Case cases[] = {{64, 0, 16, 3},  {64, 20, 16, 3}, {64, 90, 7, 3},  {64, 31, 2, 1},
+                        {64, 60, 10, 9}, {16, 5, 24, 3},  {80, 40, 30, 3}, {128, 120, 4, 2},
+                        {64, 0, 1, 1},   {64, 200, 1, 3}, {64, 63, 3, 24}};
+  for (const Case& c : cases) {
+    const int n = c.first_pos + c.tokens, dh = c.dh;
+    std::vector<float> k(n * dh), v(n * dh);
+    for (float& x : k) x = RoundF16(2.0f * normal(rng));
+    for (float& x : v) x = RoundF16(normal(rng));
+    const int rows = c.tokens * c.heads;
+    std::vector<float> q(static_cast<size_t>(rows) * dh);
+    for (float& x : q) x = RoundF16(2.0f * normal(rng));
+    std::vector<uint16_t> qh(q.size());
+    for (size_t i = 0; i < q.size(); ++i) qh[i] = F32ToF16(q[i]);
+    std::vector<int> n_ctx(rows);
+    for (int r = 0; r < rows; ++r) n_ctx[r] = c.first_pos + r / c.heads + 1;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+    const int head = 2;
+    const PagedKv kv(k, v, dh, n, head);
+    const std::vector<std::vector<float>> got = AttendMany(qh, dh, scale, n_ctx, kv.Rows(head));
+    for (int r = 0; r < rows; ++r) {
+      const std::vector<float> qr(q.begin() + static_cast<int64_t>(r) * dh,
+                                  q.begin() + static_cast<int64_t>(r + 1) * dh);
+      const std::vector<float> want = ModelAttend(qr, k, v, dh, n_ctx[r], scale);
+      for (int d = 0; d < dh; ++d) {
+        ASSERT_EQ(Bits(got[r][d]), Bits(want[d]))
+            << "dh " << dh << " first_pos " << c.first_pos << " row " << r << " (n_ctx " << n_ctx[r]
+            << ") d " << d << ": " << got[r][d] << " vs " << want[d];
       }
     }
   }
