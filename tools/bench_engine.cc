@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/engine.h"
 #include "common/model.h"
+#include "common/quant/kernels.h"
 #include "common/runtime_factory.h"
 #include "common/status_macros.h"
 #include "tools/cli_flags.h"
@@ -25,6 +26,8 @@ ABSL_FLAG(int32_t, bench_batch_tokens, 64, "Decode steps per batched-decode test
 ABSL_FLAG(int32_t, bench_context, 16,
           "Prompt length of the decode tests: the context decode starts from");
 ABSL_FLAG(int32_t, bench_repeats, 3, "Repetitions; the best run is reported");
+ABSL_FLAG(std::string, bench_kernels, "auto",
+          "CPU kernels to measure: auto (the best this CPU runs), avx512, avx2 or scalar");
 ABSL_FLAG(std::string, bench_json, "", "Also write results as JSON to this file");
 ABSL_FLAG(double, bench_peak_gbps, 4800,
           "Device memory bandwidth for the model-bandwidth utilisation column (GPU runs; "
@@ -163,9 +166,33 @@ void Report(const std::vector<Result>& results, long peak_rss_kb) {
   f << "]}\n";
 }
 
+// --bench_kernels: runs the kernels of a lesser ISA on a CPU that has a
+// better one, so one machine can measure what others would run.
+absl::Status SelectKernels() {
+  const std::string want = absl::GetFlag(FLAGS_bench_kernels);
+  KernelIsa isa;
+  if (want == "auto") return absl::OkStatus();
+  if (want == "avx512") {
+    isa = KernelIsa::kAvx512Vnni;
+  } else if (want == "avx2") {
+    isa = KernelIsa::kAvx2;
+  } else if (want == "scalar") {
+    isa = KernelIsa::kScalar;
+  } else {
+    return absl::InvalidArgumentError("--bench_kernels must be auto, avx512, avx2 or scalar");
+  }
+  ForceKernelIsaForTesting(isa);
+  if (ActiveKernelIsa() != isa) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this CPU cannot run the --bench_kernels=", want, " kernels"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status BenchEngineCommand() {
+  RETURN_IF_ERROR(SelectKernels());
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(absl::GetFlag(FLAGS_model)));
   ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(absl::GetFlag(FLAGS_device)));
   ASSIGN_OR_RETURN(

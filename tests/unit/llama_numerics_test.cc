@@ -236,7 +236,7 @@ TEST_P(LlamaNumericsTest, ManyRowsMatchModelBitwise) {
   };
   const Case cases[] = {{64, 0, 16, 3},  {64, 20, 16, 3}, {64, 90, 7, 3},  {64, 31, 2, 1},
                         {64, 60, 10, 9}, {16, 5, 24, 3},  {80, 40, 30, 3}, {128, 120, 4, 2},
-                        {64, 0, 1, 1},   {64, 200, 1, 3}, {64, 63, 3, 24}};
+                        {64, 0, 1, 1},   {64, 200, 1, 3}, {64, 63, 3, 24}, {64, 600, 5, 3}};
   for (const Case& c : cases) {
     const int n = c.first_pos + c.tokens, dh = c.dh;
     std::vector<float> k(n * dh), v(n * dh);
