@@ -97,23 +97,16 @@ __m256 ScaleByPowerOfTwo(__m256 poly, __m256 n) {
   return _mm256_mul_ps(inner, PowerOfTwo(outer));
 }
 
-// ggml_v_expf, as the AVX512 copy computes it, on 8 lanes.
-__m256 ExpHalf(__m256 x) {
-  const __m256 shift = _mm256_set1_ps(0x1.8p23f);
-  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
-  const __m256 n = _mm256_sub_ps(z, shift);
-  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+V Fnmadd(V a, V b, V c) {
+  return {_mm256_fnmadd_ps(a.lo, b.lo, c.lo), _mm256_fnmadd_ps(a.hi, b.hi, c.hi)};
+}
+
+// ScaleByPowerOfTwo, with lanes where |n| > 192 saturated as the AVX512
+// copy saturates them: 0 when n <= 0, +inf otherwise.
+__m256 ScaleSaturatedHalf(__m256 poly, __m256 n) {
+  const __m256 res = ScaleByPowerOfTwo(poly, n);
   const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
   const __m256 huge = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
-  const __m256 u = _mm256_mul_ps(b, b);
-  const __m256 hi =
-      _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f));
-  const __m256 mid =
-      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f));
-  const __m256 lo = _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f));
-  const __m256 poly = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, mid), u, lo);
-  const __m256 res = ScaleByPowerOfTwo(poly, n);
   if (_mm256_movemask_ps(huge) == 0) return res;
   const __m256 zero = _mm256_setzero_ps();
   const __m256 non_positive = _mm256_cmp_ps(n, zero, _CMP_LE_OQ);
@@ -121,7 +114,9 @@ __m256 ExpHalf(__m256 x) {
   return _mm256_blendv_ps(res, saturated, huge);
 }
 
-V Exp(V x) { return {ExpHalf(x.lo), ExpHalf(x.hi)}; }
+V ScaleSaturated(V poly, V n) {
+  return {ScaleSaturatedHalf(poly.lo, n.lo), ScaleSaturatedHalf(poly.hi, n.hi)};
+}
 
 }  // namespace
 

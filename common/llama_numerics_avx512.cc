@@ -66,29 +66,16 @@ void AddToDoubles(V x, double* p) {
                                         _mm512_cvtps_pd(_mm512_extractf32x8_ps(x.v, 1))));
 }
 
-// exp(x) = 2^n * exp(b), n = round(x / ln2) through the 1.5 * 2^23 shift,
-// b = x - n ln2 with ln2 in two parts, exp(b) by a degree-5 polynomial, and
-// 2^n applied with scalef. Lanes with |n| > 192 saturate: 0 when n <= 0,
+V Fnmadd(V a, V b, V c) { return {_mm512_fnmadd_ps(a.v, b.v, c.v)}; }
+
+// poly * 2^n with scalef; lanes with |n| > 192 saturate: 0 when n <= 0,
 // +inf otherwise (so exp(-inf) is exactly 0).
-V Exp(V in) {
-  const __m512 x = in.v;
-  const __m512 shift = _mm512_set1_ps(0x1.8p23f);
-  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
-  const __m512 n = _mm512_sub_ps(z, shift);
-  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
-                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-  const __mmask16 huge = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
-  const __m512 u = _mm512_mul_ps(b, b);
-  const __m512 hi =
-      _mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f));
-  const __m512 mid =
-      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f));
-  const __m512 lo = _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f));
-  const __m512 poly = _mm512_fmadd_ps(_mm512_fmadd_ps(hi, u, mid), u, lo);
-  const __m512 res = _mm512_scalef_ps(poly, n);
+V ScaleSaturated(V poly, V n) {
+  const __m512 res = _mm512_scalef_ps(poly.v, n.v);
+  const __mmask16 huge = _mm512_cmp_ps_mask(_mm512_abs_ps(n.v), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
   if (huge == 0) return {res};
   const __m512 zero = _mm512_setzero_ps();
-  const __mmask16 non_positive = _mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ);
+  const __mmask16 non_positive = _mm512_cmp_ps_mask(n.v, zero, _CMP_LE_OQ);
   const __m512 saturated = _mm512_mask_blend_ps(non_positive, _mm512_set1_ps(INFINITY), zero);
   return {_mm512_mask_blend_ps(huge, res, saturated)};
 }
