@@ -6,6 +6,7 @@
 // KV pool back at idle.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <thread>
@@ -288,9 +289,22 @@ TEST_F(ServingTest, ALongPrefillOutlastsItsTimeoutsWhileItProgresses) {
   prompts[0].resize(1500);
   const TokenRequests t = MakeTokenRequests(**model, prompts, 4);
   LocalClusterOptions o;
-  o.extra_router_flags = {"--kv_wait_ms=3000", "--prefill_attempt_timeout_ms=2250",
-                          "--prefill_retries=0"};
   o.extra_prefill_flags = {"--max_batch_tokens=16", "--prefix_cache=false"};  // 94 short steps
+  // The timeouts are set from this machine's own time for the prefill (a
+  // fixed figure would stop testing anything on a fast enough machine):
+  // half of it, so the prefill outlasts them ~2x.
+  int64_t prefill_ms = 0;
+  {
+    auto calibration = StartCluster(o, "long-prefill-calibration");
+    ASSERT_NE(calibration, nullptr);
+    const std::vector<GenerateOutcome> outs = GenerateAll(*calibration, {t.requests[0]});
+    ASSERT_TRUE(outs[0].status.ok()) << outs[0].status.error_message();
+    prefill_ms = outs[0].finished.timings().prefill_compute_ms();
+  }
+  const int64_t kv_wait_ms = std::max<int64_t>(prefill_ms / 2, 200);
+  o.extra_router_flags = {absl::StrCat("--kv_wait_ms=", kv_wait_ms),
+                          absl::StrCat("--prefill_attempt_timeout_ms=", kv_wait_ms * 3 / 4),
+                          "--prefill_retries=0"};
   auto cluster = StartCluster(o, "long-prefill");
   ASSERT_NE(cluster, nullptr);
   for (size_t k = 0; k < t.requests.size(); ++k) {
@@ -299,9 +313,10 @@ TEST_F(ServingTest, ALongPrefillOutlastsItsTimeoutsWhileItProgresses) {
     EXPECT_EQ(outs[0].ids, t.want[k]) << k;
     const v1::Timings& timings = outs[0].finished.timings();
     EXPECT_EQ(timings.prefill_mode(), "remote") << k;
-    // Longer than either wait (~2x here): the whole-attempt timeouts of old
-    // would have cut it off.
-    EXPECT_GT(timings.prefill_compute_ms(), 3000) << k;
+    // Longer than either wait: the whole-attempt timeouts of old would
+    // have cut it off.
+    EXPECT_GT(timings.prefill_compute_ms(), kv_wait_ms)
+        << k << " (calibration: " << prefill_ms << " ms)";
     // The decode worker holds 93 full blocks (1488 tokens): 2 blocks are sent.
     if (k == 1) EXPECT_EQ(timings.kv_transfer_bytes(), 2u * 16 * 23040) << "only the tail";
   }

@@ -23,11 +23,14 @@ namespace {
 constexpr AttentionShape kShape{.n_heads = 6, .n_kv_heads = 2, .head_dim = 32};
 // The SIMD kernels work in 64- and 8-float chunks: 72 and 76 take the
 // 64-float register path (as SmolLM2's 64 does) plus an 8-float chunk, 76 and
-// 36 a scalar tail too. None is a multiple of 16, so they stay off the
-// AVX512 bit-exact kernels and on the tiled path on every CPU.
+// 36 a scalar tail too. None is a multiple of 16, so with an f16 cache they
+// stay on the portable tiled path on every CPU; 32 and 64 (SmolLM2's, which
+// the bit-exact kernels compile with fixed loops) take the llama_numerics.h
+// kernels wherever the ISA is AVX2 or AVX512.
 constexpr AttentionShape kOddShape{.n_heads = 6, .n_kv_heads = 2, .head_dim = 36};
 constexpr AttentionShape kWideShape{.n_heads = 6, .n_kv_heads = 2, .head_dim = 72};
 constexpr AttentionShape kWideOddShape{.n_heads = 6, .n_kv_heads = 2, .head_dim = 76};
+constexpr AttentionShape kSmolShape{.n_heads = 9, .n_kv_heads = 3, .head_dim = 64};
 constexpr int kBlockSize = 8;
 constexpr int kContext = 45;  // five full blocks and a partial one
 
@@ -134,7 +137,7 @@ INSTANTIATE_TEST_SUITE_P(DtypesAndIsas, AttentionTileTest,
                                             ::testing::Values(KernelIsa::kScalar, KernelIsa::kAvx2,
                                                               KernelIsa::kAvx512Vnni),
                                             ::testing::Values(kShape, kOddShape, kWideShape,
-                                                              kWideOddShape)));
+                                                              kWideOddShape, kSmolShape)));
 
 // Each (token, head) of the step in exactly one tile, within its chunk.
 std::set<std::pair<int64_t, int>> Covered(const std::vector<AttentionTile>& tiles,
