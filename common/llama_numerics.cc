@@ -1,6 +1,7 @@
 #include "common/llama_numerics.h"
 
 #include "common/quant/kernels.h"
+#include "glog/logging.h"
 
 namespace pdserve {
 namespace {
@@ -39,31 +40,41 @@ LlamaNumericsIsa ActiveLlamaNumericsIsa() {
 
 bool LlamaExactNumericsActive() { return ActiveLlamaNumericsIsa() != LlamaNumericsIsa::kNone; }
 
+// Callers check LlamaExactNumericsActive() first; reaching a copy the CPU
+// cannot run would be SIGILL, so that is a crash with a message instead.
 void LlamaSiluMulRows(float* gate, const float* up, int64_t rows, int64_t n) {
-  if (ActiveLlamaNumericsIsa() == LlamaNumericsIsa::kAvx512) {
-    llama_numerics_avx512::SiluMulRows(gate, up, rows, n);
-  } else {
-    llama_numerics_avx2::SiluMulRows(gate, up, rows, n);
+  switch (ActiveLlamaNumericsIsa()) {
+    case LlamaNumericsIsa::kAvx512:
+      return llama_numerics_avx512::SiluMulRows(gate, up, rows, n);
+    case LlamaNumericsIsa::kAvx2:
+      return llama_numerics_avx2::SiluMulRows(gate, up, rows, n);
+    case LlamaNumericsIsa::kNone:
+      break;
   }
+  LOG(FATAL) << "LlamaSiluMulRows needs LlamaExactNumericsActive()";
 }
 
 LlamaAttendScratchSize LlamaAttendScratchNeeded(int head_dim, int rows, int n_max) {
   // Must match the carving in llama_numerics_simd.inc's AttendRows.
   const int64_t n16 = (static_cast<int64_t>(n_max) + 15) / 16 * 16;
   const int64_t dh = head_dim;
-  const int64_t group = 8;  // the largest row group either copy uses
   // q and probabilities per row, then the V accumulators and folds.
-  return {.floats = rows * (dh + n16) + group * 80 * dh, .offsets = n_max};
+  return {.floats = rows * (dh + n16) + kLlamaMaxRowGroup * 80 * dh, .offsets = n_max};
 }
 
 void LlamaAttendRows(const uint16_t* q_f16, int rows, const int* n_ctx, int head_dim, float scale,
                      const KvHeadRows& kv, float* scratch, int64_t* offsets, float* const* out) {
-  if (ActiveLlamaNumericsIsa() == LlamaNumericsIsa::kAvx512) {
-    llama_numerics_avx512::AttendRows(q_f16, rows, n_ctx, head_dim, scale, kv, scratch, offsets,
-                                      out);
-  } else {
-    llama_numerics_avx2::AttendRows(q_f16, rows, n_ctx, head_dim, scale, kv, scratch, offsets, out);
+  switch (ActiveLlamaNumericsIsa()) {
+    case LlamaNumericsIsa::kAvx512:
+      return llama_numerics_avx512::AttendRows(q_f16, rows, n_ctx, head_dim, scale, kv, scratch,
+                                               offsets, out);
+    case LlamaNumericsIsa::kAvx2:
+      return llama_numerics_avx2::AttendRows(q_f16, rows, n_ctx, head_dim, scale, kv, scratch,
+                                             offsets, out);
+    case LlamaNumericsIsa::kNone:
+      break;
   }
+  LOG(FATAL) << "LlamaAttendRows needs LlamaExactNumericsActive()";
 }
 
 }  // namespace pdserve

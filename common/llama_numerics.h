@@ -46,6 +46,9 @@ bool LlamaExactNumericsActive();
 // Requires LlamaExactNumericsActive().
 void LlamaSiluMulRows(float* gate, const float* up, int64_t rows, int64_t n);
 
+// The most rows either copy sums V for at once (sizes the scratch).
+constexpr int kLlamaMaxRowGroup = 8;
+
 // Float and offset scratch of LlamaAttendRows for `rows` rows of up to
 // `n_max` positions.
 struct LlamaAttendScratchSize {
@@ -65,6 +68,10 @@ LlamaAttendScratchSize LlamaAttendScratchNeeded(int head_dim, int rows, int n_ma
 // Requires LlamaExactNumericsActive(), head_dim % 16 == 0, head_dim <= 512,
 // 1 <= n_ctx[0] <= n_ctx[1] <= ..., every position below the last readable,
 // and LlamaAttendScratchNeeded(head_dim, rows, n_ctx[rows - 1]) of scratch.
+// A row's equality with itself alone also needs finite V below the last
+// row's context: rows summed together weight positions they do not see by
+// 0, and 0 * inf is NaN (llama.cpp, which pads a batch's rows to one KV
+// length, has the same NaN there).
 void LlamaAttendRows(const uint16_t* q_f16, int rows, const int* n_ctx, int head_dim, float scale,
                      const KvHeadRows& kv, float* scratch, int64_t* offsets, float* const* out);
 
