@@ -12,19 +12,13 @@ bool CpuSupportsAvx512Dq() {
          __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
-bool CpuSupportsAvx2Fma() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-}
-
 }  // namespace
 
 // Follows the kernel ISA, so a test that forces AVX2 on an AVX512 machine
 // runs the AVX2 copy, and one that forces scalar runs neither.
 LlamaNumericsIsa ActiveLlamaNumericsIsa() {
   static const bool avx512 = CpuSupportsAvx512Dq();
-  static const bool avx2 = CpuSupportsAvx2Fma();
+  static const bool avx2 = CpuSupportsAvx2();  // with FMA and F16C
   switch (ActiveKernelIsa()) {
     case KernelIsa::kAvx512Vnni:
       if (avx512) return LlamaNumericsIsa::kAvx512;
@@ -58,8 +52,9 @@ LlamaAttendScratchSize LlamaAttendScratchNeeded(int head_dim, int rows, int n_ma
   // Must match the carving in llama_numerics_simd.inc's AttendRows.
   const int64_t n16 = (static_cast<int64_t>(n_max) + 15) / 16 * 16;
   const int64_t dh = head_dim;
-  // q and probabilities per row, then the V accumulators and folds.
-  return {.floats = rows * (dh + n16) + kLlamaMaxRowGroup * 80 * dh, .offsets = n_max};
+  // q and probabilities per row; per row of a V group, 64 accumulator
+  // slots and 16 lane folds of head_dim floats each.
+  return {.floats = rows * (dh + n16) + kLlamaMaxRowGroup * (64 + 16) * dh, .offsets = n_max};
 }
 
 void LlamaAttendRows(const uint16_t* q_f16, int rows, const int* n_ctx, int head_dim, float scale,

@@ -15,9 +15,9 @@ namespace {
 
 // V sums of 6 rows x 4 chunks (a 64-wide head) in 24 of the 32 registers.
 constexpr int kGroup = 6;
+constexpr int kChunks = 4;
 // One V pass over the whole context measured best here (2026-12-02).
 constexpr int kValueWindow = 1 << 30;
-constexpr int kChunks = 4;
 
 struct V {
   __m512 v;
@@ -36,16 +36,7 @@ V Mul(V a, V b) { return {_mm512_mul_ps(a.v, b.v)}; }
 V Div(V a, V b) { return {_mm512_div_ps(a.v, b.v)}; }
 V Fmadd(V a, V b, V c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 
-// GCC 12's _mm512_reduce_add_ps, spelled out so that another compiler's
-// expansion cannot change the order: upper + lower 256 bits, then 128,
-// then lanes {2, 3} onto {0, 1}, then lane 1 onto lane 0.
-float ReduceAdd(V x) {
-  const __m256 h8 = _mm256_add_ps(_mm512_extractf32x8_ps(x.v, 1), _mm512_castps512_ps256(x.v));
-  const __m128 h4 = _mm_add_ps(_mm256_extractf128_ps(h8, 1), _mm256_castps256_ps128(h8));
-  const __m128 h2 = _mm_add_ps(h4, _mm_shuffle_ps(h4, h4, _MM_SHUFFLE(1, 0, 3, 2)));
-  return _mm_cvtss_f32(h2) + _mm_cvtss_f32(_mm_shuffle_ps(h2, h2, _MM_SHUFFLE(1, 1, 1, 1)));
-}
-
+// The first step of _mm512_reduce_add_ps as GCC 12 expands it.
 __m256 FoldHalves(V x) {
   return _mm256_add_ps(_mm512_extractf32x8_ps(x.v, 1), _mm512_castps512_ps256(x.v));
 }

@@ -170,23 +170,17 @@ void Report(const std::vector<Result>& results, long peak_rss_kb) {
 // better one, so one machine can measure what others would run.
 absl::Status SelectKernels() {
   const std::string want = absl::GetFlag(FLAGS_bench_kernels);
-  KernelIsa isa;
   if (want == "auto") return absl::OkStatus();
-  if (want == "avx512") {
-    isa = KernelIsa::kAvx512Vnni;
-  } else if (want == "avx2") {
-    isa = KernelIsa::kAvx2;
-  } else if (want == "scalar") {
-    isa = KernelIsa::kScalar;
-  } else {
-    return absl::InvalidArgumentError("--bench_kernels must be auto, avx512, avx2 or scalar");
+  for (KernelIsa isa : {KernelIsa::kAvx512Vnni, KernelIsa::kAvx2, KernelIsa::kScalar}) {
+    if (want != KernelIsaName(isa)) continue;
+    ForceKernelIsaForTesting(isa);
+    if (ActiveKernelIsa() != isa) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("this CPU cannot run the --bench_kernels=", want, " kernels"));
+    }
+    return absl::OkStatus();
   }
-  ForceKernelIsaForTesting(isa);
-  if (ActiveKernelIsa() != isa) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("this CPU cannot run the --bench_kernels=", want, " kernels"));
-  }
-  return absl::OkStatus();
+  return absl::InvalidArgumentError("--bench_kernels must be auto, avx512, avx2 or scalar");
 }
 
 }  // namespace

@@ -55,6 +55,18 @@ bool CpuSupportsAvx512Vnni() {
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 
+const char* KernelIsaName(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kScalar:
+      return "scalar";
+    case KernelIsa::kAvx2:
+      return "avx2";
+    case KernelIsa::kAvx512Vnni:
+      return "avx512";
+  }
+  return "unknown";
+}
+
 KernelIsa ActiveKernelIsa() { return IsaSlot().load(std::memory_order_relaxed); }
 
 void ForceKernelIsaForTesting(KernelIsa isa) {

@@ -92,6 +92,8 @@ KernelIsa ActiveKernelIsa();
 void ForceKernelIsaForTesting(KernelIsa isa);
 bool CpuSupportsAvx2();
 bool CpuSupportsAvx512Vnni();
+// "scalar", "avx2" or "avx512": flag values and test names.
+const char* KernelIsaName(KernelIsa isa);
 
 // Returns nullptr when `weight_type` has no matmul kernels.
 const TypeKernels* FindTypeKernels(uint32_t weight_type);

@@ -3,10 +3,11 @@
 // by tests/data/make_golden.py on an AVX512 machine.
 //
 // Every test runs once per kernel ISA this CPU can run (AVX512, AVX2; the
-// scalar kernels only where there is no AVX2). With the AVX512 or AVX2 kernels our logits are
-// llama.cpp's bit for bit (llama_numerics.h; the AVX2 copy emulates ggml's AVX512 steps): every
-// logit must match exactly and no case may part. With the scalar (portable)
-// kernels our sums run in other orders, and because activations are
+// scalar kernels only where there is no AVX2). With the AVX512 or AVX2
+// kernels our logits are llama.cpp's bit for bit (llama_numerics.h; the AVX2
+// copy emulates ggml's AVX512 steps): every logit must match exactly and no
+// case may part. With the scalar (portable) kernels our sums run in other
+// orders, and because activations are
 // quantised to int8 before every matmul, a last-bit difference can move an
 // activation to the next int8 step, so logits land about as far from
 // llama.cpp's as quantisation noise itself (tests/data/README.md: exact
@@ -119,15 +120,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, LlamaCppGoldenTest,
                          ::testing::Values(KernelIsa::kAvx512Vnni, KernelIsa::kAvx2,
                                            KernelIsa::kScalar),
                          [](const ::testing::TestParamInfo<KernelIsa>& info) {
-                           switch (info.param) {
-                             case KernelIsa::kAvx512Vnni:
-                               return "Avx512";
-                             case KernelIsa::kAvx2:
-                               return "Avx2";
-                             case KernelIsa::kScalar:
-                               break;
-                           }
-                           return "Scalar";
+                           return std::string(KernelIsaName(info.param));
                          });
 
 TEST_P(LlamaCppGoldenTest, HasEnoughCases) { EXPECT_GE((*golden_)["cases"].size(), 10u); }

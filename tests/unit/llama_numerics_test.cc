@@ -111,7 +111,7 @@ class LlamaNumericsTest : public ::testing::TestWithParam<KernelIsa> {
 INSTANTIATE_TEST_SUITE_P(Copies, LlamaNumericsTest,
                          ::testing::Values(KernelIsa::kAvx512Vnni, KernelIsa::kAvx2),
                          [](const ::testing::TestParamInfo<KernelIsa>& info) {
-                           return info.param == KernelIsa::kAvx2 ? "Avx2" : "Avx512";
+                           return std::string(KernelIsaName(info.param));
                          });
 
 TEST(LlamaNumericsDispatchTest, ScalarKernelsTurnTheExactCopiesOff) {

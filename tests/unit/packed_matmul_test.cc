@@ -199,15 +199,7 @@ TEST(PackedMatrixTest, OnlyQ4_1AndQ8_0HaveALayout) {
 }
 
 std::string IsaName(const ::testing::TestParamInfo<KernelIsa>& info) {
-  switch (info.param) {
-    case KernelIsa::kScalar:
-      return "Scalar";
-    case KernelIsa::kAvx2:
-      return "Avx2";
-    case KernelIsa::kAvx512Vnni:
-      return "Avx512Vnni";
-  }
-  return "Unknown";
+  return KernelIsaName(info.param);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, PackedMatmulTest, ::testing::ValuesIn(SupportedIsas()), IsaName);
