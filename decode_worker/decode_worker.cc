@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
 #include "common/kv_path.h"
+#include "common/rpc/port_file.h"
 #include "common/rpc/worker_drain.h"
 #include "common/runtime_factory.h"
 #include "common/status_macros.h"
@@ -24,10 +25,7 @@ absl::Status DecodeWorkerConfig::Validate() const {
   }
   if (kv_wait <= absl::ZeroDuration())
     return absl::InvalidArgumentError("--kv_wait_ms must be positive");
-  if (metrics_port < 0 || metrics_port > 65535) {
-    return absl::InvalidArgumentError("--metrics_port out of range");
-  }
-  return absl::OkStatus();
+  return ValidateMetricsPort(metrics_port);
 }
 
 namespace {
@@ -74,10 +72,10 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   w->ctx_.kv_host_id = LocalKvHostId();
   w->ctx_.default_kv_wait = c.kv_wait;
   w->service_ = std::make_unique<DecodeService>(&w->ctx_);
-  if (c.metrics_port > 0) {
+  if (c.metrics_port != 0) {
     RegisterDecodeMetrics(&w->ctx_, &w->metrics_);
     MetricsHttpServerOptions mo;
-    mo.listen_address = absl::StrCat("0.0.0.0:", c.metrics_port);
+    mo.listen_address = MetricsListenAddress(c.metrics_port);
     ASSIGN_OR_RETURN(w->metrics_server_, MetricsHttpServer::Start(mo, &w->metrics_));
   }
   GrpcServerOptions so;
@@ -98,6 +96,12 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   return w;
 }
 
+BoundPorts DecodeWorker::bound_ports() const {
+  return {.grpc = port(),
+          .metrics = metrics_server_ ? metrics_server_->port() : 0,
+          .kv = receiver_->port()};
+}
+
 void DecodeWorker::Drain() { DrainWorker(ctx_.draining, *server_, *loop_, config_.drain_timeout); }
 
 // Teardown order: no more scrapes (they read the loop and receiver), no
@@ -113,6 +117,7 @@ DecodeWorker::~DecodeWorker() {
 
 absl::Status RunDecodeWorker(const DecodeWorkerConfig& config) {
   ASSIGN_OR_RETURN(std::unique_ptr<DecodeWorker> worker, DecodeWorker::Start(config));
+  RETURN_IF_ERROR(WritePortFile(config.port_file, worker->bound_ports()));
   WaitForTerminationSignal();
   worker->Drain();
   return absl::OkStatus();

@@ -13,6 +13,7 @@
 #include "common/metrics/metrics_registry.h"
 #include "common/model_runner.h"
 #include "common/rpc/grpc_server.h"
+#include "common/rpc/port_file.h"
 #include "common/rpc/tls_credentials.h"
 #include "common/runtime_factory.h"
 #include "common/tcp_kv_receiver.h"
@@ -44,8 +45,12 @@ struct DecodeWorkerConfig {
   int prefill_tokens_while_decoding = 0;
   absl::Duration kv_wait = absl::Seconds(10);
   absl::Duration drain_timeout = absl::Seconds(30);
-  // Prometheus /metrics on 0.0.0.0:metrics_port; 0 = no metrics server.
+  // Prometheus /metrics on 0.0.0.0:metrics_port; 0 = no metrics server,
+  // kAnyMetricsPort = one the kernel picks (see port_file).
   int metrics_port = 0;
+  // Written once the worker serves: the ports it bound (common/rpc/port_file.h);
+  // "" = none.
+  std::string port_file;
   // Keep cached full KV blocks of earlier requests: reservations report the
   // cached prefix and receive only the rest (delta transfer).
   bool prefix_cache = true;
@@ -59,6 +64,7 @@ class DecodeWorker {
   ~DecodeWorker();
 
   int port() const { return server_->port(); }
+  BoundPorts bound_ports() const;
   const std::string& kv_endpoint() const { return ctx_.kv_endpoint; }
   // Stops admitting, lets running sequences finish (bounded by the drain
   // timeout), then shuts the server down.

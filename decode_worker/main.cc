@@ -23,7 +23,10 @@ ABSL_FLAG(int32_t, prefill_tokens_while_decoding, 0,
           "longest inter-token gap, at the price of more gaps (0 = --max_batch_tokens)");
 ABSL_FLAG(int32_t, kv_wait_ms, 10000, "Default wait for a reservation's KV commit");
 ABSL_FLAG(int32_t, drain_timeout_ms, 30000, "Longest drain on SIGTERM");
-ABSL_FLAG(int32_t, metrics_port, 0, "Prometheus /metrics HTTP port (0 = off)");
+ABSL_FLAG(int32_t, metrics_port, 0, "Prometheus /metrics HTTP port (0 = off, -1 = any free port)");
+ABSL_FLAG(std::string, port_file, "",
+          "Once serving, write the bound ports here (grpc=, metrics=, kv= lines): start with "
+          "port 0 and read the real ones back");
 ABSL_FLAG(bool, prefix_cache, true, "Reuse cached KV blocks of shared prompt prefixes");
 
 int main(int argc, char** argv) {
@@ -46,6 +49,7 @@ int main(int argc, char** argv) {
   c.kv_wait = absl::Milliseconds(absl::GetFlag(FLAGS_kv_wait_ms));
   c.drain_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_drain_timeout_ms));
   c.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  c.port_file = absl::GetFlag(FLAGS_port_file);
   c.prefix_cache = absl::GetFlag(FLAGS_prefix_cache);
   absl::Status s = pdserve::RunDecodeWorker(c);
   if (!s.ok()) {

@@ -18,7 +18,10 @@ ABSL_FLAG(std::string, kv_transport, "auto",
 ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (prefill chunk)");
 ABSL_FLAG(int32_t, max_batch, 16, "Prompts per step");
 ABSL_FLAG(int32_t, drain_timeout_ms, 30000, "Longest drain on SIGTERM");
-ABSL_FLAG(int32_t, metrics_port, 0, "Prometheus /metrics HTTP port (0 = off)");
+ABSL_FLAG(int32_t, metrics_port, 0, "Prometheus /metrics HTTP port (0 = off, -1 = any free port)");
+ABSL_FLAG(std::string, port_file, "",
+          "Once serving, write the bound ports here (grpc=, metrics=, kv= lines): start with "
+          "port 0 and read the real ones back");
 ABSL_FLAG(bool, prefix_cache, true, "Reuse cached KV blocks of shared prompt prefixes");
 
 int main(int argc, char** argv) {
@@ -38,6 +41,7 @@ int main(int argc, char** argv) {
   c.max_batch = absl::GetFlag(FLAGS_max_batch);
   c.drain_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_drain_timeout_ms));
   c.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  c.port_file = absl::GetFlag(FLAGS_port_file);
   c.prefix_cache = absl::GetFlag(FLAGS_prefix_cache);
   absl::Status s = pdserve::RunPrefillWorker(c);
   if (!s.ok()) {

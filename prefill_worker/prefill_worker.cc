@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/kv_path.h"
+#include "common/rpc/port_file.h"
 #include "common/rpc/worker_drain.h"
 #include "common/runtime_factory.h"
 #include "common/status_macros.h"
@@ -74,10 +75,7 @@ absl::Status PrefillWorkerConfig::Validate() const {
     return absl::InvalidArgumentError(
         "--max_batch_tokens, --max_batch and --commit_threads must be positive");
   }
-  if (metrics_port < 0 || metrics_port > 65535) {
-    return absl::InvalidArgumentError("--metrics_port out of range");
-  }
-  return absl::OkStatus();
+  return ValidateMetricsPort(metrics_port);
 }
 
 absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const PrefillWorkerConfig& c) {
@@ -123,10 +121,10 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   w->ctx_.layout = w->cache_->layout();
   w->ctx_.worker_id = c.worker_id.empty() ? absl::StrCat("prefill-", getpid()) : c.worker_id;
   w->service_ = std::make_unique<PrefillService>(&w->ctx_);
-  if (c.metrics_port > 0) {
+  if (c.metrics_port != 0) {
     RegisterPrefillMetrics(&w->ctx_, &w->metrics_);
     MetricsHttpServerOptions mo;
-    mo.listen_address = absl::StrCat("0.0.0.0:", c.metrics_port);
+    mo.listen_address = MetricsListenAddress(c.metrics_port);
     ASSIGN_OR_RETURN(w->metrics_server_, MetricsHttpServer::Start(mo, &w->metrics_));
   }
   GrpcServerOptions so;
@@ -145,6 +143,10 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   return w;
 }
 
+BoundPorts PrefillWorker::bound_ports() const {
+  return {.grpc = port(), .metrics = metrics_server_ ? metrics_server_->port() : 0};
+}
+
 void PrefillWorker::Drain() { DrainWorker(ctx_.draining, *server_, *loop_, config_.drain_timeout); }
 
 // No more scrapes (they read the loop), no more calls, then no more engine
@@ -161,6 +163,7 @@ PrefillWorker::~PrefillWorker() {
 
 absl::Status RunPrefillWorker(const PrefillWorkerConfig& config) {
   ASSIGN_OR_RETURN(std::unique_ptr<PrefillWorker> worker, PrefillWorker::Start(config));
+  RETURN_IF_ERROR(WritePortFile(config.port_file, worker->bound_ports()));
   WaitForTerminationSignal();
   worker->Drain();
   return absl::OkStatus();

@@ -13,6 +13,7 @@
 #include "common/metrics/metrics_registry.h"
 #include "common/model_runner.h"
 #include "common/rpc/grpc_server.h"
+#include "common/rpc/port_file.h"
 #include "common/rpc/tls_credentials.h"
 #include "common/runtime_factory.h"
 #include "common/tcp_kv_sender.h"
@@ -39,8 +40,12 @@ struct PrefillWorkerConfig {
   int max_batch = 16;
   int commit_threads = 4;
   absl::Duration drain_timeout = absl::Seconds(30);
-  // Prometheus /metrics on 0.0.0.0:metrics_port; 0 = no metrics server.
+  // Prometheus /metrics on 0.0.0.0:metrics_port; 0 = no metrics server,
+  // kAnyMetricsPort = one the kernel picks (see port_file).
   int metrics_port = 0;
+  // Written once the worker serves: the ports it bound (common/rpc/port_file.h);
+  // "" = none.
+  std::string port_file;
   // Reuse cached full KV blocks of earlier prompts instead of recomputing.
   bool prefix_cache = true;
 
@@ -53,6 +58,7 @@ class PrefillWorker {
   ~PrefillWorker();
 
   int port() const { return server_->port(); }
+  BoundPorts bound_ports() const;
   void Drain();
 
  private:

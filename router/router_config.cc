@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/host_port.h"
+#include "common/metrics/metrics_http_server.h"
 #include "common/status_macros.h"
 #include "router/worker_target.h"
 
@@ -88,9 +89,7 @@ absl::Status RouterConfig::Validate() const {
   RETURN_IF_ERROR(CheckPositive("load_poll_ms", load_poll_ms));
   RETURN_IF_ERROR(CheckPositive("dns_refresh_ms", dns_refresh_ms));
   if (max_stop_strings < 0) return absl::InvalidArgumentError("--max_stop_strings must be >= 0");
-  if (metrics_port < 0 || metrics_port > 65535) {
-    return absl::InvalidArgumentError("--metrics_port must be in [0, 65535]");
-  }
+  RETURN_IF_ERROR(ValidateMetricsPort(metrics_port));
   if (prefill_retries < 0 || decode_failovers < 0 || breaker_failures < 0) {
     return absl::InvalidArgumentError(
         "--prefill_retries, --decode_failovers and --breaker_failures must be >= 0");

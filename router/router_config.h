@@ -81,8 +81,12 @@ struct RouterConfig {
   int32_t load_poll_ms = 200;
   // How often dns:/// targets are re-resolved.
   int32_t dns_refresh_ms = 5000;
-  // Prometheus /metrics on 0.0.0.0:metrics_port; 0 = no metrics server.
+  // Prometheus /metrics on 0.0.0.0:metrics_port; 0 = no metrics server,
+  // kAnyMetricsPort = one the kernel picks (see port_file).
   int32_t metrics_port = 0;
+  // Written once the router serves: the ports it bound
+  // (common/rpc/port_file.h); "" = none.
+  std::string port_file;
 
   // Fault tolerance (docs/OPERATIONS.md, "Failure semantics"): how often a
   // request may retry its prefill on another prefill worker, and move to

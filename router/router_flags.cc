@@ -41,7 +41,10 @@ ABSL_FLAG(int32_t, load_poll_ms, 200, "Interval of the workers' load reports (Wa
 ABSL_FLAG(int32_t, dns_refresh_ms, 5000,
           "How often dns:/// worker targets are re-resolved (workers join and leave the pool)");
 
-ABSL_FLAG(int32_t, metrics_port, 0, "Prometheus /metrics HTTP port (0 = off)");
+ABSL_FLAG(int32_t, metrics_port, 0, "Prometheus /metrics HTTP port (0 = off, -1 = any free port)");
+ABSL_FLAG(std::string, port_file, "",
+          "Once serving, write the bound ports here (grpc=, metrics= lines): start with port 0 "
+          "and read the real ones back");
 ABSL_FLAG(int32_t, prefill_retries, 2,
           "Times a request's prefill is retried on another prefill worker (new KV epoch)");
 ABSL_FLAG(int32_t, decode_failovers, 2,
@@ -88,6 +91,7 @@ absl::StatusOr<RouterConfig> RouterConfigFromFlags() {
   c.load_poll_ms = absl::GetFlag(FLAGS_load_poll_ms);
   c.dns_refresh_ms = absl::GetFlag(FLAGS_dns_refresh_ms);
   c.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  c.port_file = absl::GetFlag(FLAGS_port_file);
   c.prefill_retries = absl::GetFlag(FLAGS_prefill_retries);
   c.decode_failovers = absl::GetFlag(FLAGS_decode_failovers);
   c.prefill_attempt_timeout_ms = absl::GetFlag(FLAGS_prefill_attempt_timeout_ms);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/rpc/port_file.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -30,16 +31,16 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> server_credentials,
                    MakeServerCredentials(config.tls));
   s->registry_ = std::make_unique<WorkerRegistry>(ro);
-  s->service_ = std::make_unique<GenerationService>(*s->model_, s->config_, s->registry_.get(),
-                                                    &s->metrics_);
+  s->service_ =
+      std::make_unique<GenerationService>(*s->model_, s->config_, s->registry_.get(), &s->metrics_);
   if (!config.auth_token_file.empty()) {
     ASSIGN_OR_RETURN(BearerAuth auth, BearerAuth::Load(config.auth_token_file));
     s->service_->EnableAuth(std::move(auth));
   }
 
-  if (config.metrics_port > 0) {
+  if (config.metrics_port != 0) {
     MetricsHttpServerOptions mo;
-    mo.listen_address = absl::StrCat("0.0.0.0:", config.metrics_port);
+    mo.listen_address = MetricsListenAddress(config.metrics_port);
     ASSIGN_OR_RETURN(s->metrics_server_, MetricsHttpServer::Start(mo, &s->metrics_registry_));
   }
   GrpcServerOptions so;
@@ -57,7 +58,8 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
             << config.decode_addresses.size() << " decode, " << config.prefill_addresses.size()
             << " prefill targets configured; policies decode="
             << PolicyKindName(config.decode_policy)
-            << " prefill=" << PolicyKindName(config.prefill_policy) << "; " << DescribeServerTls(config.tls)
+            << " prefill=" << PolicyKindName(config.prefill_policy) << "; "
+            << DescribeServerTls(config.tls)
             << (config.auth_token_file.empty() ? ", no auth" : ", bearer tokens")
             << "; to workers: " << (config.worker_tls.ca.empty() ? "insecure" : "TLS") << ")";
   return s;
@@ -92,6 +94,8 @@ void RouterServer::Shutdown(absl::Duration grace) {
 absl::Status Run(const RouterConfig& config) {
   BlockTerminationSignals();
   ASSIGN_OR_RETURN(std::unique_ptr<RouterServer> server, RouterServer::Start(config));
+  RETURN_IF_ERROR(
+      WritePortFile(config.port_file, {.grpc = server->port(), .metrics = server->metrics_port()}));
   WaitForTerminationSignal();
   server->Shutdown(absl::Milliseconds(config.drain_timeout_ms));
   return absl::OkStatus();

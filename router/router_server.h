@@ -37,6 +37,8 @@ class RouterServer {
 
   // The bound port (useful with listen port 0).
   int port() const { return port_; }
+  // The metrics server's bound port; 0 without one.
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
   const GenerationService& service() const { return *service_; }
   const WorkerRegistry& registry() const { return *registry_; }
 

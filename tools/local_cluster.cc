@@ -1,10 +1,8 @@
 #include "tools/local_cluster.h"
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,27 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/rpc/port_file.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace pdserve {
-
-absl::StatusOr<int> PickFreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return absl::InternalError("cannot bind an ephemeral port");
-  }
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
 
 std::string SelfDir() {
   return std::filesystem::canonical("/proc/self/exe").parent_path().string();
@@ -48,8 +30,7 @@ absl::Status LocalCluster::Spawn(ClusterProcess& p, bool append_log) {
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
     // Child: own process group is not needed; log to a file, unblock signals.
-    const int fd =
-        open(log.c_str(), O_WRONLY | O_CREAT | (append_log ? O_APPEND : O_TRUNC), 0644);
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | (append_log ? O_APPEND : O_TRUNC), 0644);
     if (fd >= 0) {
       dup2(fd, 1);
       dup2(fd, 2);
@@ -69,45 +50,106 @@ absl::Status LocalCluster::Spawn(ClusterProcess& p, bool append_log) {
   return absl::OkStatus();
 }
 
+std::string LocalCluster::PortFile(const ClusterProcess& p) const {
+  return absl::StrCat(log_dir_, "/", p.name, ".port");
+}
+
+namespace {
+
+// Replaces the value of every `--<flag>=` argument with `value`.
+void PinFlag(std::vector<std::string>& args, const std::string& flag, const std::string& value) {
+  const std::string prefix = absl::StrCat("--", flag, "=");
+  for (std::string& a : args) {
+    if (a.rfind(prefix, 0) == 0) a = prefix + value;
+  }
+}
+
+}  // namespace
+
+absl::Status LocalCluster::AwaitPorts(const std::vector<ClusterProcess*>& procs,
+                                      absl::Time deadline) {
+  std::vector<ClusterProcess*> pending = procs;
+  while (!pending.empty()) {
+    for (auto it = pending.begin(); it != pending.end();) {
+      ClusterProcess& p = **it;
+      absl::StatusOr<BoundPorts> ports = ReadPortFile(PortFile(p));
+      if (ports.ok()) {
+        p.port = ports->grpc;
+        p.metrics_port = ports->metrics;
+        PinFlag(p.args, "listen", absl::StrCat("127.0.0.1:", p.port));
+        if (p.metrics_port != 0) PinFlag(p.args, "metrics_port", absl::StrCat(p.metrics_port));
+        it = pending.erase(it);
+        continue;
+      }
+      if (!absl::IsNotFound(ports.status())) return ports.status();
+      if (std::optional<std::string> exit = ReapExited(p)) {
+        return absl::FailedPreconditionError(*exit);
+      }
+      ++it;
+    }
+    if (pending.empty()) break;
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(pending.front()->name, " did not report its ports (",
+                       PortFile(*pending.front()), ") in time; see its log"));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOptions& o) {
   std::unique_ptr<LocalCluster> c(new LocalCluster);
   std::filesystem::create_directories(o.log_dir);
   c->log_dir_ = o.log_dir;
+  const absl::Time deadline = absl::Now() + o.start_timeout;
   const std::string threads = absl::StrCat("--threads=", o.threads_per_worker);
   const std::string blocks = absl::StrCat("--kv_blocks=", o.kv_blocks);
-  std::vector<std::string> prefill_addrs, decode_addrs;
-  auto add_worker = [&](const std::string& kind, int i) -> absl::Status {
-    ASSIGN_OR_RETURN(int port, PickFreePort());
-    ClusterProcess p{absl::StrCat(kind, "-", i), -1, port, {}};
+  auto add = [&](const std::string& name, std::vector<std::string> args) {
+    ClusterProcess p{.name = name, .args = std::move(args)};
+    p.args.push_back("--port_file=" + c->PortFile(p));
+    std::filesystem::remove(c->PortFile(p));  // one left by an earlier run
+    c->processes_.push_back(std::move(p));
+  };
+  auto add_worker = [&](const std::string& kind, int i) {
+    const std::string name = absl::StrCat(kind, "-", i);
     const std::string model =
         kind == "prefill" && !o.prefill_model.empty() ? o.prefill_model : o.model;
-    p.args = {absl::StrCat(o.bin_dir, "/pdserve-", kind), "--model=" + model,
-              absl::StrCat("--listen=127.0.0.1:", port), threads, blocks,
-              "--worker_id=" + p.name};
-    if (kind == "decode") p.args.push_back("--kv_listen=127.0.0.1:0");
-    p.args.insert(p.args.end(), o.extra_worker_flags.begin(), o.extra_worker_flags.end());
+    std::vector<std::string> args = {absl::StrCat(o.bin_dir, "/pdserve-", kind),
+                                     "--model=" + model,
+                                     "--listen=127.0.0.1:0",
+                                     threads,
+                                     blocks,
+                                     "--worker_id=" + name};
+    if (kind == "decode") args.push_back("--kv_listen=127.0.0.1:0");
+    args.insert(args.end(), o.extra_worker_flags.begin(), o.extra_worker_flags.end());
     const std::vector<std::string>& tier =
         kind == "prefill" ? o.extra_prefill_flags : o.extra_decode_flags;
-    p.args.insert(p.args.end(), tier.begin(), tier.end());
-    (kind == "prefill" ? prefill_addrs : decode_addrs).push_back(absl::StrCat("127.0.0.1:", port));
-    c->processes_.push_back(std::move(p));
-    return absl::OkStatus();
+    args.insert(args.end(), tier.begin(), tier.end());
+    add(name, std::move(args));
   };
-  for (int i = 0; i < (o.colocated ? 0 : o.prefill); ++i) RETURN_IF_ERROR(add_worker("prefill", i));
-  for (int i = 0; i < o.decode; ++i) RETURN_IF_ERROR(add_worker("decode", i));
-  c->router_port_ = o.router_port;
-  if (c->router_port_ == 0) {
-    ASSIGN_OR_RETURN(c->router_port_, PickFreePort());
+  for (int i = 0; i < (o.colocated ? 0 : o.prefill); ++i) add_worker("prefill", i);
+  for (int i = 0; i < o.decode; ++i) add_worker("decode", i);
+  c->processes_.reserve(c->processes_.size() + 1);  // the router; keeps `workers` valid
+  std::vector<ClusterProcess*> workers;
+  for (ClusterProcess& p : c->processes_) {
+    RETURN_IF_ERROR(c->Spawn(p, /*append_log=*/false));
+    workers.push_back(&p);
   }
-  ClusterProcess r{"router", -1, c->router_port_, {}};
-  r.args = {absl::StrCat(o.bin_dir, "/pdserve-router"), "--model=" + o.model,
-            absl::StrCat("--listen=127.0.0.1:", c->router_port_),
-            "--decode=" + absl::StrJoin(decode_addrs, ","),
-            "--prefill=" + absl::StrJoin(prefill_addrs, ",")};
-  if (o.colocated) r.args.push_back("--colocated");
-  r.args.insert(r.args.end(), o.extra_router_flags.begin(), o.extra_router_flags.end());
-  c->processes_.push_back(std::move(r));
-  for (ClusterProcess& p : c->processes_) RETURN_IF_ERROR(c->Spawn(p, /*append_log=*/false));
+  RETURN_IF_ERROR(c->AwaitPorts(workers, deadline));
+
+  std::vector<std::string> router_args = {
+      absl::StrCat(o.bin_dir, "/pdserve-router"), "--model=" + o.model,
+      absl::StrCat("--listen=127.0.0.1:", o.router_port),
+      "--decode=" + absl::StrJoin(c->addresses("decode"), ","),
+      "--prefill=" + absl::StrJoin(c->addresses("prefill"), ",")};
+  if (o.colocated) router_args.push_back("--colocated");
+  router_args.insert(router_args.end(), o.extra_router_flags.begin(), o.extra_router_flags.end());
+  add("router", std::move(router_args));
+  ClusterProcess& router = c->processes_.back();
+  RETURN_IF_ERROR(c->Spawn(router, /*append_log=*/false));
+  RETURN_IF_ERROR(c->AwaitPorts({&router}, deadline));
+  c->router_port_ = router.port;
   return c;
 }
 
@@ -121,6 +163,13 @@ std::vector<std::string> LocalCluster::addresses(const std::string& prefix) cons
     if (p.name.rfind(prefix, 0) == 0) out.push_back(absl::StrCat("127.0.0.1:", p.port));
   }
   return out;
+}
+
+int LocalCluster::metrics_port(const std::string& name) const {
+  for (const ClusterProcess& p : processes_) {
+    if (p.name == name) return p.metrics_port;
+  }
+  return 0;
 }
 
 void LocalCluster::Signal(const std::string& name, int sig) {

@@ -5,6 +5,14 @@
 // also supervises them: Supervise() restarts a process that died, with a
 // back-off, as a Kubernetes Deployment would restart its pod.
 //
+// Ports: every process binds port 0 (the kernel picks) and reports what it
+// bound in <log_dir>/<name>.port (--port_file, common/rpc/port_file.h);
+// the workers start first, and the router is given the addresses they
+// reported. Nothing picks a "free" port ahead of the bind, so clusters
+// started side by side (parallel tests) cannot take each other's ports. A
+// restarted process binds the ports it reported the first time (the router
+// knows it by them).
+//
 // Not thread-safe: one thread starts, supervises and stops the cluster.
 #ifndef PDSERVE_TOOLS_LOCAL_CLUSTER_H_
 #define PDSERVE_TOOLS_LOCAL_CLUSTER_H_
@@ -27,8 +35,8 @@ struct LocalClusterOptions {
   std::string log_dir;
   int prefill = 1;
   int decode = 1;
-  bool colocated = false;   // no prefill workers; decode prefills locally
-  int router_port = 0;      // 0 = pick a free port
+  bool colocated = false;  // no prefill workers; decode prefills locally
+  int router_port = 0;     // 0 = any free port (router_address() says which)
   int threads_per_worker = 1;
   int kv_blocks = 1024;
   std::vector<std::string> extra_router_flags;
@@ -36,12 +44,16 @@ struct LocalClusterOptions {
   // Appended after extra_worker_flags, to one tier only.
   std::vector<std::string> extra_prefill_flags;
   std::vector<std::string> extra_decode_flags;
+  // Longest wait for every process to report its ports (model load and
+  // warm-up included; sanitizer builds are several times slower).
+  absl::Duration start_timeout = absl::Seconds(180);
 };
 
 struct ClusterProcess {
   std::string name;
   pid_t pid = -1;
-  int port = 0;
+  int port = 0;          // gRPC, as bound
+  int metrics_port = 0;  // 0 = no metrics server
   std::vector<std::string> args;
   // Supervision (Supervise()): when it last started, when an exited one is
   // due to start again, and the back-off that got it there.
@@ -59,6 +71,9 @@ class LocalCluster {
   std::string router_address() const;
   // host:port of every process whose name starts with `prefix`.
   std::vector<std::string> addresses(const std::string& prefix) const;
+  // The bound /metrics port of process `name`; 0 if it has none (or no such
+  // process). Pass --metrics_port=-1 in the extra flags to get one.
+  int metrics_port(const std::string& name) const;
   const std::vector<ClusterProcess>& processes() const { return processes_; }
   // Sends `sig` to one process (fault injection in tests).
   void Signal(const std::string& name, int sig);
@@ -89,6 +104,11 @@ class LocalCluster {
  private:
   LocalCluster() = default;
   absl::Status Spawn(ClusterProcess& p, bool append_log);
+  std::string PortFile(const ClusterProcess& p) const;
+  // Waits until each of `procs` has written its port file, then records the
+  // ports and pins them in its arguments (for restarts). Fails when one
+  // exits first or `deadline` passes.
+  absl::Status AwaitPorts(const std::vector<ClusterProcess*>& procs, absl::Time deadline);
   // Reaps `p` if it has exited: how it ended and its log's last lines.
   std::optional<std::string> ReapExited(ClusterProcess& p);
 
@@ -97,8 +117,6 @@ class LocalCluster {
   int router_port_ = 0;
 };
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
-absl::StatusOr<int> PickFreePort();
 // Directory of the running executable.
 std::string SelfDir();
 

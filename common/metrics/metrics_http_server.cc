@@ -7,8 +7,8 @@
 #include <chrono>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/host_port.h"
 #include "common/io_thread.h"
@@ -51,10 +51,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.async_wait([self](const boost::system::error_code& ec) {
       if (!ec) self->Close();
     });
-    asio::async_read_until(socket_, asio::dynamic_buffer(request_, max_bytes_), "\r\n\r\n",
-                           [self](const boost::system::error_code& ec, size_t n) {
-                             self->OnRead(ec, n);
-                           });
+    asio::async_read_until(
+        socket_, asio::dynamic_buffer(request_, max_bytes_), "\r\n\r\n",
+        [self](const boost::system::error_code& ec, size_t n) { self->OnRead(ec, n); });
   }
 
  private:
@@ -121,6 +120,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
 };
 
 }  // namespace
+
+absl::Status ValidateMetricsPort(int metrics_port) {
+  if (metrics_port < kAnyMetricsPort || metrics_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics_port=", metrics_port, " must be -1 (any free port), 0 (off) or a port"));
+  }
+  return absl::OkStatus();
+}
+
+std::string MetricsListenAddress(int metrics_port) {
+  return absl::StrCat("0.0.0.0:", metrics_port == kAnyMetricsPort ? 0 : metrics_port);
+}
 
 std::string MetricsHttpResponse(absl::string_view request_head, const MetricsRegistry& registry) {
   const absl::string_view line = request_head.substr(0, request_head.find("\r\n"));
@@ -207,9 +218,9 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const MetricsHttpServerOptions& options, const MetricsRegistry* registry) {
   auto impl = std::make_unique<Impl>(options, registry);
   if (absl::Status s = impl->Listen(); !s.ok()) return s;
-  LOG(INFO) << "metrics on http://" << options.listen_address.substr(
-                   0, options.listen_address.rfind(':'))
-            << ":" << impl->port() << "/metrics";
+  LOG(INFO) << "metrics on http://"
+            << options.listen_address.substr(0, options.listen_address.rfind(':')) << ":"
+            << impl->port() << "/metrics";
   return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(impl)));
 }
 

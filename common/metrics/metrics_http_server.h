@@ -47,6 +47,14 @@ class MetricsHttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
+// The --metrics_port convention of every pdserve process: 0 = no metrics
+// server, kAnyMetricsPort = a port the kernel picks (reported through
+// --port_file; local clusters and tests), else that port.
+inline constexpr int kAnyMetricsPort = -1;
+absl::Status ValidateMetricsPort(int metrics_port);
+// "0.0.0.0:<port>" for a metrics_port other than 0.
+std::string MetricsListenAddress(int metrics_port);
+
 // The response to one request head ("GET /metrics HTTP/1.1\r\n..."),
 // exposed for tests.
 std::string MetricsHttpResponse(absl::string_view request_head, const MetricsRegistry& registry);

@@ -17,6 +17,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "pdserve/v1/generation.grpc.pb.h"
@@ -35,24 +36,16 @@ inline std::unique_ptr<v1::Generation::Stub> RouterStub(const std::string& addr)
   return v1::Generation::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
 }
 
-enum class ClusterStart { kReady, kProcessExited, kTimedOut };
-
-// Probes `c` until it serves (see StartCluster); stops early when one of
+// Probes `c` until it serves (see StartCluster); fails early when one of
 // its processes has exited.
-inline ClusterStart AwaitReady(LocalCluster& c, bool has_prefill_tier, std::string* why) {
+inline absl::Status AwaitReady(LocalCluster& c, bool has_prefill_tier) {
   auto stub = RouterStub(c.router_address());
   // Generous: under sanitizers a cold start (model mmap, first forward
   // pass) is several times slower.
   const absl::Time deadline = absl::Now() + absl::Seconds(120);
   while (true) {
-    if (absl::Status alive = c.CheckAlive(); !alive.ok()) {
-      *why = std::string(alive.message());
-      return ClusterStart::kProcessExited;
-    }
-    if (absl::Now() >= deadline) {
-      *why = "not ready within 120 s";
-      return ClusterStart::kTimedOut;
-    }
+    RETURN_IF_ERROR(c.CheckAlive());
+    if (absl::Now() >= deadline) return absl::DeadlineExceededError("not ready within 120 s");
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::GenerateRequest req;
@@ -69,41 +62,33 @@ inline ClusterStart AwaitReady(LocalCluster& c, bool has_prefill_tier, std::stri
     // A probe that ran out of time (a cold worker) says nothing yet either.
     const bool not_yet = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
                          s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    if (!not_yet && !waiting_for_prefill) return ClusterStart::kReady;
+    if (!not_yet && !waiting_for_prefill) return absl::OkStatus();
     absl::SleepFor(absl::Milliseconds(100));
   }
 }
 
-// Starts a cluster and waits (bounded) until the router sees its workers: a
+// Starts a cluster (LocalCluster::Start returns once every process has
+// bound its ports) and waits (bounded) until the router sees its workers: a
 // one-token probe answers with anything but UNAVAILABLE (or its own
 // DEADLINE_EXCEEDED) and, with a prefill tier, was prefilled remotely — not
 // prefilled locally for want of a live prefill worker (one still warming
 // up would make the first requests of a test take the local path by
-// chance). ctest runs tests in parallel, and a port PickFreePort found free
-// can be taken by another test before our process binds it; a start in
-// which a process exits is therefore tried again with fresh ports (3 tries).
+// chance). Every process binds port 0, so clusters of tests that ctest runs
+// in parallel cannot collide on ports.
 inline std::unique_ptr<LocalCluster> StartCluster(LocalClusterOptions o, const std::string& tag) {
   o.bin_dir = BinDir();
   if (o.model.empty()) o.model = RealModelPath();
   o.log_dir = ::testing::TempDir() + "/pdserve-" + tag;
-  const bool has_prefill_tier = o.prefill > 0 && !o.colocated;
-  for (int attempt = 1;; ++attempt) {
-    auto c = LocalCluster::Start(o);
-    if (!c.ok()) {
-      ADD_FAILURE() << "cluster '" << tag << "': " << c.status();
-      return nullptr;
-    }
-    std::string why;
-    const ClusterStart start = AwaitReady(**c, has_prefill_tier, &why);
-    if (start == ClusterStart::kReady) return std::move(*c);
-    if (start == ClusterStart::kProcessExited && attempt < 3) {
-      LOG(WARNING) << "cluster '" << tag << "' attempt " << attempt << ": " << why
-                   << "; starting it again";
-      continue;
-    }
-    ADD_FAILURE() << "cluster '" << tag << "' did not become ready: " << why;
+  auto c = LocalCluster::Start(o);
+  if (!c.ok()) {
+    ADD_FAILURE() << "cluster '" << tag << "': " << c.status();
     return nullptr;
   }
+  if (absl::Status ready = AwaitReady(**c, o.prefill > 0 && !o.colocated); !ready.ok()) {
+    ADD_FAILURE() << "cluster '" << tag << "' did not become ready: " << ready;
+    return nullptr;
+  }
+  return std::move(*c);
 }
 
 struct GenerateOutcome {

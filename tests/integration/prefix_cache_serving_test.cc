@@ -137,21 +137,19 @@ TEST_F(PrefixCacheServingTest, MultiTurnChatTransfersOnlyNewBlocksAndKeepsOutput
   std::vector<std::vector<Turn>> runs;
   uint64_t block_bytes = 0;
   for (const Config& c : configs) {
-    auto prefill_port = PickFreePort();
-    auto decode_port = PickFreePort();
-    ASSERT_TRUE(prefill_port.ok() && decode_port.ok());
     LocalClusterOptions o;
     o.kv_blocks = 256;
-    o.extra_prefill_flags = {absl::StrCat("--metrics_port=", *prefill_port),
+    o.extra_prefill_flags = {"--metrics_port=-1",
                              c.prefill_cache ? "--prefix_cache=true" : "--prefix_cache=false"};
-    o.extra_decode_flags = {absl::StrCat("--metrics_port=", *decode_port),
+    o.extra_decode_flags = {"--metrics_port=-1",
                             c.decode_cache ? "--prefix_cache=true" : "--prefix_cache=false"};
     auto cluster = StartCluster(o, c.name);
     ASSERT_NE(cluster, nullptr);
     block_bytes = BytesPerBlock(cluster->router_address());
     ASSERT_GT(block_bytes, 0u);
     runs.push_back(Converse(cluster->router_address()));
-    ExpectMetricsMatch(runs.back(), *prefill_port, *decode_port, block_bytes, c.name);
+    ExpectMetricsMatch(runs.back(), cluster->metrics_port("prefill-0"),
+                       cluster->metrics_port("decode-0"), block_bytes, c.name);
     for (const std::string& a : cluster->addresses("decode")) {
       auto l = testing::DecodeLoad(a);
       ASSERT_TRUE(l.ok());
@@ -267,14 +265,11 @@ TEST_F(PrefixCacheServingTest, PrefixAwareRoutingKeepsAConversationOnItsDecodeWo
   constexpr int kLoadPollMs = 50;
   for (const char* policy : {"prefix_aware", "round_robin"}) {
     SCOPED_TRACE(policy);
-    auto router_metrics = PickFreePort();
-    ASSERT_TRUE(router_metrics.ok());
     LocalClusterOptions o;
     o.decode = 2;
     o.kv_blocks = 256;
     o.extra_router_flags = {absl::StrCat("--policy_decode=", policy),
-                            absl::StrCat("--load_poll_ms=", kLoadPollMs),
-                            absl::StrCat("--metrics_port=", *router_metrics)};
+                            absl::StrCat("--load_poll_ms=", kLoadPollMs), "--metrics_port=-1"};
     auto cluster = StartCluster(o, absl::StrCat("routing-", policy));
     ASSERT_NE(cluster, nullptr);
     // The start-up probe needs one live decode worker; the test needs both.
@@ -301,12 +296,12 @@ TEST_F(PrefixCacheServingTest, PrefixAwareRoutingKeepsAConversationOnItsDecodeWo
     // The router counted every placement (the start-up probe too) under
     // the policy, each prefilled remotely.
     const double placed = static_cast<double>(turns.size());
-    EXPECT_GE(ScrapeMetric(*router_metrics,
+    EXPECT_GE(ScrapeMetric(cluster->metrics_port("router"),
                            absl::StrCat("pdserve_router_routing_decisions_total{tier=\"decode\","
                                         "policy=\"",
                                         policy, "\"}")),
               placed);
-    EXPECT_GE(ScrapeMetric(*router_metrics,
+    EXPECT_GE(ScrapeMetric(cluster->metrics_port("router"),
                            "pdserve_router_prefill_decisions_total{where=\"remote\","
                            "reason=\"prefill_worker_available\"}"),
               placed);

@@ -92,24 +92,19 @@ class ServingTest : public ::testing::Test {
   }
 };
 
-// A process that refuses its model exits at once; `pdserve up` reports it
-// with the reason from its log instead of waiting for the router.
+// A process that refuses its model exits at once; the cluster's start (and
+// so `pdserve up`) fails with the reason from its log instead of waiting
+// for the router.
 TEST(LocalClusterTest, ExitedProcessIsReportedWithItsLog) {
   LocalClusterOptions o;
   o.bin_dir = testing::BinDir();
   o.model = "/nonexistent/refused-model.gguf";
   o.log_dir = ::testing::TempDir() + "/pdserve-refused";
   auto c = LocalCluster::Start(o);
-  ASSERT_TRUE(c.ok()) << c.status();
-  absl::Status alive = absl::OkStatus();
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (alive.ok() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(100));
-    alive = (*c)->CheckAlive();
-  }
-  EXPECT_EQ(alive.code(), absl::StatusCode::kFailedPrecondition) << alive;
-  EXPECT_THAT(std::string(alive.message()), ::testing::HasSubstr("exited"));
-  EXPECT_THAT(std::string(alive.message()), ::testing::HasSubstr("refused-model.gguf"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
+  EXPECT_THAT(std::string(c.status().message()), ::testing::HasSubstr("exited"));
+  EXPECT_THAT(std::string(c.status().message()), ::testing::HasSubstr("refused-model.gguf"));
 }
 
 // `pdserve up` supervision: a worker that dies is reaped, started again on
@@ -240,6 +235,19 @@ std::vector<GenerateOutcome> GenerateAll(const LocalCluster& cluster,
   return outs;
 }
 
+// This machine's prefill_compute_ms for `request`, alone on a cluster
+// started with `o` (-1 on failure, reported). Tests whose timeouts must be
+// shorter than a prefill set them from it: a fixed figure would stop
+// testing anything on a fast enough machine.
+int64_t MeasuredPrefillMs(const LocalClusterOptions& o, const v1::GenerateRequest& request,
+                          const std::string& tag) {
+  auto calibration = StartCluster(o, tag + "-calibration");
+  if (calibration == nullptr) return -1;
+  const std::vector<GenerateOutcome> outs = GenerateAll(*calibration, {request});
+  EXPECT_TRUE(outs[0].status.ok()) << tag << ": " << outs[0].status.error_message();
+  return outs[0].status.ok() ? outs[0].finished.timings().prefill_compute_ms() : -1;
+}
+
 // A prefill worker whose queue would not start a prompt before its attempt
 // deadline refuses it at once (instead of computing it for nothing), and
 // the decode worker prefills it: every request still ends with the tokens
@@ -247,21 +255,23 @@ std::vector<GenerateOutcome> GenerateAll(const LocalCluster& cluster,
 TEST_F(ServingTest, ASaturatedPrefillWorkerRefusesAndTheDecodeWorkerPrefills) {
   auto model = Model::Load(testing::RealModelPath());
   ASSERT_TRUE(model.ok());
-  // Each prompt is more than one engine step (512 tokens). The k-th (from
-  // 0) waits about (520 k - 512) / rate to start, past the 300 ms attempt
-  // deadline from k = 2 at any rate under ~1800 tokens/s.
+  // Each prompt is more than one engine step (512 tokens): the k-th (from
+  // 0) waits about (520 k - 512) / rate to start, i.e. about one prompt's
+  // prefill time P from k = 2. The attempt deadline is P / 2, measured on
+  // this machine, so k >= 2 are refused at any speed.
   // One prompt, sent 4 times with the prefix caches off (so each is
   // computed): the oracle runs it once. The decode worker prefills the
   // refused ones on one thread, which under ASan on a slow core takes
   // minutes: hence 4 requests, not more, and a wide deadline.
   const TokenRequests t = MakeTokenRequests(**model, TextPrompts(**model, 1, 520), 4);
   const std::vector<v1::GenerateRequest> burst(4, t.requests[0]);
-  auto prefill_metrics = PickFreePort();
-  ASSERT_TRUE(prefill_metrics.ok());
   LocalClusterOptions o;
-  o.extra_router_flags = {"--prefill_attempt_timeout_ms=300"};
   o.extra_worker_flags = {"--prefix_cache=false"};
-  o.extra_prefill_flags = {absl::StrCat("--metrics_port=", *prefill_metrics)};
+  o.extra_prefill_flags = {"--metrics_port=-1"};
+  const int64_t prefill_ms = MeasuredPrefillMs(o, t.requests[0], "saturated-prefill");
+  ASSERT_GT(prefill_ms, 0);
+  o.extra_router_flags = {
+      absl::StrCat("--prefill_attempt_timeout_ms=", std::max<int64_t>(prefill_ms / 2, 50))};
   auto cluster = StartCluster(o, "saturated-prefill");
   ASSERT_NE(cluster, nullptr);
   const std::vector<GenerateOutcome> outs = GenerateAll(*cluster, burst, absl::Seconds(400));
@@ -269,8 +279,12 @@ TEST_F(ServingTest, ASaturatedPrefillWorkerRefusesAndTheDecodeWorkerPrefills) {
     ASSERT_TRUE(outs[k].status.ok()) << k << ": " << outs[k].status.error_message();
     EXPECT_EQ(outs[k].ids, t.want[0]) << "request " << k;
   }
-  EXPECT_GT(testing::ScrapeMetric(*prefill_metrics, "pdserve_prefill_refused_total"), 0);
-  EXPECT_GT(testing::ScrapeMetric(*prefill_metrics, "pdserve_prefill_tokens_per_second"), 0);
+  EXPECT_GT(
+      testing::ScrapeMetric(cluster->metrics_port("prefill-0"), "pdserve_prefill_refused_total"), 0)
+      << "calibration: " << prefill_ms << " ms";
+  EXPECT_GT(testing::ScrapeMetric(cluster->metrics_port("prefill-0"),
+                                  "pdserve_prefill_tokens_per_second"),
+            0);
   EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
 }
 
@@ -290,17 +304,10 @@ TEST_F(ServingTest, ALongPrefillOutlastsItsTimeoutsWhileItProgresses) {
   const TokenRequests t = MakeTokenRequests(**model, prompts, 4);
   LocalClusterOptions o;
   o.extra_prefill_flags = {"--max_batch_tokens=16", "--prefix_cache=false"};  // 94 short steps
-  // The timeouts are set from this machine's own time for the prefill (a
-  // fixed figure would stop testing anything on a fast enough machine):
-  // half of it, so the prefill outlasts them ~2x.
-  int64_t prefill_ms = 0;
-  {
-    auto calibration = StartCluster(o, "long-prefill-calibration");
-    ASSERT_NE(calibration, nullptr);
-    const std::vector<GenerateOutcome> outs = GenerateAll(*calibration, {t.requests[0]});
-    ASSERT_TRUE(outs[0].status.ok()) << outs[0].status.error_message();
-    prefill_ms = outs[0].finished.timings().prefill_compute_ms();
-  }
+  // The timeouts: half of this machine's time for the prefill, so the
+  // prefill outlasts them ~2x.
+  const int64_t prefill_ms = MeasuredPrefillMs(o, t.requests[0], "long-prefill");
+  ASSERT_GT(prefill_ms, 0);
   const int64_t kv_wait_ms = std::max<int64_t>(prefill_ms / 2, 200);
   o.extra_router_flags = {absl::StrCat("--kv_wait_ms=", kv_wait_ms),
                           absl::StrCat("--prefill_attempt_timeout_ms=", kv_wait_ms * 3 / 4),
