@@ -66,9 +66,11 @@ void PinFlag(std::vector<std::string>& args, const std::string& flag, const std:
 
 }  // namespace
 
-absl::Status LocalCluster::AwaitPorts(const std::vector<ClusterProcess*>& procs,
-                                      absl::Time deadline) {
-  std::vector<ClusterProcess*> pending = procs;
+absl::Status LocalCluster::AwaitPorts(absl::Time deadline) {
+  std::vector<ClusterProcess*> pending;
+  for (ClusterProcess& p : processes_) {
+    if (p.pid > 0 && p.port == 0) pending.push_back(&p);
+  }
   while (!pending.empty()) {
     for (auto it = pending.begin(); it != pending.end();) {
       ClusterProcess& p = **it;
@@ -130,13 +132,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
   };
   for (int i = 0; i < (o.colocated ? 0 : o.prefill); ++i) add_worker("prefill", i);
   for (int i = 0; i < o.decode; ++i) add_worker("decode", i);
-  c->processes_.reserve(c->processes_.size() + 1);  // the router; keeps `workers` valid
-  std::vector<ClusterProcess*> workers;
-  for (ClusterProcess& p : c->processes_) {
-    RETURN_IF_ERROR(c->Spawn(p, /*append_log=*/false));
-    workers.push_back(&p);
-  }
-  RETURN_IF_ERROR(c->AwaitPorts(workers, deadline));
+  for (ClusterProcess& p : c->processes_) RETURN_IF_ERROR(c->Spawn(p, /*append_log=*/false));
+  RETURN_IF_ERROR(c->AwaitPorts(deadline));
 
   std::vector<std::string> router_args = {
       absl::StrCat(o.bin_dir, "/pdserve-router"), "--model=" + o.model,
@@ -146,15 +143,14 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
   if (o.colocated) router_args.push_back("--colocated");
   router_args.insert(router_args.end(), o.extra_router_flags.begin(), o.extra_router_flags.end());
   add("router", std::move(router_args));
-  ClusterProcess& router = c->processes_.back();
-  RETURN_IF_ERROR(c->Spawn(router, /*append_log=*/false));
-  RETURN_IF_ERROR(c->AwaitPorts({&router}, deadline));
-  c->router_port_ = router.port;
+  RETURN_IF_ERROR(c->Spawn(c->processes_.back(), /*append_log=*/false));
+  RETURN_IF_ERROR(c->AwaitPorts(deadline));
   return c;
 }
 
 std::string LocalCluster::router_address() const {
-  return absl::StrCat("127.0.0.1:", router_port_);
+  const std::vector<std::string> router = addresses("router");
+  return router.empty() ? "" : router.front();
 }
 
 std::vector<std::string> LocalCluster::addresses(const std::string& prefix) const {

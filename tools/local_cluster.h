@@ -65,6 +65,8 @@ struct ClusterProcess {
 
 class LocalCluster {
  public:
+  // Returns once every process serves and has reported its ports (bounded
+  // by options.start_timeout); fails naming a process that exited first.
   static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const LocalClusterOptions& options);
   ~LocalCluster();
 
@@ -105,16 +107,16 @@ class LocalCluster {
   LocalCluster() = default;
   absl::Status Spawn(ClusterProcess& p, bool append_log);
   std::string PortFile(const ClusterProcess& p) const;
-  // Waits until each of `procs` has written its port file, then records the
-  // ports and pins them in its arguments (for restarts). Fails when one
-  // exits first or `deadline` passes.
-  absl::Status AwaitPorts(const std::vector<ClusterProcess*>& procs, absl::Time deadline);
+  // Waits until every started process without ports yet (port == 0) has
+  // written its port file, then records the ports and pins them in its
+  // arguments (for restarts). Fails when one exits first or `deadline`
+  // passes.
+  absl::Status AwaitPorts(absl::Time deadline);
   // Reaps `p` if it has exited: how it ended and its log's last lines.
   std::optional<std::string> ReapExited(ClusterProcess& p);
 
   std::string log_dir_;
   std::vector<ClusterProcess> processes_;
-  int router_port_ = 0;
 };
 
 // Directory of the running executable.
