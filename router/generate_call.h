@@ -79,7 +79,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     WorkerRegistry* registry = nullptr;
     std::atomic<uint64_t>* decode_ticket = nullptr;
     std::atomic<uint64_t>* prefill_ticket = nullptr;
-    RouterMetrics* metrics = nullptr;  // null: no metrics
+    RouterMetrics* metrics = nullptr;   // null: no metrics
     CircuitBreaker* breaker = nullptr;  // null: no circuit breaking
     PlacementLedger* ledger = nullptr;  // null: placements see only load reports
     std::function<void()> on_destroyed;
@@ -127,8 +127,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   void OnPrefillDone(PrefillCall* call, const grpc::Status& status);
   void OnBackoffDone(uint64_t placement);
   void OnWatchdog(bool fired);
-  void OnRetryTransferDone(uint64_t placement, TransferRetryCall* call,
-                           const grpc::Status& status);
+  void OnRetryTransferDone(uint64_t placement, TransferRetryCall* call, const grpc::Status& status);
 
   // The state transitions; all run under mu_.
   void Place(Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -196,6 +195,9 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // Finished.usage.cached_prompt_tokens.
   int32_t CachedPromptTokens() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(const grpc::Status& status, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finished.placement: the current attempt's workers, and how many moves
+  // led there.
+  v1::Placement FinalPlacement() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The decode worker broke the protocol: INTERNAL, naming it.
   void FailProtocol(absl::string_view what, Actions* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushStarted(const std::string& prefill_worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,8 +1,6 @@
 // GenerateCall's state transitions on decode and prefill events (see the
 // state machine in generate_call.h). generate_call.cc holds the gRPC
 // plumbing: construction, reactions, locking and the Actions they issue.
-#include "router/generate_call.h"
-
 #include <algorithm>
 #include <utility>
 
@@ -10,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "glog/logging.h"
+#include "router/generate_call.h"
 #include "router/routing_policy.h"
 #include "router/worker_failure.h"
 #include "router/worker_requests.h"
@@ -86,6 +85,15 @@ int32_t GenerateCall::CachedPromptTokens() const {
                                                request_.prompt_tokens.size()));
 }
 
+v1::Placement GenerateCall::FinalPlacement() const {
+  v1::Placement p;
+  p.set_decode_worker(decode_worker_.address);
+  if (!local_prefill_ && prefill_ != nullptr) p.set_prefill_worker(prefill_->address());
+  p.set_prefill_attempts(static_cast<uint32_t>(prefills_.size()));
+  p.set_decode_failovers(static_cast<uint32_t>(failovers_));
+  return p;
+}
+
 void GenerateCall::MaybeComplete(Actions* a) {
   if (terminal_ || !decode_done_ || prefill_in_flight_) return;
   TokenRelay::Output tail = relay_->Flush();
@@ -100,6 +108,7 @@ void GenerateCall::MaybeComplete(Actions* a) {
   *finished->mutable_timings() =
       timeline_.Merge(decode_finished_.timings(), prefill_ok_ ? &prefill_->response() : nullptr,
                       local_prefill_, absl::Now());
+  *finished->mutable_placement() = FinalPlacement();
   if (env_.breaker != nullptr) env_.breaker->RecordSuccess(decode_worker_.address);
   LOG(INFO) << "[" << id_ << "] finished: " << v1::FinishReason_Name(reason_) << ", "
             << relay_->completion_tokens() << " tokens, ttft " << finished->timings().ttft_ms()

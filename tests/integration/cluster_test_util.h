@@ -55,7 +55,9 @@ inline absl::Status AwaitReady(LocalCluster& c, bool has_prefill_tier) {
     v1::GenerateResponse msg;
     bool prefilled_locally = false;
     while (reader->Read(&msg)) {
-      if (msg.has_started()) prefilled_locally = msg.started().prefill_worker().empty();
+      if (msg.has_finished()) {
+        prefilled_locally = msg.finished().placement().prefill_worker().empty();
+      }
     }
     const grpc::Status s = reader->Finish();
     const bool waiting_for_prefill = s.ok() && has_prefill_tier && prefilled_locally;

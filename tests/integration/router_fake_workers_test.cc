@@ -168,7 +168,8 @@ class RouterFakeWorkersTest : public ::testing::Test {
   // (least_loaded picks it: the healthy second one has fewer free blocks).
   struct FailoverRun {
     Outcome out;
-    v1::DecodeRequest moved;   // what the healthy worker was asked last
+    v1::DecodeRequest moved;  // what the healthy worker was asked last
+    std::string broken_address, healthy_address;
     int broken_cancelled = 0;  // a hung worker's streams cancelled by the router
   };
   FailoverRun RunFailover(FakeDecodeWorker::Options broken) {
@@ -183,6 +184,8 @@ class RouterFakeWorkersTest : public ::testing::Test {
     FailoverRun run;
     run.out = Generate(request);
     run.moved = d2.last_request();
+    run.broken_address = d1.address();
+    run.healthy_address = d2.address();
     if (hangs) Eventually([&] { return d1.cancelled_calls() > 0; });
     run.broken_cancelled = d1.cancelled_calls();
     router_.reset();
@@ -230,6 +233,11 @@ TEST_F(RouterFakeWorkersTest, RemotePrefillStreamsTextAndTimings) {
   EXPECT_EQ(t.kv_transfer_bytes(), 4096u);
   EXPECT_EQ(t.decode_admission_ms(), 1.5);
   EXPECT_GT(t.ttft_ms(), 0.0);
+  const v1::Placement& placed = out.finished.placement();
+  EXPECT_EQ(placed.decode_worker(), d.address());
+  EXPECT_EQ(placed.prefill_worker(), p.address());
+  EXPECT_EQ(placed.prefill_attempts(), 1u);
+  EXPECT_EQ(placed.decode_failovers(), 0u);
   EXPECT_GE(t.e2e_ms(), t.ttft_ms());
 
   const v1::DecodeRequest dr = d.last_request();
@@ -254,6 +262,8 @@ TEST_F(RouterFakeWorkersTest, PrefillsLocallyWithoutAPrefillTier) {
   EXPECT_EQ(out.started.prefill_worker(), "");
   EXPECT_TRUE(d.last_request().local_prefill());
   EXPECT_EQ(out.finished.timings().prefill_mode(), "local");
+  EXPECT_EQ(out.finished.placement().prefill_worker(), "");
+  EXPECT_EQ(out.finished.placement().prefill_attempts(), 0u);
   EXPECT_EQ(out.finished.reason(), v1::FINISH_REASON_LENGTH);
   EXPECT_EQ(out.finished.usage().completion_tokens(), 2);
 }
@@ -572,6 +582,10 @@ TEST_F(RouterFakeWorkersTest, FailedPrefillIsRetriedOnAnotherPrefillWorkerUnderA
   int started = 0;
   for (const auto& r : out.responses) started += r.has_started();
   EXPECT_EQ(started, 1);
+  // Started names the first prefill worker; Finished the one whose KV was used.
+  EXPECT_EQ(out.started.prefill_worker(), p1.address());
+  EXPECT_EQ(out.finished.placement().prefill_worker(), p2.address());
+  EXPECT_EQ(out.finished.placement().prefill_attempts(), 2u);
 }
 
 TEST_F(RouterFakeWorkersTest, PrefillFailingAfterItsCommitStillCompletes) {
@@ -606,6 +620,9 @@ TEST_F(RouterFakeWorkersTest, NoPrefillWorkerLeftForARetryFallsBackToLocalPrefil
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_EQ(out.text, "hello");
   EXPECT_EQ(out.finished.timings().prefill_mode(), "local");
+  EXPECT_EQ(out.started.prefill_worker(), p.address());
+  EXPECT_EQ(out.finished.placement().prefill_worker(), "");
+  EXPECT_EQ(out.finished.placement().prefill_attempts(), 1u);
   EXPECT_EQ(d.decode_calls(), 2);
   EXPECT_TRUE(d.last_request().local_prefill());
   // The remote attempt's reservation was given up.
@@ -774,6 +791,9 @@ TEST_F(RouterFakeWorkersTest, DecodeDyingMidStreamFailsOverWithoutLostOrRepeated
   EXPECT_EQ(run.out.finished.usage().completion_tokens(), 6);
   EXPECT_EQ(run.moved.first_index(), 3);
   EXPECT_EQ(run.moved.max_tokens(), 3);
+  EXPECT_EQ(run.out.started.decode_worker(), run.broken_address);
+  EXPECT_EQ(run.out.finished.placement().decode_worker(), run.healthy_address);
+  EXPECT_EQ(run.out.finished.placement().decode_failovers(), 1u);
   EXPECT_TRUE(run.moved.local_prefill());
   const std::vector<int32_t> prompt(run.moved.prompt_tokens().begin(),
                                     run.moved.prompt_tokens().end());
