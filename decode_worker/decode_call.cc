@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/proto_convert.h"
+#include "common/rpc/raw_message.h"
 #include "common/rpc/stream_outbox.h"
 #include "glog/logging.h"
 
@@ -17,7 +18,7 @@ namespace pdserve {
 struct DecodeCallState {
   explicit DecodeCallState(DecodeCall* reactor) : outbox(reactor) {}
 
-  StreamOutbox<v1::DecodeEvent> outbox;
+  StreamOutbox<grpc::ByteBuffer> outbox;  // serialized DecodeEvents
   std::atomic<bool> cancelled{false};
   std::string request_id;
   int32_t prompt_len = 0;
@@ -31,7 +32,7 @@ struct DecodeCallState {
   std::vector<int32_t> kv_blocks;
   uint64_t epoch = 0;
   absl::Duration kv_wait;  // per epoch
-  absl::Status error;  // why the engine sequence was cancelled, if we did it
+  absl::Status error;      // why the engine sequence was cancelled, if we did it
   absl::Time reserved_at, committed_at;
   uint64_t kv_bytes = 0;
   int32_t local_cached_tokens = 0;  // local prefill: prompt tokens from the prefix cache
@@ -69,7 +70,7 @@ void SendFinished(State& st, const TokenEvent& ev) {
   t->set_first_decode_step_ms(st.first_step_ms);
   t->set_prefill_mode(st.kv_bytes > 0 ? "remote" : "local");
   t->set_prefill_cached_tokens(static_cast<uint32_t>(st.local_cached_tokens));
-  st.outbox.Push(std::move(out));
+  st.outbox.Push(SerializeRawMessage(out));
   st.outbox.Close(grpc::Status::OK);
 }
 
@@ -82,12 +83,12 @@ void OnTokenEvent(State& st, const TokenEvent& ev) {
     v1::DecodeEvent out;
     out.mutable_tokens()->add_ids(ev.token);
     out.mutable_tokens()->set_first_index(ev.index);
-    st.outbox.Push(std::move(out));
+    st.outbox.Push(SerializeRawMessage(out));
   }
   if (ev.finish == FinishReason::kNone) return;
   if (ev.finish == FinishReason::kCancelled) {
-    st.outbox.Close(ToGrpcStatus(st.error.ok() ? absl::CancelledError("request cancelled")
-                                                : st.error));
+    st.outbox.Close(
+        ToGrpcStatus(st.error.ok() ? absl::CancelledError("request cancelled") : st.error));
     return;
   }
   SendFinished(st, ev);
@@ -110,8 +111,8 @@ bool KeepReservation(const absl::Status& s) {
 
 // Engine thread: the receiver finished epoch `epoch` of the transfer (or
 // gave up on it).
-void OnKvDone(DecodeContext* ctx, Engine& engine, const std::shared_ptr<State>& st,
-              uint64_t epoch, const absl::StatusOr<KvCommit>& commit) {
+void OnKvDone(DecodeContext* ctx, Engine& engine, const std::shared_ptr<State>& st, uint64_t epoch,
+              const absl::StatusOr<KvCommit>& commit) {
   State& s = *st;
   // Already cancelled, or an epoch that a retry superseded.
   if (!s.awaiting_kv || epoch != s.epoch) return;
@@ -174,8 +175,8 @@ void ExpectKv(DecodeContext* ctx, const std::shared_ptr<State>& st, Engine& engi
   const uint64_t transfer_id = static_cast<uint64_t>(st->seq_id);
   // Only the prompt's blocks receive KV; the rest are for generated tokens.
   std::vector<int32_t> blocks = engine.BlocksOf(st->seq_id);
-  blocks.resize(std::min<size_t>(blocks.size(),
-                                 BlocksForTokens(st->prompt_len, ctx->layout.block_size)));
+  blocks.resize(
+      std::min<size_t>(blocks.size(), BlocksForTokens(st->prompt_len, ctx->layout.block_size)));
   // Delta transfer: the prefix this worker already holds is not sent.
   const int32_t cached_tokens = engine.CachedTokensOf(st->seq_id);
   std::fill_n(blocks.begin(), cached_tokens / ctx->layout.block_size, kKvBlockNotSent);
@@ -200,7 +201,7 @@ void ExpectKv(DecodeContext* ctx, const std::shared_ptr<State>& st, Engine& engi
   r->set_cached_prefix_tokens(static_cast<uint32_t>(cached_tokens));
   for (const std::string& t : ctx->kv_transports) r->add_kv_transports(t);
   r->set_kv_host_id(ctx->kv_host_id);
-  st->outbox.Push(std::move(out));
+  st->outbox.Push(SerializeRawMessage(out));
 }
 
 }  // namespace
@@ -214,8 +215,8 @@ DecodeCall::DecodeCall(DecodeContext* ctx, grpc::CallbackServerContext* rpc,
     state_->outbox.Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode worker is draining"));
     return;
   }
-  absl::Duration wait = req.kv_wait_ms() > 0 ? absl::Milliseconds(req.kv_wait_ms())
-                                             : ctx->default_kv_wait;
+  absl::Duration wait =
+      req.kv_wait_ms() > 0 ? absl::Milliseconds(req.kv_wait_ms()) : ctx->default_kv_wait;
   wait = std::min(wait, ctx->max_kv_wait);
   const bool local = req.local_prefill();
   std::shared_ptr<State> st = state_;
@@ -267,8 +268,8 @@ void RetryDecodeTransfer(DecodeContext* ctx, const v1::RetryTransferRequest& req
     auto it = ctx->awaiting_kv.find(id);
     std::shared_ptr<State> st = it == ctx->awaiting_kv.end() ? nullptr : it->second.lock();
     if (st == nullptr || !st->awaiting_kv || st->request_id != request_id) {
-      done(absl::NotFoundError(absl::StrCat("no reservation of request ", request_id,
-                                            " waits for KV transfer ", id)));
+      done(absl::NotFoundError(
+          absl::StrCat("no reservation of request ", request_id, " waits for KV transfer ", id)));
       return;
     }
     const absl::Status s = ArmKv(ctx, st, absl::Now() + st->kv_wait);

@@ -24,11 +24,12 @@
 #ifndef PDSERVE_DECODE_WORKER_DECODE_CALL_H_
 #define PDSERVE_DECODE_WORKER_DECODE_CALL_H_
 
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/server_callback.h>
+
 #include <functional>
 #include <memory>
-
-#include <grpcpp/server_context.h>
-#include <grpcpp/support/server_callback.h>
 
 #include "absl/status/statusor.h"
 #include "decode_worker/decode_context.h"
@@ -36,7 +37,8 @@
 
 namespace pdserve {
 
-class DecodeCall : public grpc::ServerWriteReactor<v1::DecodeEvent> {
+// Writes serialized DecodeEvents (the service's methods are raw).
+class DecodeCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   DecodeCall(DecodeContext* ctx, grpc::CallbackServerContext* rpc, const v1::DecodeRequest& req);
 

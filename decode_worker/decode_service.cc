@@ -3,24 +3,23 @@
 #include "common/grpc_status.h"
 #include "common/proto_convert.h"
 #include "common/rpc/load_watch_reactor.h"
+#include "common/rpc/raw_message.h"
+#include "common/rpc/rejected_stream.h"
 #include "decode_worker/decode_call.h"
 
 namespace pdserve {
 
-grpc::ServerUnaryReactor* DecodeService::GetInfo(grpc::CallbackServerContext* rpc,
-                                                 const v1::GetInfoRequest*,
-                                                 v1::WorkerInfo* resp) {
-  resp->set_worker_id(ctx_->worker_id);
-  resp->set_role(v1::WORKER_ROLE_DECODE);
-  resp->set_model_fingerprint(ctx_->model->fingerprint());
-  *resp->mutable_kv_layout() = ToProto(ctx_->layout);
-  resp->set_protocol_version(kProtocolVersion);
-  resp->set_kv_endpoint(ctx_->kv_endpoint);
-  resp->set_context_length(ctx_->model->config().context_length);
-  resp->set_model_name(ctx_->model->config().name);
-  grpc::ServerUnaryReactor* r = rpc->DefaultReactor();
-  r->Finish(grpc::Status::OK);
-  return r;
+v1::WorkerInfo DecodeService::Info() const {
+  v1::WorkerInfo info;
+  info.set_worker_id(ctx_->worker_id);
+  info.set_role(v1::WORKER_ROLE_DECODE);
+  info.set_model_fingerprint(ctx_->model->fingerprint());
+  *info.mutable_kv_layout() = ToProto(ctx_->layout);
+  info.set_protocol_version(kProtocolVersion);
+  info.set_kv_endpoint(ctx_->kv_endpoint);
+  info.set_context_length(ctx_->model->config().context_length);
+  info.set_model_name(ctx_->model->config().name);
+  return info;
 }
 
 v1::LoadReport DecodeService::Load() const {
@@ -29,33 +28,49 @@ v1::LoadReport DecodeService::Load() const {
   return r;
 }
 
+grpc::ServerUnaryReactor* DecodeService::GetInfo(grpc::CallbackServerContext* rpc,
+                                                 const grpc::ByteBuffer* body,
+                                                 grpc::ByteBuffer* response) {
+  return AnswerRawUnary<v1::GetInfoRequest>(rpc, *body, response,
+                                            [this](const v1::GetInfoRequest&) { return Info(); });
+}
+
 grpc::ServerUnaryReactor* DecodeService::GetLoad(grpc::CallbackServerContext* rpc,
-                                                 const v1::GetLoadRequest*,
-                                                 v1::LoadReport* resp) {
-  *resp = Load();
-  grpc::ServerUnaryReactor* r = rpc->DefaultReactor();
-  r->Finish(grpc::Status::OK);
-  return r;
+                                                 const grpc::ByteBuffer* body,
+                                                 grpc::ByteBuffer* response) {
+  return AnswerRawUnary<v1::GetLoadRequest>(rpc, *body, response,
+                                            [this](const v1::GetLoadRequest&) { return Load(); });
 }
 
-grpc::ServerWriteReactor<v1::LoadReport>* DecodeService::WatchLoad(
-    grpc::CallbackServerContext*, const v1::WatchLoadRequest* req) {
-  const absl::Duration interval =
-      absl::Milliseconds(req->interval_ms() > 0 ? std::max(req->interval_ms(), 10u) : 200u);
-  return new LoadWatchReactor([this] { return Load(); }, interval);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* DecodeService::WatchLoad(
+    grpc::CallbackServerContext* rpc, const grpc::ByteBuffer* body) {
+  return LoadWatchReactor::Serve(rpc, *body, [this] { return Load(); });
 }
 
-grpc::ServerWriteReactor<v1::DecodeEvent>* DecodeService::Decode(grpc::CallbackServerContext* rpc,
-                                                                 const v1::DecodeRequest* req) {
-  return new DecodeCall(ctx_, rpc, *req);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* DecodeService::Decode(grpc::CallbackServerContext* rpc,
+                                                                  const grpc::ByteBuffer* body) {
+  v1::DecodeRequest request;
+  if (absl::Status s = ParseRawRequest(*body, rpc->peer(), &request); !s.ok()) {
+    return new RejectedStream(ToGrpcStatus(s));
+  }
+  return new DecodeCall(ctx_, rpc, request);
 }
 
 grpc::ServerUnaryReactor* DecodeService::RetryTransfer(grpc::CallbackServerContext* rpc,
-                                                       const v1::RetryTransferRequest* req,
-                                                       v1::RetryTransferResponse* resp) {
+                                                       const grpc::ByteBuffer* body,
+                                                       grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* r = rpc->DefaultReactor();
-  RetryDecodeTransfer(ctx_, *req, [r, resp](absl::StatusOr<uint64_t> epoch) {
-    if (epoch.ok()) resp->set_epoch(*epoch);
+  v1::RetryTransferRequest request;
+  if (absl::Status s = ParseRawRequest(*body, rpc->peer(), &request); !s.ok()) {
+    r->Finish(ToGrpcStatus(s));
+    return r;
+  }
+  RetryDecodeTransfer(ctx_, request, [r, response](absl::StatusOr<uint64_t> epoch) {
+    if (epoch.ok()) {
+      v1::RetryTransferResponse answer;
+      answer.set_epoch(*epoch);
+      *response = SerializeRawMessage(answer);
+    }
     r->Finish(epoch.ok() ? grpc::Status::OK : ToGrpcStatus(epoch.status()));
   });
   return r;

@@ -1,5 +1,8 @@
 // DecodeService: the DecodeWorker gRPC service (worker.proto). Reactions
-// only validate, post to the engine thread and return.
+// only validate, post to the engine thread and return. The methods are
+// registered raw and parse their own requests (common/rpc/raw_message.h),
+// so a body that does not parse gets INVALID_ARGUMENT and a log line
+// instead of gRPC's bare UNIMPLEMENTED.
 #ifndef PDSERVE_DECODE_WORKER_DECODE_SERVICE_H_
 #define PDSERVE_DECODE_WORKER_DECODE_SERVICE_H_
 
@@ -9,23 +12,31 @@
 
 namespace pdserve {
 
-class DecodeService final : public v1::DecodeWorker::CallbackService {
+using RawDecodeWorkerService =
+    v1::DecodeWorker::WithRawCallbackMethod_GetInfo<v1::DecodeWorker::WithRawCallbackMethod_GetLoad<
+        v1::DecodeWorker::WithRawCallbackMethod_WatchLoad<
+            v1::DecodeWorker::WithRawCallbackMethod_Decode<
+                v1::DecodeWorker::WithRawCallbackMethod_RetryTransfer<
+                    v1::DecodeWorker::Service>>>>>;
+
+class DecodeService final : public RawDecodeWorkerService {
  public:
   explicit DecodeService(DecodeContext* ctx) : ctx_(ctx) {}
 
-  grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* rpc,
-                                    const v1::GetInfoRequest* req, v1::WorkerInfo* resp) override;
-  grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* rpc,
-                                    const v1::GetLoadRequest* req, v1::LoadReport* resp) override;
-  grpc::ServerWriteReactor<v1::LoadReport>* WatchLoad(grpc::CallbackServerContext* rpc,
-                                                      const v1::WatchLoadRequest* req) override;
-  grpc::ServerWriteReactor<v1::DecodeEvent>* Decode(grpc::CallbackServerContext* rpc,
-                                                    const v1::DecodeRequest* req) override;
+  grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* rpc, const grpc::ByteBuffer* body,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* rpc, const grpc::ByteBuffer* body,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchLoad(grpc::CallbackServerContext* rpc,
+                                                        const grpc::ByteBuffer* body) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Decode(grpc::CallbackServerContext* rpc,
+                                                     const grpc::ByteBuffer* body) override;
   grpc::ServerUnaryReactor* RetryTransfer(grpc::CallbackServerContext* rpc,
-                                          const v1::RetryTransferRequest* req,
-                                          v1::RetryTransferResponse* resp) override;
+                                          const grpc::ByteBuffer* body,
+                                          grpc::ByteBuffer* response) override;
 
  private:
+  v1::WorkerInfo Info() const;
   v1::LoadReport Load() const;
 
   DecodeContext* const ctx_;

@@ -7,12 +7,13 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "common/proto_convert.h"
+#include "common/rpc/raw_message.h"
 #include "glog/logging.h"
 
 namespace pdserve {
 
 struct PrefillCall::State {
-  State(PrefillCall* r, v1::PrefillResponse* resp) : reactor(r), response(resp) {}
+  State(PrefillCall* r, grpc::ByteBuffer* resp) : reactor(r), response(resp) {}
 
   // Finishes the RPC once; later calls are ignored.
   void Finish(const absl::Status& s, const std::function<void(v1::PrefillResponse*)>& fill) {
@@ -20,7 +21,11 @@ struct PrefillCall::State {
     absl::MutexLock lock(&mu);
     if (reactor == nullptr || finished) return;
     finished = true;
-    if (s.ok() && fill) fill(response);
+    if (s.ok() && fill) {
+      v1::PrefillResponse answer;
+      fill(&answer);
+      *response = SerializeRawMessage(answer);
+    }
     if (!s.ok()) LOG(INFO) << "[" << request_id << "] prefill failed: " << s;
     reactor->Finish(ToGrpcStatus(s));
   }
@@ -35,7 +40,7 @@ struct PrefillCall::State {
 
   absl::Mutex mu;
   PrefillCall* reactor ABSL_GUARDED_BY(mu);
-  v1::PrefillResponse* response ABSL_GUARDED_BY(mu);
+  grpc::ByteBuffer* response ABSL_GUARDED_BY(mu);  // a serialized PrefillResponse
   bool finished ABSL_GUARDED_BY(mu) = false;
   std::atomic<bool> cancelled{false};
   PrefillAdmission* admission = nullptr;  // set once admitted
@@ -74,7 +79,8 @@ absl::Status ValidateTarget(const PrefillContext& ctx, const v1::PrefillRequest&
   const uint32_t bs = static_cast<uint32_t>(ctx.layout.block_size);
   if (t.skip_prefix_tokens() % bs != 0 ||
       t.skip_prefix_tokens() >= static_cast<uint32_t>(req.prompt_tokens_size())) {
-    return absl::InvalidArgumentError("target.skip_prefix_tokens must be whole blocks of the prompt");
+    return absl::InvalidArgumentError(
+        "target.skip_prefix_tokens must be whole blocks of the prompt");
   }
   return absl::OkStatus();
 }
@@ -93,18 +99,18 @@ void StartCommit(PrefillContext* ctx, const std::shared_ptr<State>& st, Engine& 
   const double queue_ms = Ms(st->started - st->posted);
   const double compute_ms = Ms(st->computed - st->started);
   const uint32_t cached = static_cast<uint32_t>(st->cached_tokens);
-  ctx->exporter->Finish(st->seq_id, first_token, std::move(blocks),
-                        [st, first_token, queue_ms, compute_ms, cached](
-                            absl::StatusOr<KvExportResult> r) {
-                          st->Finish(r.status(), [&](v1::PrefillResponse* resp) {
-                            resp->set_first_token(first_token);
-                            resp->set_queue_ms(queue_ms);
-                            resp->set_compute_ms(compute_ms);
-                            resp->set_kv_transfer_ms(Ms(r->transfer));
-                            resp->set_kv_transfer_bytes(r->bytes);
-                            resp->set_cached_prompt_tokens(cached);
-                          });
-                        });
+  ctx->exporter->Finish(
+      st->seq_id, first_token, std::move(blocks),
+      [st, first_token, queue_ms, compute_ms, cached](absl::StatusOr<KvExportResult> r) {
+        st->Finish(r.status(), [&](v1::PrefillResponse* resp) {
+          resp->set_first_token(first_token);
+          resp->set_queue_ms(queue_ms);
+          resp->set_compute_ms(compute_ms);
+          resp->set_kv_transfer_ms(Ms(r->transfer));
+          resp->set_kv_transfer_bytes(r->bytes);
+          resp->set_cached_prompt_tokens(cached);
+        });
+      });
 }
 
 void OnTokenEvent(PrefillContext* ctx, const std::shared_ptr<State>& st, const TokenEvent& ev) {
@@ -127,7 +133,7 @@ void OnTokenEvent(PrefillContext* ctx, const std::shared_ptr<State>& st, const T
 }  // namespace
 
 PrefillCall::PrefillCall(PrefillContext* ctx, grpc::CallbackServerContext* rpc,
-                         const v1::PrefillRequest& req, v1::PrefillResponse* resp)
+                         const v1::PrefillRequest& req, grpc::ByteBuffer* resp)
     : ctx_(ctx), state_(std::make_shared<State>(this, resp)) {
   state_->request_id = req.request_id();
   if (ctx->draining.load()) {

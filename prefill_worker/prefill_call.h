@@ -4,8 +4,9 @@
 // KV blocks are held after it finishes; the KvExporter streams each layer to
 // the decode worker as it is computed, and once the first token is sampled
 // commits the transfer off the engine thread. The call answers with the
-// first token and the phase timings after the decode worker acknowledged,
-// or with the transfer's error. Client cancellation aborts the transfer and
+// first token and the phase timings after the decode worker acknowledged
+// (a serialized PrefillResponse: the method is raw), or with the transfer's
+// error. Client cancellation aborts the transfer and
 // frees the blocks.
 //
 // Lifetime: gRPC owns the reactor (deleted in OnDone); engine and commit
@@ -14,10 +15,11 @@
 #ifndef PDSERVE_PREFILL_WORKER_PREFILL_CALL_H_
 #define PDSERVE_PREFILL_WORKER_PREFILL_CALL_H_
 
-#include <memory>
-
 #include <grpcpp/server_context.h>
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/server_callback.h>
+
+#include <memory>
 
 #include "pdserve/v1/worker.pb.h"
 #include "prefill_worker/prefill_context.h"
@@ -26,8 +28,8 @@ namespace pdserve {
 
 class PrefillCall : public grpc::ServerUnaryReactor {
  public:
-  PrefillCall(PrefillContext* ctx, grpc::CallbackServerContext* rpc,
-              const v1::PrefillRequest& req, v1::PrefillResponse* resp);
+  PrefillCall(PrefillContext* ctx, grpc::CallbackServerContext* rpc, const v1::PrefillRequest& req,
+              grpc::ByteBuffer* resp);
 
   void OnCancel() override;
   void OnDone() override;

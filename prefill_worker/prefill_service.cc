@@ -1,48 +1,57 @@
 #include "prefill_worker/prefill_service.h"
 
+#include "common/grpc_status.h"
 #include "common/proto_convert.h"
 #include "common/rpc/load_watch_reactor.h"
 #include "common/rpc/protocol_version.h"
+#include "common/rpc/raw_message.h"
 #include "prefill_worker/prefill_call.h"
 
 namespace pdserve {
 
+v1::WorkerInfo PrefillService::Info() const {
+  v1::WorkerInfo info;
+  info.set_worker_id(ctx_->worker_id);
+  info.set_role(v1::WORKER_ROLE_PREFILL);
+  info.set_model_fingerprint(ctx_->model->fingerprint());
+  *info.mutable_kv_layout() = ToProto(ctx_->layout);
+  info.set_protocol_version(kProtocolVersion);
+  info.set_context_length(ctx_->model->config().context_length);
+  info.set_model_name(ctx_->model->config().name);
+  return info;
+}
+
 grpc::ServerUnaryReactor* PrefillService::GetInfo(grpc::CallbackServerContext* rpc,
-                                                  const v1::GetInfoRequest*,
-                                                  v1::WorkerInfo* resp) {
-  resp->set_worker_id(ctx_->worker_id);
-  resp->set_role(v1::WORKER_ROLE_PREFILL);
-  resp->set_model_fingerprint(ctx_->model->fingerprint());
-  *resp->mutable_kv_layout() = ToProto(ctx_->layout);
-  resp->set_protocol_version(kProtocolVersion);
-  resp->set_context_length(ctx_->model->config().context_length);
-  resp->set_model_name(ctx_->model->config().name);
-  grpc::ServerUnaryReactor* r = rpc->DefaultReactor();
-  r->Finish(grpc::Status::OK);
-  return r;
+                                                  const grpc::ByteBuffer* body,
+                                                  grpc::ByteBuffer* response) {
+  return AnswerRawUnary<v1::GetInfoRequest>(rpc, *body, response,
+                                            [this](const v1::GetInfoRequest&) { return Info(); });
 }
 
 grpc::ServerUnaryReactor* PrefillService::GetLoad(grpc::CallbackServerContext* rpc,
-                                                  const v1::GetLoadRequest*,
-                                                  v1::LoadReport* resp) {
-  *resp = PrefillLoadReport(*ctx_);
-  grpc::ServerUnaryReactor* r = rpc->DefaultReactor();
-  r->Finish(grpc::Status::OK);
-  return r;
+                                                  const grpc::ByteBuffer* body,
+                                                  grpc::ByteBuffer* response) {
+  PrefillContext* ctx = ctx_;
+  return AnswerRawUnary<v1::GetLoadRequest>(
+      rpc, *body, response, [ctx](const v1::GetLoadRequest&) { return PrefillLoadReport(*ctx); });
 }
 
-grpc::ServerWriteReactor<v1::LoadReport>* PrefillService::WatchLoad(
-    grpc::CallbackServerContext*, const v1::WatchLoadRequest* req) {
-  const absl::Duration interval =
-      absl::Milliseconds(req->interval_ms() > 0 ? std::max(req->interval_ms(), 10u) : 200u);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* PrefillService::WatchLoad(
+    grpc::CallbackServerContext* rpc, const grpc::ByteBuffer* body) {
   PrefillContext* ctx = ctx_;
-  return new LoadWatchReactor([ctx] { return PrefillLoadReport(*ctx); }, interval);
+  return LoadWatchReactor::Serve(rpc, *body, [ctx] { return PrefillLoadReport(*ctx); });
 }
 
 grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* rpc,
-                                                  const v1::PrefillRequest* req,
-                                                  v1::PrefillResponse* resp) {
-  return new PrefillCall(ctx_, rpc, *req, resp);
+                                                  const grpc::ByteBuffer* body,
+                                                  grpc::ByteBuffer* response) {
+  v1::PrefillRequest request;
+  if (absl::Status s = ParseRawRequest(*body, rpc->peer(), &request); !s.ok()) {
+    grpc::ServerUnaryReactor* r = rpc->DefaultReactor();
+    r->Finish(ToGrpcStatus(s));
+    return r;
+  }
+  return new PrefillCall(ctx_, rpc, request, response);
 }
 
 }  // namespace pdserve

@@ -1,4 +1,7 @@
-// PrefillService: the PrefillWorker gRPC service (worker.proto).
+// PrefillService: the PrefillWorker gRPC service (worker.proto). The
+// methods are registered raw and parse their own requests
+// (common/rpc/raw_message.h), so a body that does not parse gets
+// INVALID_ARGUMENT and a log line instead of gRPC's bare UNIMPLEMENTED.
 #ifndef PDSERVE_PREFILL_WORKER_PREFILL_SERVICE_H_
 #define PDSERVE_PREFILL_WORKER_PREFILL_SERVICE_H_
 
@@ -7,21 +10,27 @@
 
 namespace pdserve {
 
-class PrefillService final : public v1::PrefillWorker::CallbackService {
+using RawPrefillWorkerService = v1::PrefillWorker::WithRawCallbackMethod_GetInfo<
+    v1::PrefillWorker::WithRawCallbackMethod_GetLoad<
+        v1::PrefillWorker::WithRawCallbackMethod_WatchLoad<
+            v1::PrefillWorker::WithRawCallbackMethod_Prefill<v1::PrefillWorker::Service>>>>;
+
+class PrefillService final : public RawPrefillWorkerService {
  public:
   explicit PrefillService(PrefillContext* ctx) : ctx_(ctx) {}
 
-  grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* rpc,
-                                    const v1::GetInfoRequest* req, v1::WorkerInfo* resp) override;
-  grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* rpc,
-                                    const v1::GetLoadRequest* req, v1::LoadReport* resp) override;
-  grpc::ServerWriteReactor<v1::LoadReport>* WatchLoad(grpc::CallbackServerContext* rpc,
-                                                      const v1::WatchLoadRequest* req) override;
-  grpc::ServerUnaryReactor* Prefill(grpc::CallbackServerContext* rpc,
-                                    const v1::PrefillRequest* req,
-                                    v1::PrefillResponse* resp) override;
+  grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* rpc, const grpc::ByteBuffer* body,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* rpc, const grpc::ByteBuffer* body,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchLoad(grpc::CallbackServerContext* rpc,
+                                                        const grpc::ByteBuffer* body) override;
+  grpc::ServerUnaryReactor* Prefill(grpc::CallbackServerContext* rpc, const grpc::ByteBuffer* body,
+                                    grpc::ByteBuffer* response) override;
 
  private:
+  v1::WorkerInfo Info() const;
+
   PrefillContext* const ctx_;
 };
 

@@ -7,19 +7,10 @@
 #include "common/detokenizer.h"
 #include "common/grpc_status.h"
 #include "common/rpc/raw_message.h"
+#include "common/rpc/rejected_stream.h"
 #include "glog/logging.h"
 
 namespace pdserve {
-namespace {
-
-// The reactor for a request refused before any work (admission control).
-class RejectedCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
- public:
-  explicit RejectedCall(grpc::Status status) { Finish(std::move(status)); }
-  void OnDone() override { delete this; }
-};
-
-}  // namespace
 
 GenerationService::GenerationService(const Model& model, const RouterConfig& config,
                                      WorkerRegistry* registry, RouterMetrics* metrics)
@@ -46,7 +37,8 @@ absl::StatusOr<std::string> GenerationService::Identify(
     const grpc::CallbackServerContext& context) const {
   if (!auth_.has_value()) return PeerHost(context.peer());
   absl::StatusOr<std::string> who = auth_->Check(context);
-  if (!who.ok()) LOG(WARNING) << "unauthenticated call from " << context.peer() << ": " << who.status();
+  if (!who.ok())
+    LOG(WARNING) << "unauthenticated call from " << context.peer() << ": " << who.status();
   return who;
 }
 
@@ -54,7 +46,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* body) {
   auto refuse = [this](grpc::Status status) {
     if (metrics_ != nullptr) metrics_->CountRequest(status.error_code());
-    return new RejectedCall(std::move(status));
+    return new RejectedStream(std::move(status));
   };
   absl::StatusOr<std::string> client = Identify(*context);
   if (!client.ok()) return refuse(ToGrpcStatus(client.status()));
@@ -63,8 +55,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     return refuse(ToGrpcStatus(s));
   }
   if (!clients_.TryAcquire(*client)) {
-    LOG(WARNING) << "rejecting a request of " << *client << ": "
-                 << config_.max_streams_per_client << " streams already open";
+    LOG(WARNING) << "rejecting a request of " << *client << ": " << config_.max_streams_per_client
+                 << " streams already open";
     return refuse(
         grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                      absl::StrCat("this client already has ", config_.max_streams_per_client,

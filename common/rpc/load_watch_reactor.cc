@@ -1,8 +1,22 @@
 #include "common/rpc/load_watch_reactor.h"
 
+#include <algorithm>
 #include <chrono>
 
+#include "common/rpc/raw_message.h"
+#include "common/rpc/rejected_stream.h"
+
 namespace pdserve {
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* LoadWatchReactor::Serve(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer& body, LoadFn load) {
+  v1::WatchLoadRequest request;
+  if (absl::Status s = ParseRawRequest(body, context->peer(), &request); !s.ok()) {
+    return new RejectedStream(ToGrpcStatus(s));
+  }
+  const uint32_t ms = request.interval_ms() > 0 ? std::max(request.interval_ms(), 10u) : 200u;
+  return new LoadWatchReactor(std::move(load), absl::Milliseconds(ms));
+}
 
 LoadWatchReactor::LoadWatchReactor(LoadFn load, absl::Duration interval)
     : load_(std::move(load)), interval_(interval) {
@@ -11,7 +25,7 @@ LoadWatchReactor::LoadWatchReactor(LoadFn load, absl::Duration interval)
 }
 
 void LoadWatchReactor::WriteNow() {
-  report_ = load_();
+  report_ = SerializeRawMessage(load_());
   write_in_flight_ = true;
   StartWrite(&report_);
 }

@@ -8,10 +8,12 @@
 #ifndef PDSERVE_COMMON_RPC_LOAD_WATCH_REACTOR_H_
 #define PDSERVE_COMMON_RPC_LOAD_WATCH_REACTOR_H_
 
-#include <functional>
-
 #include <grpcpp/alarm.h>
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/server_callback.h>
+
+#include <functional>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -19,10 +21,17 @@
 
 namespace pdserve {
 
-class LoadWatchReactor : public grpc::ServerWriteReactor<v1::LoadReport> {
+class LoadWatchReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   using LoadFn = std::function<v1::LoadReport()>;
   LoadWatchReactor(LoadFn load, absl::Duration interval);
+
+  // A raw WatchLoad method: parses `body` as a WatchLoadRequest and streams
+  // `load()` at its interval (default 200 ms, at least 10 ms), or refuses a
+  // body that does not parse with INVALID_ARGUMENT.
+  static grpc::ServerWriteReactor<grpc::ByteBuffer>* Serve(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer& body,
+                                                           LoadFn load);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -36,7 +45,7 @@ class LoadWatchReactor : public grpc::ServerWriteReactor<v1::LoadReport> {
   const LoadFn load_;
   const absl::Duration interval_;
   absl::Mutex mu_;
-  v1::LoadReport report_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer report_ ABSL_GUARDED_BY(mu_);  // the write in flight
   grpc::Alarm alarm_;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool alarm_pending_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,5 +1,6 @@
 // Raw request parsing for callback services registered with gRPC's
-// WithRawCallbackMethod_* (request and response as grpc::ByteBuffer).
+// WithRawCallbackMethod_* (request and response as grpc::ByteBuffer): the
+// router's public API and both workers' services.
 //
 // Why: gRPC's typed callback handlers answer a body that does not parse
 // (bytes that are not the message, or a proto3 string field that is not
@@ -15,7 +16,10 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/grpc_status.h"
 #include "glog/logging.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
@@ -50,6 +54,20 @@ grpc::ByteBuffer SerializeRawMessage(const Message& message) {
   CHECK(grpc::SerializationTraits<Message>::Serialize(message, &out, &own_buffer).ok())
       << message.GetTypeName() << " of " << message.ByteSizeLong() << " bytes";
   return out;
+}
+
+// Serves a raw unary method whose answer needs only the request: parses
+// `body` as a Request and, if it parses, sends `answer(request)` (a message).
+template <typename Request, typename AnswerFn>
+grpc::ServerUnaryReactor* AnswerRawUnary(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer& body, grpc::ByteBuffer* response,
+                                         AnswerFn answer) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Request request;
+  const absl::Status parsed = ParseRawRequest(body, context->peer(), &request);
+  if (parsed.ok()) *response = SerializeRawMessage(answer(request));
+  reactor->Finish(ToGrpcStatus(parsed));
+  return reactor;
 }
 
 }  // namespace pdserve
