@@ -5,20 +5,15 @@
 #include "common/rpc/load_watch_reactor.h"
 #include "common/rpc/raw_message.h"
 #include "common/rpc/rejected_stream.h"
+#include "common/rpc/worker_info.h"
 #include "decode_worker/decode_call.h"
 
 namespace pdserve {
 
 v1::WorkerInfo DecodeService::Info() const {
-  v1::WorkerInfo info;
-  info.set_worker_id(ctx_->worker_id);
-  info.set_role(v1::WORKER_ROLE_DECODE);
-  info.set_model_fingerprint(ctx_->model->fingerprint());
-  *info.mutable_kv_layout() = ToProto(ctx_->layout);
-  info.set_protocol_version(kProtocolVersion);
+  v1::WorkerInfo info =
+      DescribeWorker(v1::WORKER_ROLE_DECODE, ctx_->worker_id, *ctx_->model, ctx_->layout);
   info.set_kv_endpoint(ctx_->kv_endpoint);
-  info.set_context_length(ctx_->model->config().context_length);
-  info.set_model_name(ctx_->model->config().name);
   return info;
 }
 

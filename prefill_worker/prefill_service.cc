@@ -1,24 +1,15 @@
 #include "prefill_worker/prefill_service.h"
 
 #include "common/grpc_status.h"
-#include "common/proto_convert.h"
 #include "common/rpc/load_watch_reactor.h"
-#include "common/rpc/protocol_version.h"
 #include "common/rpc/raw_message.h"
+#include "common/rpc/worker_info.h"
 #include "prefill_worker/prefill_call.h"
 
 namespace pdserve {
 
 v1::WorkerInfo PrefillService::Info() const {
-  v1::WorkerInfo info;
-  info.set_worker_id(ctx_->worker_id);
-  info.set_role(v1::WORKER_ROLE_PREFILL);
-  info.set_model_fingerprint(ctx_->model->fingerprint());
-  *info.mutable_kv_layout() = ToProto(ctx_->layout);
-  info.set_protocol_version(kProtocolVersion);
-  info.set_context_length(ctx_->model->config().context_length);
-  info.set_model_name(ctx_->model->config().name);
-  return info;
+  return DescribeWorker(v1::WORKER_ROLE_PREFILL, ctx_->worker_id, *ctx_->model, ctx_->layout);
 }
 
 grpc::ServerUnaryReactor* PrefillService::GetInfo(grpc::CallbackServerContext* rpc,

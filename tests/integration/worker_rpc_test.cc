@@ -33,24 +33,24 @@ class WorkerRpcTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete model_path_; }
 
+  // What both workers' configs share: loopback, one thread, 64 blocks.
+  template <typename Config>
+  static Config Small(Config c) {
+    c.model_path = *model_path_;
+    c.listen = "127.0.0.1:0";
+    c.runtime.threads = 1;
+    c.runtime.kv_blocks = 64;
+    c.drain_timeout = absl::Seconds(1);
+    return c;
+  }
+
   void SetUp() override {
-    DecodeWorkerConfig d;
-    d.model_path = *model_path_;
-    d.listen = "127.0.0.1:0";
+    DecodeWorkerConfig d = Small(DecodeWorkerConfig());
     d.kv_listen = "127.0.0.1:0";
-    d.runtime.threads = 1;
-    d.runtime.kv_blocks = 64;
-    d.drain_timeout = absl::Seconds(1);
     auto decode = DecodeWorker::Start(d);
     ASSERT_TRUE(decode.ok()) << decode.status();
     decode_ = std::move(*decode);
-    PrefillWorkerConfig p;
-    p.model_path = *model_path_;
-    p.listen = "127.0.0.1:0";
-    p.runtime.threads = 1;
-    p.runtime.kv_blocks = 64;
-    p.drain_timeout = absl::Seconds(1);
-    auto prefill = PrefillWorker::Start(p);
+    auto prefill = PrefillWorker::Start(Small(PrefillWorkerConfig()));
     ASSERT_TRUE(prefill.ok()) << prefill.status();
     prefill_ = std::move(*prefill);
     decode_channel_ = Channel(decode_->port());
