@@ -12,7 +12,7 @@
 //        --D's stream broke--> place again without D, with the prompt plus
 //        the tokens relayed so far (decode failover)
 //     -> DecodeFinished or stop match, and the Prefill call resolved
-//     -> Finished{reason, usage, timings} -> OK
+//     -> Finished{reason, usage, timings, placement} -> OK
 //   Any other failure, an exhausted retry budget, client cancel or deadline
 //   cancels D's stream and P's call and ends the client stream with a
 //   canonical status.
@@ -283,6 +283,9 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
 
   // Generation is over on the decode side (DecodeFinished or a stop match).
   bool decode_done_ ABSL_GUARDED_BY(mu_) = false;
+  // ... because every token arrived before the stream broke (DecodeFinished
+  // lost): the breaker keeps the failure.
+  bool decode_broke_ ABSL_GUARDED_BY(mu_) = false;
   v1::FinishReason reason_ ABSL_GUARDED_BY(mu_) = v1::FINISH_REASON_UNSPECIFIED;
   v1::DecodeFinished decode_finished_ ABSL_GUARDED_BY(mu_);
 

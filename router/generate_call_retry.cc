@@ -219,8 +219,10 @@ bool GenerateCall::TryFailover(const grpc::Status& status, Actions* a) {
   if (!IsRetryableDecodeFailure(status, deadline_passed)) return false;
   RecordWorkerFailure(address, decode_started_);
   if (relay_->ended()) {
-    // Every token arrived; only DecodeFinished was lost.
+    // Every token arrived; only DecodeFinished was lost. The request
+    // completes, but the worker's failure stands (no RecordSuccess).
     decode_done_ = true;
+    decode_broke_ = true;
     reason_ = relay_->completion_tokens() >= request_.max_tokens ? v1::FINISH_REASON_LENGTH
                                                                  : v1::FINISH_REASON_EOS;
     StopPrefillSide(a);

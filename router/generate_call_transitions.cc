@@ -109,7 +109,9 @@ void GenerateCall::MaybeComplete(Actions* a) {
       timeline_.Merge(decode_finished_.timings(), prefill_ok_ ? &prefill_->response() : nullptr,
                       local_prefill_, absl::Now());
   *finished->mutable_placement() = FinalPlacement();
-  if (env_.breaker != nullptr) env_.breaker->RecordSuccess(decode_worker_.address);
+  if (env_.breaker != nullptr && !decode_broke_) {
+    env_.breaker->RecordSuccess(decode_worker_.address);
+  }
   LOG(INFO) << "[" << id_ << "] finished: " << v1::FinishReason_Name(reason_) << ", "
             << relay_->completion_tokens() << " tokens, ttft " << finished->timings().ttft_ms()
             << " ms, e2e " << finished->timings().e2e_ms() << " ms";

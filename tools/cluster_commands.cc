@@ -54,14 +54,16 @@ absl::Status StreamAnswer(const std::string& router, const v1::GenerateRequest& 
   const v1::Placement& where = r.finished.placement();
   const std::string prefill_on =
       where.prefill_worker().empty() ? "" : absl::StrCat(" on ", where.prefill_worker());
+  const std::string decode_on =
+      where.decode_worker().empty() ? "" : absl::StrCat("; decode on ", where.decode_worker());
   std::fprintf(stderr,
                "\n[%d prompt + %d generated tokens; TTFT %.1f ms (prefill %s%s: queue %.1f, "
-               "compute %.1f; kv %.1f ms, %llu bytes); decode on %s; total %.1f ms]\n",
+               "compute %.1f; kv %.1f ms, %llu bytes)%s; total %.1f ms]\n",
                r.finished.usage().prompt_tokens(), r.finished.usage().completion_tokens(),
                t.ttft_ms(), t.prefill_mode().c_str(), prefill_on.c_str(), t.prefill_queue_ms(),
                t.prefill_compute_ms(), t.kv_transfer_ms(),
-               static_cast<unsigned long long>(t.kv_transfer_bytes()),
-               where.decode_worker().c_str(), t.e2e_ms());
+               static_cast<unsigned long long>(t.kv_transfer_bytes()), decode_on.c_str(),
+               t.e2e_ms());
   return absl::OkStatus();
 }
 

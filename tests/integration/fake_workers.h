@@ -88,7 +88,7 @@ struct FakeControl {
   v1::WorkerInfo info;
   v1::LoadReport load;
   std::atomic<bool> stopping{false};
-  std::atomic<bool> frozen{false};  // the process is stopped: no report leaves
+  std::atomic<bool> frozen{false};            // the process is stopped: no report leaves
   std::atomic<uint64_t> prefill_progress{0};  // LoadReport.prefill_progress
 
   v1::LoadReport Load() const {
@@ -119,10 +119,12 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     bool refuse = false;  // RESOURCE_EXHAUSTED at once
     bool hang = false;    // after Reserved/commit, never produce a token
     int die_after = -1;   // UNAVAILABLE after this many tokens
+    // UNAVAILABLE instead of DecodeFinished once every token was sent.
+    bool lose_finished = false;
     // After this many tokens the whole worker goes silent, as under SIGSTOP:
     // its streams stay open, but no event and no load report leaves it.
     int freeze_after = -1;
-    int port = 0;         // 0: any free port
+    int port = 0;  // 0: any free port
     // Any 127.0.0.0/8 address: several fakes can share one port, as the
     // pods behind one DNS name do.
     std::string host = "127.0.0.1";
@@ -249,6 +251,9 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
         return Cancelled(ctx, grpc::Status::CANCELLED);
       }
       absl::SleepFor(options_.token_delay);
+    }
+    if (options_.lose_finished) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode worker crashed before finishing");
     }
     v1::DecodeEvent e;
     v1::DecodeFinished* f = e.mutable_finished();

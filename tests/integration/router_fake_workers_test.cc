@@ -802,6 +802,53 @@ TEST_F(RouterFakeWorkersTest, DecodeDyingMidStreamFailsOverWithoutLostOrRepeated
   EXPECT_EQ(prompt, want);
 }
 
+// A stream that breaks after its last token lost only DecodeFinished: the
+// request completes on the tokens, where they came from, without a
+// failover, and the break still counts against the worker, so three in a
+// row eject it (least_loaded would keep choosing it otherwise).
+TEST_F(RouterFakeWorkersTest, ALostDecodeFinishedCompletesAndCountsAgainstTheWorker) {
+  auto losing = DecodeOptions("abcdef");
+  losing.lose_finished = true;
+  FakeDecodeWorker d1(losing, &bus_);
+  auto healthy = DecodeOptions("abcdef");
+  healthy.free_blocks = 50;
+  FakeDecodeWorker d2(healthy, &bus_);
+  StartRouter({d1.address(), d2.address()}, {});
+  const int n = static_cast<int>(Encode("abcdef").size());  // max_tokens: the relay ends there
+  for (int i = 0; i < 5; ++i) {
+    const Outcome out = Generate(Text("go", n));
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_EQ(out.text, "abcdef");
+    EXPECT_EQ(out.finished.reason(), v1::FINISH_REASON_LENGTH);
+    EXPECT_EQ(out.finished.placement().decode_failovers(), 0u);
+    EXPECT_EQ(out.finished.placement().decode_worker(), i < 3 ? d1.address() : d2.address());
+  }
+  EXPECT_EQ(d1.decode_calls(), 3);
+}
+
+// A decode worker that dies after Reserved, before its first token: the
+// request is placed again from scratch and prefilled remotely once more.
+TEST_F(RouterFakeWorkersTest, AFailoverBeforeTheFirstTokenPrefillsAgain) {
+  auto dying = DecodeOptions("hello");
+  dying.die_after = 0;
+  FakeDecodeWorker d1(dying, &bus_);
+  auto healthy = DecodeOptions("hello");
+  healthy.free_blocks = 50;
+  FakeDecodeWorker d2(healthy, &bus_);
+  FakePrefillWorker p(PrefillOptions(), &bus_);
+  StartRouter({d1.address(), d2.address()}, {p.address()});
+  const Outcome out = Generate(Text("go"));
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.text, "hello");
+  EXPECT_EQ(out.started.decode_worker(), d1.address());
+  const v1::Placement& placed = out.finished.placement();
+  EXPECT_EQ(placed.decode_worker(), d2.address());
+  EXPECT_EQ(placed.decode_failovers(), 1u);
+  EXPECT_EQ(placed.prefill_worker(), p.address());
+  EXPECT_EQ(placed.prefill_attempts(), 2u);
+  EXPECT_EQ(p.prefill_calls(), 2);
+}
+
 // A decode worker that hangs (SIGSTOP) keeps its stream open but silent,
 // load reports included: the watchdog fails the request over within about
 // stale_after instead of leaving it to the client's deadline.

@@ -104,8 +104,11 @@ std::string* WorkerRpcTest::model_path_ = nullptr;
 
 TEST_F(WorkerRpcTest, MalformedBodiesAreInvalidArgumentAndTheWorkersKeepServing) {
   const std::string not_protobuf = "\xff\xff\xff\xff\xff";
-  const int id_field = v1::DecodeRequest::descriptor()->FindFieldByName("request_id")->number();
-  const std::string not_utf8 = {static_cast<char>(id_field << 3 | 2), 2, '\xff', '\xfe'};
+  // The message's request_id (a string field) holding bytes that are not UTF-8.
+  auto not_utf8 = [](const google::protobuf::Descriptor* d) {
+    const int field = d->FindFieldByName("request_id")->number();
+    return std::string{static_cast<char>(field << 3 | 2), 2, '\xff', '\xfe'};
+  };
   struct Case {
     bool decode;
     std::string method;
@@ -117,13 +120,13 @@ TEST_F(WorkerRpcTest, MalformedBodiesAreInvalidArgumentAndTheWorkersKeepServing)
       {true, "GetLoad", not_protobuf, "pdserve.v1.GetLoadRequest"},
       {true, "WatchLoad", not_protobuf, "pdserve.v1.WatchLoadRequest"},
       {true, "Decode", not_protobuf, "pdserve.v1.DecodeRequest"},
-      {true, "Decode", not_utf8, "pdserve.v1.DecodeRequest"},
+      {true, "Decode", not_utf8(v1::DecodeRequest::descriptor()), "pdserve.v1.DecodeRequest"},
       {true, "RetryTransfer", not_protobuf, "pdserve.v1.RetryTransferRequest"},
       {false, "GetInfo", not_protobuf, "pdserve.v1.GetInfoRequest"},
       {false, "GetLoad", not_protobuf, "pdserve.v1.GetLoadRequest"},
       {false, "WatchLoad", not_protobuf, "pdserve.v1.WatchLoadRequest"},
       {false, "Prefill", not_protobuf, "pdserve.v1.PrefillRequest"},
-      {false, "Prefill", not_utf8, "pdserve.v1.PrefillRequest"},
+      {false, "Prefill", not_utf8(v1::PrefillRequest::descriptor()), "pdserve.v1.PrefillRequest"},
   };
   for (const Case& c : cases) {
     const std::string method =
@@ -147,7 +150,7 @@ TEST_F(WorkerRpcTest, MalformedBodiesAreInvalidArgumentAndTheWorkersKeepServing)
   }
 }
 
-TEST_F(WorkerRpcTest, WatchLoadStreamsReportsAtTheAskedInterval) {
+TEST_F(WorkerRpcTest, WatchLoadStreamsReportsUntilCancelled) {
   auto stub = v1::DecodeWorker::NewStub(decode_channel_);
   grpc::ClientContext ctx;
   ctx.set_deadline(In(absl::Seconds(10)));
