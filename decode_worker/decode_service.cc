@@ -54,12 +54,11 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DecodeService::Decode(grpc::Callback
 grpc::ServerUnaryReactor* DecodeService::RetryTransfer(grpc::CallbackServerContext* rpc,
                                                        const grpc::ByteBuffer* body,
                                                        grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* r = rpc->DefaultReactor();
   v1::RetryTransferRequest request;
   if (absl::Status s = ParseRawRequest(*body, rpc->peer(), &request); !s.ok()) {
-    r->Finish(ToGrpcStatus(s));
-    return r;
+    return FinishedUnary(rpc, s);
   }
+  grpc::ServerUnaryReactor* r = rpc->DefaultReactor();
   RetryDecodeTransfer(ctx_, request, [r, response](absl::StatusOr<uint64_t> epoch) {
     if (epoch.ok()) {
       v1::RetryTransferResponse answer;

@@ -1,8 +1,8 @@
 // DecodeService: the DecodeWorker gRPC service (worker.proto). Reactions
 // only validate, post to the engine thread and return. The methods are
-// registered raw and parse their own requests (common/rpc/raw_message.h),
-// so a body that does not parse gets INVALID_ARGUMENT and a log line
-// instead of gRPC's bare UNIMPLEMENTED.
+// registered raw and parse their own requests (common/rpc/raw_message.h):
+// a body that does not parse gets INVALID_ARGUMENT and a log line, where
+// gRPC's typed handlers would answer UNIMPLEMENTED and log nothing.
 #ifndef PDSERVE_DECODE_WORKER_DECODE_SERVICE_H_
 #define PDSERVE_DECODE_WORKER_DECODE_SERVICE_H_
 

@@ -6,8 +6,7 @@
 // commits the transfer off the engine thread. The call answers with the
 // first token and the phase timings after the decode worker acknowledged
 // (a serialized PrefillResponse: the method is raw), or with the transfer's
-// error. Client cancellation aborts the transfer and
-// frees the blocks.
+// error. Client cancellation aborts the transfer and frees the blocks.
 //
 // Lifetime: gRPC owns the reactor (deleted in OnDone); engine and commit
 // threads reach the call only through the shared State, whose Finish() is

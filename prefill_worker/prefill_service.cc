@@ -1,6 +1,5 @@
 #include "prefill_worker/prefill_service.h"
 
-#include "common/grpc_status.h"
 #include "common/rpc/load_watch_reactor.h"
 #include "common/rpc/raw_message.h"
 #include "common/rpc/worker_info.h"
@@ -38,9 +37,7 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* r
                                                   grpc::ByteBuffer* response) {
   v1::PrefillRequest request;
   if (absl::Status s = ParseRawRequest(*body, rpc->peer(), &request); !s.ok()) {
-    grpc::ServerUnaryReactor* r = rpc->DefaultReactor();
-    r->Finish(ToGrpcStatus(s));
-    return r;
+    return FinishedUnary(rpc, s);
   }
   return new PrefillCall(ctx_, rpc, request, response);
 }

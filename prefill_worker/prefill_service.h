@@ -1,7 +1,8 @@
 // PrefillService: the PrefillWorker gRPC service (worker.proto). The
 // methods are registered raw and parse their own requests
-// (common/rpc/raw_message.h), so a body that does not parse gets
-// INVALID_ARGUMENT and a log line instead of gRPC's bare UNIMPLEMENTED.
+// (common/rpc/raw_message.h): a body that does not parse gets
+// INVALID_ARGUMENT and a log line, where gRPC's typed handlers would answer
+// UNIMPLEMENTED and log nothing.
 #ifndef PDSERVE_PREFILL_WORKER_PREFILL_SERVICE_H_
 #define PDSERVE_PREFILL_WORKER_PREFILL_SERVICE_H_
 

@@ -56,18 +56,25 @@ grpc::ByteBuffer SerializeRawMessage(const Message& message) {
   return out;
 }
 
+// The default reactor of a unary call, already finished with `status` (a
+// refusal before any work).
+inline grpc::ServerUnaryReactor* FinishedUnary(grpc::CallbackServerContext* context,
+                                               const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
 // Serves a raw unary method whose answer needs only the request: parses
 // `body` as a Request and, if it parses, sends `answer(request)` (a message).
 template <typename Request, typename AnswerFn>
 grpc::ServerUnaryReactor* AnswerRawUnary(grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer& body, grpc::ByteBuffer* response,
                                          AnswerFn answer) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Request request;
   const absl::Status parsed = ParseRawRequest(body, context->peer(), &request);
   if (parsed.ok()) *response = SerializeRawMessage(answer(request));
-  reactor->Finish(ToGrpcStatus(parsed));
-  return reactor;
+  return FinishedUnary(context, parsed);
 }
 
 }  // namespace pdserve
