@@ -4,12 +4,7 @@
 #include "common/cpu_model_runner.h"
 #include "common/status_macros.h"
 #if PDSERVE_HAVE_CUDA
-#include "common/cuda/cuda_device.h"
-#include "common/cuda/cuda_kv_memory.h"
-#include "common/cuda/cuda_model_runner.h"
-#endif
-#if PDSERVE_HAVE_NCCL
-#include "common/nccl/nccl_peer_channel.h"
+#include "common/cuda_module_loader.h"
 #endif
 
 namespace pdserve {
@@ -18,8 +13,12 @@ namespace pdserve {
 
 bool CudaBuilt() { return true; }
 
+// The CUDA implementations live in the CUDA module (common/cuda_module.h),
+// loaded the first time a cuda device is asked for.
 absl::Status CheckDeviceUsable(const DeviceSpec& device) {
-  return device.is_cuda() ? cuda::CheckDevice(device.ordinal) : absl::OkStatus();
+  if (!device.is_cuda()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const CudaModuleApi* cuda, LoadCudaModule());
+  return cuda->check_device(device.ordinal);
 }
 
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig& config,
@@ -28,24 +27,17 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig
   if (!options.device.is_cuda()) {
     return std::make_unique<CpuModelRunner>(config, weights, options.threads);
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaModelRunner> runner,
-                   cuda::CudaModelRunner::Create(config, *weights,
-                                                 {options.device.ordinal, options.cuda_graphs}));
-  return std::unique_ptr<ModelRunner>(std::move(runner));
+  ASSIGN_OR_RETURN(const CudaModuleApi* cuda, LoadCudaModule());
+  return cuda->create_runner(config, *weights, options.device.ordinal, options.cuda_graphs);
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
                                                        const KvLayout& layout, int32_t num_blocks) {
   if (!device.is_cuda()) return KvCache::Create(layout, num_blocks);
-  cuda::PeerChannelMaker channels;
-#if PDSERVE_HAVE_NCCL
-  channels.new_id = nccl::NewNcclChannelId;
-  channels.join = nccl::JoinNcclChannel;
-#endif
+  ASSIGN_OR_RETURN(const CudaModuleApi* cuda, LoadCudaModule());
   ASSIGN_OR_RETURN(
       std::unique_ptr<KvDeviceMemory> memory,
-      cuda::AllocateKvDeviceMemory(device.ordinal, KvCache::PoolBytes(layout, num_blocks),
-                                   std::move(channels)));
+      cuda->allocate_kv_memory(device.ordinal, KvCache::PoolBytes(layout, num_blocks)));
   return KvCache::Create(layout, num_blocks, std::move(memory));
 }
 

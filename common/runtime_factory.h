@@ -1,6 +1,8 @@
 // The one place that chooses implementations by device (DESIGN.md §5): the
 // model runner and the KV cache pool of a worker. Callers include no device
 // headers; a build without CUDA answers cuda devices with FAILED_PRECONDITION.
+// With CUDA, the cuda implementations come from the CUDA module
+// (common/cuda_module.h), loaded the first time a cuda device is asked for.
 #ifndef PDSERVE_COMMON_RUNTIME_FACTORY_H_
 #define PDSERVE_COMMON_RUNTIME_FACTORY_H_
 

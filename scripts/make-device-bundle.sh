@@ -14,12 +14,13 @@ bins=(cuda_model_runner_test device_kv_transfer_test nccl_transfer_test gpu_serv
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDSERVE_CUDA=ON \
   -DPDSERVE_NCCL=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-ninja -C "$build" "${bins[@]}"
+ninja -C "$build" "${bins[@]}" pdserve_cuda_module
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libnccl|libnvidia)'
-for b in "${bins[@]}"; do
+# The worker binaries load the CUDA module from their own folder.
+for b in "${bins[@]}" libpdserve_cuda.so; do
   objcopy --strip-debug "$build/bin/$b" "$out/bin/$b"
   ldd "$build/bin/$b" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
     if ! [[ "$name" =~ $skip ]] && [ ! -f "$out/lib/$name" ]; then
