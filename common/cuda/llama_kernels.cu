@@ -10,6 +10,19 @@ constexpr int kAttnThreads = 128;
 // BlockReduce and the warp shuffles assume whole warps.
 static_assert(kThreads % 32 == 0 && kAttnThreads % 32 == 0);
 
+// A GEMM input in f16. The CPU path quantises these activations to Q8_0
+// blocks with a per-block scale, which holds values up to 65504 * 127; f16
+// itself tops out at 65504, where a plain conversion would give inf and the
+// GEMM NaNs. Clamping keeps such an outlier (large activations appear in
+// some layers of bigger models) a rounding error instead of a poisoned
+// sequence. K/V keep the plain conversion: the CPU's f16 KV cache converts
+// the same way.
+// A NaN stays NaN (fmaxf would turn it into -65504 and hide it).
+__device__ __half ToHalfSaturated(float v) {
+  constexpr float kHalfMax = 65504.0f;
+  return __float2half(isnan(v) ? v : fminf(fmaxf(v, -kHalfMax), kHalfMax));
+}
+
 __device__ float WarpSum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -49,7 +62,7 @@ __global__ void RmsNormKernel(const float* x, const float* w, int n, float eps, 
   sum = BlockReduce<false>(sum, shared);
   const float scale = rsqrtf(sum / n + eps);
   __half* o = out + static_cast<int64_t>(blockIdx.x) * n;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) o[i] = __float2half((xr[i] * scale) * w[i]);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) o[i] = ToHalfSaturated((xr[i] * scale) * w[i]);
 }
 
 // One thread per (token, head, pair).
@@ -151,7 +164,7 @@ __global__ void PagedAttentionKernel(const float* qkv, int64_t row_stride, Atten
   for (int d = threadIdx.x; d < dh; d += blockDim.x) {
     float acc = 0.0f;
     for (int gi = 0; gi < groups; ++gi) acc += partial[gi * dh + d];
-    out[t * shape.n_heads * dh + static_cast<int64_t>(h) * dh + d] = __float2half(acc / l);
+    out[t * shape.n_heads * dh + static_cast<int64_t>(h) * dh + d] = ToHalfSaturated(acc / l);
   }
 }
 
@@ -161,7 +174,7 @@ __global__ void SwiGluKernel(const float* gate_up, int64_t n_tokens, int n_ff, _
   const int64_t t = i / n_ff, c = i % n_ff;
   const float g = gate_up[t * 2 * n_ff + c];
   const float u = gate_up[t * 2 * n_ff + n_ff + c];
-  out[i] = __float2half(g / (1.0f + __expf(-g)) * u);
+  out[i] = ToHalfSaturated(g / (1.0f + __expf(-g)) * u);
 }
 
 __global__ void AddKernel(float* x, const float* y, int64_t n) {

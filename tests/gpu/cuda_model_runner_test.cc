@@ -131,9 +131,8 @@ class CudaModelRunnerTest : public ::testing::Test {
       // Only a near tie on the CPU may pick a different token.
       const std::vector<float>& row = cpu_logits[first_diff];
       const float margin = row[cpu_tokens[first_diff]] - row[gpu_tokens[first_diff]];
-      const float scale = *std::max_element(row.begin(), row.end(), [](float a, float b) {
-        return std::fabs(a) < std::fabs(b);
-      });
+      const float scale = *std::max_element(
+          row.begin(), row.end(), [](float a, float b) { return std::fabs(a) < std::fabs(b); });
       EXPECT_LE(margin, kMaxRelError * std::fabs(scale))
           << "greedy tokens diverge at step " << first_diff << " without a near tie";
     }
@@ -143,7 +142,9 @@ class CudaModelRunnerTest : public ::testing::Test {
   Runtime cpu_, gpu_;
 };
 
-TEST_F(CudaModelRunnerTest, PrefillAndGreedyDecodeMatchTheCpuRunner) { ExpectGreedyAgreement("smollm2"); }
+TEST_F(CudaModelRunnerTest, PrefillAndGreedyDecodeMatchTheCpuRunner) {
+  ExpectGreedyAgreement("smollm2");
+}
 
 // LLaMA 3.1-style RoPE (rope_freqs.weight, plus linear scaling) and K-quant
 // weights through both runners.
@@ -265,6 +266,28 @@ TEST_F(CudaModelRunnerTest, BadInputIsRefusedAndTheRunnerKeepsWorking) {
   ok.chunks.push_back({good, 0, table, true});
   EXPECT_TRUE(gpu_.runner->Forward(ok, *gpu_.cache, &logits).ok());
   EXPECT_TRUE(gpu_.runner->Healthy().ok());
+}
+
+// The final norm scaled so that its output, the f16 input of the output
+// GEMM, lies far past f16's 65504 (RMS 1e5, peaks ~2e6) yet within what the
+// CPU's Q8_0 activations hold (their f16 block scale overflows past
+// 65504 * 127): the kernels clamp GEMM inputs, so the logits stay finite
+// instead of inf/NaN. The CPU runner on the same weights is the control.
+TEST_F(CudaModelRunnerTest, ActivationsBeyondTheHalfRangeKeepTheLogitsFinite) {
+  for (float& w : model_->weights.output_norm) w *= 1e5f;
+  Runtime cpu = Make(DeviceSpec{}, 1);
+  Runtime gpu = Make(DeviceSpec{DeviceSpec::Kind::kCuda, 0}, 1);
+  ASSERT_NE(gpu.runner, nullptr);
+  const std::vector<int32_t> prompt = test::RandomTokens(20, model_->config.n_vocab, 3);
+  const std::vector<int32_t> table = {0, 1};
+  ForwardBatch batch;
+  batch.chunks.push_back({prompt, 0, table, true});
+  for (Runtime* rt : {&cpu, &gpu}) {
+    const std::vector<float> logits = Step(*rt, batch);
+    ASSERT_EQ(logits.size(), static_cast<size_t>(model_->config.n_vocab));
+    EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }))
+        << (rt == &gpu ? "gpu" : "cpu");
+  }
 }
 
 }  // namespace
