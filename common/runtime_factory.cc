@@ -70,9 +70,9 @@ absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
 
 absl::Status EngineRuntimeFlags::Validate() const {
   if (threads < 1 || threads > 256) return absl::InvalidArgumentError("--threads out of range");
-  if (absl::Status st = DeviceSpec::Parse(device).status(); !st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--device: ", st.message()));
-  }
+  const absl::StatusOr<DeviceSpec> spec = DeviceSpec::Parse(device);
+  if (!spec.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", spec.status().message()));
   if (kv_blocks < 1) return absl::InvalidArgumentError("--kv_blocks must be positive");
   if (block_size < 1 || block_size > 1024) {
     return absl::InvalidArgumentError("--block_size out of range");
@@ -80,11 +80,18 @@ absl::Status EngineRuntimeFlags::Validate() const {
   if (absl::Status st = ValidateKvDtype(kv_dtype); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--kv_dtype: ", st.message()));
   }
+  // Refused here, at start-up, rather than by the CUDA runner on every
+  // request's first step.
+  if (spec->is_cuda() && kv_dtype == kKvDtypeInt8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_dtype=int8 runs on the CPU only; use f16 with --device=", device));
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<EngineRuntime> CreateEngineRuntime(const Model& model,
                                                   const EngineRuntimeFlags& flags) {
+  RETURN_IF_ERROR(flags.Validate());
   ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(flags.device));
   const KvLayout layout = KvLayout::ForModel(model.config(), flags.block_size, flags.kv_dtype);
   EngineRuntime rt;

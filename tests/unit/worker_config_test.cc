@@ -1,5 +1,6 @@
 // Worker configs refuse bad --device, --kv_transport and --metrics_port
-// values, and a cuda_ipc path without a GPU, before anything starts.
+// values, a cuda_ipc path without a GPU, and int8 KV on a GPU, before
+// anything starts.
 #include <utility>
 
 #include "decode_worker/decode_worker.h"
@@ -42,6 +43,27 @@ TEST(WorkerConfigTest, DecodeDevice) {
   EXPECT_TRUE(c.Validate().ok());
   c.runtime.device = "cuda:";
   EXPECT_EQ(c.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// int8 KV has no CUDA kernels: a GPU worker asking for it is refused at
+// start-up, naming the flag, instead of failing every request's first step.
+TEST(WorkerConfigTest, Int8KvIsRefusedOnACudaDevice) {
+  for (const char* device : {"cuda", "cuda:0", "cuda:3"}) {
+    DecodeWorkerConfig d;
+    d.model_path = "model.gguf";
+    d.runtime.device = device;
+    d.runtime.kv_dtype = "int8";
+    PrefillWorkerConfig p = Prefill(device, "auto");
+    p.runtime.kv_dtype = "int8";
+    for (const absl::Status& st : {d.Validate(), p.Validate()}) {
+      EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << device << ": " << st;
+      EXPECT_NE(st.message().find("--kv_dtype=int8 runs on the CPU only"), std::string::npos) << st;
+    }
+  }
+  DecodeWorkerConfig cpu;
+  cpu.model_path = "model.gguf";
+  cpu.runtime.kv_dtype = "int8";
+  EXPECT_TRUE(cpu.Validate().ok());
 }
 
 TEST(WorkerConfigTest, MetricsPortIsOffAnyOrAPort) {
