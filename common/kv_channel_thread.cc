@@ -31,6 +31,17 @@ void KvChannelThread::AwaitStopped() {
   mu_.Await(absl::Condition(&stopped_));
 }
 
+void KvChannelThread::NotifyWhenStopped(std::function<void()> fn) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopped_) {
+      on_stopped_.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn();
+}
+
 bool KvChannelThread::stopped() {
   absl::MutexLock lock(&mu_);
   return stopped_;
@@ -70,8 +81,13 @@ void KvChannelThread::Run() {
     channel = std::move(channel_);
   }
   channel.reset();  // aborts the communicator and waits for its stream
-  absl::MutexLock lock(&mu_);
-  stopped_ = true;
+  std::vector<std::function<void()>> on_stopped;
+  {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+    on_stopped.swap(on_stopped_);
+  }
+  for (std::function<void()>& fn : on_stopped) fn();
 }
 
 }  // namespace pdserve

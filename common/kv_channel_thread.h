@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -49,6 +50,11 @@ class KvChannelThread {
   // of its GPU work, is gone. Bounded by the job in progress.
   void AwaitStopped();
   bool stopped();
+  // Runs `fn` once the thread has ended (the channel and its GPU work gone):
+  // at once, on the caller's thread, if it already has; else on this thread
+  // as its last act. For callers that must not wait (AwaitStopped) for an
+  // abort, e.g. the KV receiver's I/O thread.
+  void NotifyWhenStopped(std::function<void()> fn);
 
   // For a join in progress to watch: set by Interrupt. Lives as long as
   // this object (the channel, which may keep it, is destroyed first).
@@ -77,6 +83,7 @@ class KvChannelThread {
   bool interrupted_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;   // takes no more jobs
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;  // the channel is gone too
+  std::vector<std::function<void()>> on_stopped_ ABSL_GUARDED_BY(mu_);
   // Set under mu_ (Adopt, and when the thread ends); read by this thread
   // without it, and by Interrupt under it.
   std::unique_ptr<KvPeerChannel> channel_;

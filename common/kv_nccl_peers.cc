@@ -109,14 +109,21 @@ void KvNcclPeers::Stop(const void* conn) {
   peers_.erase(it);
 }
 
-void KvNcclPeers::Forget(const void* conn) {
+void KvNcclPeers::Forget(const void* conn, std::function<void()> stopped) {
   auto it = peers_.find(conn);
-  if (it != peers_.end()) {
-    *it->second.alive = false;
-    it->second.thread->Interrupt();
-    retired_.push_back(std::move(it->second.thread));
-    peers_.erase(it);
+  if (it == peers_.end()) {
+    if (stopped && !shut_down_) post_(std::move(stopped));
+    Reap();
+    return;
   }
+  *it->second.alive = false;
+  if (stopped) {
+    it->second.thread->NotifyWhenStopped(
+        [post = post_, stopped = std::move(stopped)]() mutable { post(std::move(stopped)); });
+  }
+  it->second.thread->Interrupt();
+  retired_.push_back(std::move(it->second.thread));
+  peers_.erase(it);
   Reap();
 }
 

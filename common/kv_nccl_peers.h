@@ -58,8 +58,11 @@ class KvNcclPeers {
   // Its `done` never runs; the channel is dead.
   void Stop(const void* conn);
   // The connection ended: its channel is interrupted and torn down in the
-  // background, without waiting. Its `done` never runs.
-  void Forget(const void* conn);
+  // background, without waiting. Its `done` never runs; `stopped`, if
+  // given, runs on the I/O thread once the channel can no longer write into
+  // any block (at once, posted, when conn has no channel). Not after
+  // Shutdown.
+  void Forget(const void* conn, std::function<void()> stopped = nullptr);
   // Stops every channel thread, waiting for each (at most about a join
   // timeout, for a peer stuck joining). Later calls refuse all work.
   void Shutdown();

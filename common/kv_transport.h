@@ -130,13 +130,19 @@ class KvReceiver {
   //
   // An Expect for a transfer_id that is pending with a lower epoch replaces
   // it; with an equal or higher epoch it fails with FAILED_PRECONDITION. On
-  // return the old epoch can no longer write into any block.
+  // return the old epoch can no longer write into any block (if a device
+  // channel was still receiving for it, Expect waits until that receive is
+  // stopped: a prefill retry, so rare).
   virtual absl::Status Expect(uint64_t transfer_id, uint64_t epoch,
                               std::vector<int32_t> dst_block_ids, int num_layers,
                               absl::Time deadline, DoneCallback on_done) = 0;
 
-  // Ends a pending transfer with CANCELLED; no-op if none. On return no
-  // further byte is written into its blocks (on_done has already run).
+  // Ends a pending transfer with CANCELLED; no-op if none. Never waits on a
+  // peer. Usually on_done has run by the time it returns; but a device
+  // channel (NCCL) receiving into the blocks is left to complete that
+  // receive, bounded by the transport's frame timeout, so that the channel
+  // stays in step for the other transfers it carries. Either way the blocks
+  // are the caller's again only once on_done has run.
   virtual void Cancel(uint64_t transfer_id) = 0;
 
   // Reservations whose on_done has not fired yet.

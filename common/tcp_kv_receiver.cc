@@ -1,5 +1,6 @@
 #include "common/tcp_kv_receiver.h"
 
+#include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +34,12 @@ TcpKvReceiverImpl::~TcpKvReceiverImpl() {
     for (const ConnPtr& c : conns) c->Close(absl::OkStatus());
     // Channel threads post to io_: all of them end before it does.
     nccl_peers_.Shutdown();
+    // Every channel has stopped, so nothing writes into the blocks of the
+    // reservations that waited for one; their settling, posted, would come
+    // too late.
+    std::vector<std::unique_ptr<Pending>> ending = std::move(ending_);
+    ending_.clear();
+    for (std::unique_ptr<Pending>& p : ending) Complete(std::move(p));
   });
   io_.Stop();
 }
@@ -116,9 +123,12 @@ absl::Status TcpKvReceiverImpl::Install(std::unique_ptr<KvReservation> reservati
       return absl::FailedPreconditionError(absl::StrCat(
           "kv reservation ", id, ": epoch ", epoch, " is not newer than pending epoch ", current));
     }
-    Finish(id, absl::AbortedError(absl::StrCat("kv transfer ", id, " epoch ", current,
-                                               " superseded by epoch ", epoch)));
+    Finish(id,
+           absl::AbortedError(absl::StrCat("kv transfer ", id, " epoch ", current,
+                                           " superseded by epoch ", epoch)),
+           ChannelEnd::kStopNow);
   }
+  StopEnding(id);
   auto p = std::make_unique<Pending>(io_.context());
   p->reservation = std::move(reservation);
   p->on_done = std::move(on_done);
@@ -153,7 +163,8 @@ void TcpKvReceiverImpl::OnDeadline(uint64_t transfer_id, uint64_t epoch) {
          absl::DeadlineExceededError(absl::StrCat(
              "kv transfer ", transfer_id, " epoch ", epoch, ": no KV frame for ",
              absl::FormatDuration(absl::Ceil(it->second->window, absl::Milliseconds(1))), ", ",
-             it->second->reservation->written_bytes(), " bytes received")));
+             it->second->reservation->written_bytes(), " bytes received")),
+         ChannelEnd::kInterrupt);
 }
 
 void TcpKvReceiverImpl::Cancel(uint64_t transfer_id) {
@@ -164,26 +175,83 @@ void TcpKvReceiverImpl::Cancel(uint64_t transfer_id) {
   });
 }
 
-void TcpKvReceiverImpl::Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result) {
+void TcpKvReceiverImpl::Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result,
+                               ChannelEnd channels) {
   auto it = pending_.find(transfer_id);
   CHECK(it != pending_.end());
   std::unique_ptr<Pending> p = std::move(it->second);
   pending_.erase(it);
-  num_pending_.fetch_sub(1);
   p->deadline_timer.cancel();
-  // Closing a socket on this thread ends its pending read, and stopping a
-  // channel waits for its receive to abort: no byte can land in these
-  // blocks once on_done hands them back.
   const absl::Status why = result.ok() ? absl::OkStatus() : result.status();
+  if (!result.ok()) VLOG(1) << "kv transfer " << transfer_id << " failed: " << why;
+  p->result = std::move(result);
   const absl::Status ended =
       absl::AbortedError(absl::StrCat("kv transfer ", transfer_id, " ended: ", why.message()));
-  for (const ConnPtr& c : p->channel_writers) {
-    nccl_peers_.Stop(c.get());
-    c->Close(ended);
-  }
+  // Closing a socket on this thread ends its pending read: no TCP payload
+  // byte lands in these blocks after this.
   for (const ConnPtr& c : p->writers) c->Close(ended);
-  if (!result.ok()) VLOG(1) << "kv transfer " << transfer_id << " failed: " << why;
-  p->on_done(std::move(result));
+  const std::vector<ConnPtr> channels_in(p->channel_writers.begin(), p->channel_writers.end());
+  if (channels == ChannelEnd::kStopNow) {
+    for (const ConnPtr& c : channels_in) nccl_peers_.Stop(c.get());
+    p->channel_writers.clear();
+  }
+  if (p->channel_writers.empty()) {
+    Complete(std::move(p));
+    for (const ConnPtr& c : channels_in) c->Close(ended);
+    return;
+  }
+  // An NCCL receive into the blocks is in progress. Waiting here for it to
+  // end would block the caller (Cancel comes from the engine thread): the
+  // reservation waits in ending_ instead, and completes once its channels
+  // settle.
+  ending_.push_back(std::move(p));
+  if (channels == ChannelEnd::kInterrupt) {
+    for (const ConnPtr& c : channels_in) c->Close(ended);  // OnClosed stops the channel
+  }
+}
+
+void TcpKvReceiverImpl::Complete(std::unique_ptr<Pending> p) {
+  num_pending_.fetch_sub(1);
+  p->on_done(std::move(p->result));
+}
+
+Pending* TcpKvReceiverImpl::EndingFedBy(const ConnPtr& conn) {
+  for (const std::unique_ptr<Pending>& p : ending_) {
+    if (p->channel_writers.contains(conn)) return p.get();
+  }
+  return nullptr;
+}
+
+void TcpKvReceiverImpl::SettleChannel(const ConnPtr& conn) {
+  auto it = std::find_if(ending_.begin(), ending_.end(),
+                         [&conn](const auto& p) { return p->channel_writers.contains(conn); });
+  if (it == ending_.end()) return;
+  (*it)->channel_writers.erase(conn);
+  if (!(*it)->channel_writers.empty()) return;
+  std::unique_ptr<Pending> p = std::move(*it);
+  ending_.erase(it);
+  Complete(std::move(p));
+}
+
+void TcpKvReceiverImpl::StopEnding(uint64_t transfer_id) {
+  std::vector<std::unique_ptr<Pending>> stopped;
+  for (auto it = ending_.begin(); it != ending_.end();) {
+    if ((*it)->reservation->transfer_id() == transfer_id) {
+      stopped.push_back(std::move(*it));
+      it = ending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (std::unique_ptr<Pending>& p : stopped) {
+    const std::vector<ConnPtr> conns(p->channel_writers.begin(), p->channel_writers.end());
+    for (const ConnPtr& c : conns) nccl_peers_.Stop(c.get());
+    p->channel_writers.clear();
+    Complete(std::move(p));
+    for (const ConnPtr& c : conns) {
+      c->Close(absl::AbortedError(absl::StrCat("kv transfer ", transfer_id, " superseded")));
+    }
+  }
 }
 
 Match TcpKvReceiverImpl::Lookup(const v1::KvFrameHeader& header, Pending** pending) {

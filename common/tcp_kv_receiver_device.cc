@@ -48,9 +48,16 @@ KvFramePlan TcpKvReceiverImpl::DrainLayer(const ConnPtr& conn, const v1::KvFrame
 void TcpKvReceiverImpl::OnChannelReceived(const ConnPtr& conn, const v1::KvFrameHeader& header,
                                           const absl::Status& status) {
   Pending* p = nullptr;
-  // Finish stops a channel before its reservation ends, so a current frame
-  // still names its reservation here; anything else is a bug.
   if (Lookup(header, &p) != Match::kCurrent || !p->channel_writers.erase(conn)) {
+    // Its reservation ended while the bytes came (Finish let the receive
+    // complete): that ends now, and the frame is answered as one that came
+    // after the end. A failed receive leaves the channel dead.
+    if (EndingFedBy(conn) != nullptr) {
+      SettleChannel(conn);
+      conn->Resume(status.ok() ? SkipNonCurrent(header, Match::kUnknown)
+                               : CloseWith(header.transfer_id(), header.epoch(), status));
+      return;
+    }
     LOG(DFATAL) << "kv transfer " << header.transfer_id() << ": a channel receive outlived it";
     conn->Close(absl::InternalError("kv receiver: a channel receive outlived its transfer"));
     return;
@@ -82,16 +89,17 @@ KvFramePlan TcpKvReceiverImpl::PlanAttach(const ConnPtr& conn, const v1::KvFrame
 
 void TcpKvReceiverImpl::OnClosed(const ConnPtr& conn) {
   ipc_peers_.Forget(conn.get());
-  // A channel still receiving into a reservation's blocks must let go of
-  // them before that reservation can end.
   std::vector<uint64_t> fed;
   for (const auto& [id, p] : pending_) {
-    if (p->channel_writers.erase(conn)) fed.push_back(id);
+    if (p->channel_writers.contains(conn)) fed.push_back(id);
   }
-  if (fed.empty()) {
+  // A channel still receiving into some reservation's blocks is stopped in
+  // the background; that reservation ends once it has (SettleChannel), not
+  // on this thread, which serves every other connection meanwhile.
+  if (fed.empty() && EndingFedBy(conn) == nullptr) {
     nccl_peers_.Forget(conn.get());
   } else {
-    nccl_peers_.Stop(conn.get());
+    nccl_peers_.Forget(conn.get(), [this, conn] { SettleChannel(conn); });
   }
   for (uint64_t id : fed) {
     // An earlier Finish may have closed connections that ended this one.

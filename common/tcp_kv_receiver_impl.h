@@ -39,9 +39,12 @@ struct Pending {
   // Connections reading a payload into this reservation's blocks right now;
   // closed when the reservation ends so they stop writing at once.
   absl::flat_hash_set<ConnPtr> writers;
-  // Connections whose NCCL channel is receiving into its blocks right now;
-  // stopped (and waited for) when the reservation ends.
+  // Connections whose NCCL channel is receiving into its blocks right now.
+  // A reservation that ends with some left waits in `ending_` until each has
+  // finished or been stopped (ChannelEnd).
   absl::flat_hash_set<ConnPtr> channel_writers;
+  // What on_done gets, kept from Finish while the channels settle.
+  absl::StatusOr<KvCommit> result = absl::UnknownError("kv reservation: not finished");
   // Device caches only: the host buffer each writer's payload lands in, and
   // the device blocks it is copied to once complete.
   struct Staging {
@@ -53,6 +56,19 @@ struct Pending {
 
 // How a frame's (transfer_id, epoch) relates to the pending reservations.
 enum class Match { kUnknown, kStale, kFuture, kCurrent };
+
+// What Finish does with an NCCL receive in progress into the reservation's
+// blocks. None of them waits on the caller's thread except kStopNow.
+enum class ChannelEnd {
+  // Let it complete (bounded by the frame timeout): the peer is sending, and
+  // the channel stays in step for the connection's other transfers.
+  kLetFinish,
+  // Stop it and close its connection: the peer has been silent too long.
+  kInterrupt,
+  // Stop it and wait for that, before Finish returns: a new epoch is about
+  // to reuse the blocks.
+  kStopNow,
+};
 
 class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
  public:
@@ -87,8 +103,22 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   // A sign that p's sender works on it: its wait restarts.
   void NoteProgress(Pending* p);
   KvFramePlan PlanProgress(const v1::KvFrameHeader& header);
-  // Ends a reservation: stops every write into its blocks, then on_done.
-  void Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result);
+  // Ends a reservation: TCP writes into its blocks stop at once; an NCCL
+  // receive into them ends as `channels` says. on_done runs once nothing
+  // writes into them any more: before Finish returns, or when the last
+  // channel settles (SettleChannel).
+  void Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result,
+              ChannelEnd channels = ChannelEnd::kLetFinish);
+  // on_done of an ended reservation, with Finish's result.
+  void Complete(std::unique_ptr<Pending> p);
+  // The ended reservation conn's channel is receiving into, or null.
+  Pending* EndingFedBy(const ConnPtr& conn);
+  // conn's channel finished its receive or was stopped: the reservation it
+  // fed completes once no other channel writes into it.
+  void SettleChannel(const ConnPtr& conn);
+  // Ended epochs of `transfer_id` whose channels still receive: stopped and
+  // completed before a new epoch takes the same blocks.
+  void StopEnding(uint64_t transfer_id);
   Match Lookup(const v1::KvFrameHeader& header, Pending** pending);
   KvFramePlan PlanLayer(const ConnPtr& conn, const v1::KvFrameHeader& header);
   // Device caches: copies conn's staged payload into its device blocks.
@@ -129,6 +159,8 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   boost::asio::steady_timer accept_retry_;
   bool stopping_ = false;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Pending>> pending_;
+  // Ended reservations whose on_done waits for NCCL receives to settle.
+  std::vector<std::unique_ptr<Pending>> ending_;
   absl::flat_hash_set<ConnPtr> connections_;
 };
 

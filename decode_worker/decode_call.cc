@@ -31,6 +31,10 @@ struct DecodeCallState {
   // retry").
   std::vector<int32_t> kv_blocks;
   uint64_t epoch = 0;
+  // A sequence cancelled while its KV was still coming: its blocks, taken
+  // from the engine, go back to the pool when the receiver is done with the
+  // epoch (OnKvDone), not before (a device channel may still be writing).
+  std::vector<int32_t> blocks_after_kv;
   absl::Duration kv_wait;  // per epoch
   absl::Status error;      // why the engine sequence was cancelled, if we did it
   absl::Time reserved_at, committed_at;
@@ -114,8 +118,12 @@ bool KeepReservation(const absl::Status& s) {
 void OnKvDone(DecodeContext* ctx, Engine& engine, const std::shared_ptr<State>& st, uint64_t epoch,
               const absl::StatusOr<KvCommit>& commit) {
   State& s = *st;
-  // Already cancelled, or an epoch that a retry superseded.
-  if (!s.awaiting_kv || epoch != s.epoch) return;
+  if (epoch != s.epoch) return;  // an epoch that a retry superseded
+  if (!s.blocks_after_kv.empty()) {
+    engine.FreeBlocks(std::exchange(s.blocks_after_kv, {}));
+    return;
+  }
+  if (!s.awaiting_kv) return;  // already cancelled
   if (!commit.ok() && KeepReservation(commit.status())) {
     // Re-arm under the next epoch for one more wait, so the reservation
     // stays bounded if no retry comes (no frame of the new epoch can come
@@ -245,17 +253,23 @@ DecodeCall::DecodeCall(DecodeContext* ctx, grpc::CallbackServerContext* rpc,
 
 void DecodeCall::OnWriteDone(bool ok) { state_->outbox.WriteDone(ok); }
 
-// Client cancelled or its deadline passed: stop the receiver first (no
-// byte lands after this), then end the sequence, which frees its blocks.
+// Client cancelled or its deadline passed: end the sequence. While its KV
+// is still coming, the receiver may go on writing into its blocks after
+// Cancel returns (a device channel finishing a receive), so the blocks wait
+// for the epoch's OnKvDone, which runs exactly once after it.
 void DecodeCall::OnCancel() {
   std::shared_ptr<State> st = state_;
   st->cancelled.store(true);
   DecodeContext* ctx = ctx_;
   ctx->loop->Post([ctx, st](Engine& e) {
     if (st->seq_id == 0) return;
-    if (st->awaiting_kv) ctx->receiver->Cancel(static_cast<uint64_t>(st->seq_id));
+    if (!st->awaiting_kv) {
+      e.Cancel(st->seq_id);
+      return;
+    }
     StopAwaitingKv(ctx, *st);
-    e.Cancel(st->seq_id);
+    st->blocks_after_kv = e.CancelAndTakeBlocks(st->seq_id);
+    ctx->receiver->Cancel(static_cast<uint64_t>(st->seq_id));
   });
   st->outbox.Close(grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled"));
 }

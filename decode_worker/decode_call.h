@@ -14,8 +14,11 @@
 // a bad transfer: the receiver's status; no memory: RESOURCE_EXHAUSTED).
 //
 // Every path that ends a request releases its blocks exactly once: the
-// engine frees them when the sequence finishes or is cancelled, and the
-// receiver is cancelled first so no late frame can land in a freed block.
+// engine frees them when the sequence finishes or is cancelled; a sequence
+// cancelled while its KV is still coming gives its blocks up only once the
+// receiver's on_done for the epoch has run, so no late frame (a device
+// channel finishing its receive) can land in a freed block, and the engine
+// thread never waits for the receiver to stop one.
 //
 // Threads: gRPC reactions, the engine thread and the receiver's I/O thread
 // all touch the call; they share `State` through shared_ptr, the engine-side

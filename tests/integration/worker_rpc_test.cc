@@ -242,5 +242,44 @@ TEST_F(WorkerRpcTest, RemoteAndLocalPrefillGiveTheSameGreedyTokens) {
   EXPECT_EQ(remote.ids, local.ids);
 }
 
+// A remote-prefill stream cancelled while its reservation waits for KV: the
+// blocks go back to the pool once the receiver has let go of them (the
+// engine takes them from the sequence and frees them in the epoch's
+// OnKvDone), and the worker reports no pending transfer.
+TEST_F(WorkerRpcTest, ACancelWhileAwaitingKvGivesTheBlocksBack) {
+  auto decode = v1::DecodeWorker::NewStub(decode_channel_);
+  auto load = [&decode]() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(absl::Seconds(10)));
+    v1::LoadReport report;
+    const grpc::Status s = decode->GetLoad(&ctx, v1::GetLoadRequest(), &report);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return report;
+  };
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(absl::Seconds(60)));
+  auto reader = decode->Decode(&ctx, DecodeOf({5, 17, 42, 99, 7, 250, 31}, /*local=*/false));
+  v1::DecodeEvent first;
+  ASSERT_TRUE(reader->Read(&first));
+  ASSERT_TRUE(first.has_reserved());
+  const v1::LoadReport reserved = load();
+  EXPECT_GT(reserved.kv_blocks_used(), 0u);
+  EXPECT_EQ(reserved.pending_transfers(), 1u);
+
+  ctx.TryCancel();
+  v1::DecodeEvent ignored;
+  while (reader->Read(&ignored)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  v1::LoadReport after = load();
+  for (int i = 0; i < 500 && (after.kv_blocks_used() > 0 || after.pending_transfers() > 0); ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+    after = load();
+  }
+  EXPECT_EQ(after.kv_blocks_used(), 0u);
+  EXPECT_EQ(after.pending_transfers(), 0u);
+  EXPECT_EQ(after.kv_blocks_free(), after.kv_blocks_total());
+}
+
 }  // namespace
 }  // namespace pdserve

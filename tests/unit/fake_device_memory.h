@@ -41,6 +41,9 @@ struct FakeDeviceCounters {
   std::atomic<bool> no_channels{false};  // SupportsPeerChannels() false
   std::atomic<bool> lose_sends{false};   // channel sends never arrive
   std::atomic<int> send_delay_ms{0};     // each channel send takes this long
+  // While set, a receive waits before taking its bytes (an interrupt or its
+  // deadline still ends it).
+  std::atomic<bool> hold_receives{false};
 };
 
 // The two ends of fake peer channels, by id: each rank's inbox of messages
@@ -114,6 +117,12 @@ class FakePeerChannel : public KvPeerChannel {
       if (interrupted_) return absl::CancelledError("fake channel interrupted");
       if (pair_->aborted) return absl::AbortedError("fake channel aborted");
     }
+    if (!pending_.empty()) {
+      if (absl::Status held = AwaitReleased(deadline); !held.ok()) {
+        pending_.clear();
+        return held;
+      }
+    }
     for (const Pending& p : pending_) {
       std::string msg;
       {
@@ -149,6 +158,20 @@ class FakePeerChannel : public KvPeerChannel {
       counters_->channel_blocks += static_cast<int>(p.blocks.size());
     }
     pending_.clear();
+    return absl::OkStatus();
+  }
+  // Until the test lets receives go on (hold_receives), unless interrupted
+  // or past the deadline.
+  absl::Status AwaitReleased(absl::Time deadline) {
+    while (counters_->hold_receives.load()) {
+      {
+        absl::MutexLock lock(&pair_->mu);
+        if (interrupted_) return absl::CancelledError("fake channel interrupted");
+        if (pair_->aborted) return absl::AbortedError("fake channel aborted");
+      }
+      if (absl::Now() >= deadline) return absl::DeadlineExceededError("fake channel: held");
+      absl::SleepFor(absl::Milliseconds(2));
+    }
     return absl::OkStatus();
   }
   void Abort(const std::string&) override {

@@ -175,8 +175,10 @@ TEST_F(TcpKvNcclTest, LostBytesEndTheTransferAndANewChannelServesTheNext) {
 
 // A channel whose bytes never come holds up only its own connection: a TCP
 // transfer from another prefill worker lands meanwhile. Cancelling the
-// stalled transfer interrupts its receive (long before the frame timeout)
-// and the next nccl transfer gets a fresh channel.
+// stalled transfer returns at once but leaves its receive to end (here:
+// when the sender gives up and its channel end goes away, long before the
+// frame timeout); then it completes, and the next nccl transfer gets a
+// fresh channel.
 TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
   DoneProbe stalled;
   const KvTransferTarget stalled_target = StartStalled({2, 3}, stalled);
@@ -194,14 +196,85 @@ TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
   EXPECT_EQ(stalled.calls(), 0);  // still receiving
 
   receiver_->Cancel(1);
-  EXPECT_EQ(stalled.Wait().status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(stalled.calls(), 0);  // the channel may still write into its blocks
   sender_->Abort(stalled_target, "test");
+  EXPECT_EQ(stalled.Wait().status().code(), absl::StatusCode::kCancelled);
   src_counters_.lose_sends = false;
   DoneProbe next;
   ASSERT_TRUE(Transfer(3, {8}, {9}, next).ok());
   ASSERT_TRUE(next.Wait().ok());
   ExpectBlocksCopied(*src_, {8}, *dst_, {9});
   EXPECT_EQ(receiver_->num_pending(), 0u);
+}
+
+// A cancel while the channel receives a frame of the transfer neither waits
+// for that receive nor breaks the channel: the receive completes, then the
+// reservation ends (its blocks were the receiver's until then), and another
+// transfer on the same connection and channel lands intact.
+TEST_F(TcpKvNcclTest, ACancelLetsTheReceiveInProgressFinishAndKeepsTheChannel) {
+  const int layers = src_->layout().n_layers;
+  DoneProbe a, b;
+  ASSERT_NO_FATAL_FAILURE(StartSharedPair(a, b));
+  ASSERT_TRUE(AwaitAbove(dst_counters_.channel_blocks, 0));  // B's first layer is in
+  dst_counters_.hold_receives = true;
+  const int waits = dst_counters_.channel_waits.load();
+  ASSERT_TRUE(sender_->SendLayer(Target(1), 0, {0}, *src_, {3}).ok());
+  ASSERT_TRUE(AwaitAbove(dst_counters_.channel_waits, waits));  // D receives A's layer 0
+  receiver_->Cancel(1);
+  EXPECT_EQ(a.calls(), 0);
+  EXPECT_EQ(receiver_->num_pending(), 2u);
+  dst_counters_.hold_receives = false;
+  EXPECT_EQ(a.Wait().status().code(), absl::StatusCode::kCancelled);
+  const KvTransferTarget tb = Target(2);
+  for (int l = 1; l < layers; ++l) ASSERT_TRUE(sender_->SendLayer(tb, l, {0}, *src_, {8}).ok());
+  const absl::Status st = sender_->Commit(tb, KvCommit{layers, 0, 7});
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_TRUE(b.Wait().ok());
+  ExpectBlocksCopied(*src_, {8}, *dst_, {5});
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+  sender_->Abort(Target(1), "test");
+}
+
+// A reservation whose wait runs out while its receive sits on a silent
+// channel ends at its deadline, not at the (here ten-minute) frame timeout:
+// the receive is interrupted.
+TEST_F(TcpKvNcclTest, ADeadlineInterruptsASilentReceive) {
+  StartReceiver(dst_.get(), absl::Minutes(10));
+  src_counters_.lose_sends = true;
+  DoneProbe probe;
+  ASSERT_TRUE(Reserve(1, {2}, probe, absl::Milliseconds(300)).ok());
+  ASSERT_TRUE(sender_->SendLayer(Target(1), 0, {0}, *src_, {4}).ok());
+  EXPECT_EQ(probe.Wait(absl::Seconds(60)).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+  sender_->Abort(Target(1), "test");
+}
+
+// A new epoch of a cancelled transfer takes the same blocks, so a receive
+// still in progress for the old one is stopped before Expect returns.
+TEST_F(TcpKvNcclTest, ANewEpochStopsTheOldEpochsReceive) {
+  DoneProbe a, b;
+  ASSERT_NO_FATAL_FAILURE(StartSharedPair(a, b));
+  ASSERT_TRUE(AwaitAbove(dst_counters_.channel_blocks, 0));
+  dst_counters_.hold_receives = true;
+  const int waits = dst_counters_.channel_waits.load();
+  ASSERT_TRUE(sender_->SendLayer(Target(1), 0, {0}, *src_, {3}).ok());
+  ASSERT_TRUE(AwaitAbove(dst_counters_.channel_waits, waits));
+  receiver_->Cancel(1);
+  EXPECT_EQ(a.calls(), 0);
+  DoneProbe next;
+  ASSERT_TRUE(receiver_
+                  ->Expect(1, 2, {2}, src_->layout().n_layers, absl::Now() + absl::Seconds(10),
+                           next.Callback())
+                  .ok());
+  EXPECT_EQ(a.calls(), 1);
+  EXPECT_EQ(a.Wait().status().code(), absl::StatusCode::kCancelled);
+  dst_counters_.hold_receives = false;
+  receiver_->Cancel(1);
+  receiver_->Cancel(2);
+  EXPECT_EQ(next.Wait().status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(b.Wait().status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+  sender_->Abort(Target(1), "test");
 }
 
 // The receiver going away while a channel is receiving stops the receive
