@@ -195,6 +195,7 @@ TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
   ExpectBlocksCopied(*host_src, {6}, *dst_, {7});
   EXPECT_EQ(stalled.calls(), 0);  // still receiving
 
+  ASSERT_TRUE(AwaitAbove(dst_counters_.channel_waits, 0));  // D is in its receive
   receiver_->Cancel(1);
   EXPECT_EQ(stalled.calls(), 0);  // the channel may still write into its blocks
   sender_->Abort(stalled_target, "test");
