@@ -19,6 +19,7 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -55,7 +56,8 @@ class KvNcclPeers {
                        Done done);
   // Interrupts conn's receive in progress and waits until its channel can
   // no longer write into any block (bounded: a receive aborts promptly).
-  // Its `done` never runs; the channel is dead.
+  // Its `done` never runs; the channel is dead. Also waits for a channel of
+  // conn that Forget is still tearing down.
   void Stop(const void* conn);
   // The connection ended: its channel is interrupted and torn down in the
   // background, without waiting. Its `done` never runs; `stopped`, if
@@ -87,7 +89,8 @@ class KvNcclPeers {
   const absl::Duration join_timeout_;
   const absl::Duration frame_timeout_;
   absl::flat_hash_map<const void*, Peer> peers_;
-  std::vector<std::unique_ptr<KvChannelThread>> retired_;
+  // Forgotten peers' threads, by their connection, until they end.
+  std::vector<std::pair<const void*, std::unique_ptr<KvChannelThread>>> retired_;
   bool shut_down_ = false;
 };
 

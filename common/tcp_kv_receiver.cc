@@ -134,7 +134,10 @@ absl::Status TcpKvReceiverImpl::Install(std::unique_ptr<KvReservation> reservati
   p->on_done = std::move(on_done);
   p->window = deadline - absl::Now();
   ArmDeadline(p.get(), deadline);
-  pending_.emplace(id, std::move(p));
+  // An on_done run above (a superseded epoch) that re-armed this id itself
+  // would leave two reservations for one id.
+  const bool inserted = pending_.emplace(id, std::move(p)).second;
+  CHECK(inserted) << "kv reservation " << id << " installed twice";
   num_pending_.fetch_add(1);
   return absl::OkStatus();
 }

@@ -44,6 +44,10 @@ struct FakeDeviceCounters {
   // While set, a receive waits before taking its bytes (an interrupt or its
   // deadline still ends it).
   std::atomic<bool> hold_receives{false};
+  std::atomic<int> channel_interrupts{0};  // Interrupt calls
+  std::atomic<int> channels_closed{0};     // channel ends destroyed
+  // Destroying a channel end takes this long (NCCL's abort and stream sync).
+  std::atomic<int> abort_delay_ms{0};
 };
 
 // The two ends of fake peer channels, by id: each rank's inbox of messages
@@ -80,7 +84,11 @@ class FakePeerChannel : public KvPeerChannel {
   FakePeerChannel(std::shared_ptr<FakeChannelHub::Pair> pair, int rank,
                   FakeDeviceCounters* counters)
       : pair_(std::move(pair)), rank_(rank), counters_(counters) {}
-  ~FakePeerChannel() override { Abort("closed"); }
+  ~FakePeerChannel() override {
+    Abort("closed");
+    absl::SleepFor(absl::Milliseconds(counters_->abort_delay_ms.load()));
+    ++counters_->channels_closed;
+  }
 
   absl::Status SendBlocks(absl::Span<const uint8_t* const> blocks, size_t block_bytes) override {
     absl::SleepFor(absl::Milliseconds(counters_->send_delay_ms.load()));
@@ -179,6 +187,7 @@ class FakePeerChannel : public KvPeerChannel {
     pair_->aborted = true;
   }
   void Interrupt() override {
+    ++counters_->channel_interrupts;
     absl::MutexLock lock(&pair_->mu);
     interrupted_ = true;
     pair_->aborted = true;

@@ -34,7 +34,10 @@ class TcpKvNcclTest : public ::testing::Test {
  protected:
   void SetUp() override { StartReceiver(dst_.get(), absl::Seconds(10)); }
 
-  void StartReceiver(KvCache* cache, absl::Duration idle_timeout) {
+  // `sender_idle` also bounds a sender's wait for D to take its bytes, and
+  // an abandon's drain.
+  void StartReceiver(KvCache* cache, absl::Duration idle_timeout,
+                     absl::Duration sender_idle = absl::Seconds(2)) {
     TcpKvReceiverOptions options;
     options.listen_address = "127.0.0.1:0";
     options.idle_timeout = idle_timeout;
@@ -44,7 +47,7 @@ class TcpKvNcclTest : public ::testing::Test {
     TcpKvSenderOptions so;
     so.device_pool = src_.get();
     so.connect_timeout = absl::Seconds(2);
-    so.idle_timeout = absl::Seconds(2);  // also bounds an abandon's drain
+    so.idle_timeout = sender_idle;
     auto sender = TcpKvSender::Create(so);
     ASSERT_TRUE(sender.ok()) << sender.status();
     sender_ = std::move(sender).value();
@@ -76,12 +79,13 @@ class TcpKvNcclTest : public ::testing::Test {
     return counter.load() > above;
   }
 
-  // A receiver with a long frame timeout and a transfer 1 whose first frame
-  // (logical 0 from src block 4 into `dst`) is sent but never arrives: D
-  // sits in its channel receive. Returns the transfer's target.
+  // A receiver and sender with long timeouts and a transfer 1 whose first
+  // frame (logical 0 from src block 4 into `dst`) is sent but held: D sits
+  // in its channel receive until the test clears hold_receives. Returns the
+  // transfer's target.
   KvTransferTarget StartStalled(const std::vector<int32_t>& dst, DoneProbe& probe) {
-    StartReceiver(dst_.get(), absl::Minutes(10));
-    src_counters_.lose_sends = true;
+    StartReceiver(dst_.get(), absl::Minutes(10), absl::Minutes(10));
+    dst_counters_.hold_receives = true;
     EXPECT_TRUE(Reserve(1, dst, probe, absl::Minutes(10)).ok());
     const KvTransferTarget t = Target(1);
     std::vector<int32_t> logical(dst.size()), src(dst.size());
@@ -175,10 +179,9 @@ TEST_F(TcpKvNcclTest, LostBytesEndTheTransferAndANewChannelServesTheNext) {
 
 // A channel whose bytes never come holds up only its own connection: a TCP
 // transfer from another prefill worker lands meanwhile. Cancelling the
-// stalled transfer returns at once but leaves its receive to end (here:
-// when the sender gives up and its channel end goes away, long before the
-// frame timeout); then it completes, and the next nccl transfer gets a
-// fresh channel.
+// stalled transfer returns at once but leaves its receive to end; once the
+// bytes come the reservation ends, and the same channel carries the next
+// nccl transfer.
 TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
   DoneProbe stalled;
   const KvTransferTarget stalled_target = StartStalled({2, 3}, stalled);
@@ -198,13 +201,15 @@ TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
   ASSERT_TRUE(AwaitAbove(dst_counters_.channel_waits, 0));  // D is in its receive
   receiver_->Cancel(1);
   EXPECT_EQ(stalled.calls(), 0);  // the channel may still write into its blocks
-  sender_->Abort(stalled_target, "test");
+  dst_counters_.hold_receives = false;
   EXPECT_EQ(stalled.Wait().status().code(), absl::StatusCode::kCancelled);
-  src_counters_.lose_sends = false;
+  sender_->Abort(stalled_target, "test");
+  const int closed = dst_counters_.channels_closed.load();
   DoneProbe next;
   ASSERT_TRUE(Transfer(3, {8}, {9}, next).ok());
   ASSERT_TRUE(next.Wait().ok());
   ExpectBlocksCopied(*src_, {8}, *dst_, {9});
+  EXPECT_EQ(dst_counters_.channels_closed.load(), closed);  // no channel was rebuilt
   EXPECT_EQ(receiver_->num_pending(), 0u);
 }
 
@@ -213,6 +218,7 @@ TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
 // reservation ends (its blocks were the receiver's until then), and another
 // transfer on the same connection and channel lands intact.
 TEST_F(TcpKvNcclTest, ACancelLetsTheReceiveInProgressFinishAndKeepsTheChannel) {
+  StartReceiver(dst_.get(), absl::Seconds(10), absl::Minutes(10));  // only the hold stalls
   const int layers = src_->layout().n_layers;
   DoneProbe a, b;
   ASSERT_NO_FATAL_FAILURE(StartSharedPair(a, b));
@@ -237,15 +243,45 @@ TEST_F(TcpKvNcclTest, ACancelLetsTheReceiveInProgressFinishAndKeepsTheChannel) {
 }
 
 // A reservation whose wait runs out while its receive sits on a silent
-// channel ends at its deadline, not at the (here ten-minute) frame timeout:
-// the receive is interrupted.
+// channel ends at its deadline, not at the (here ten-minute) frame timeout
+// nor when the sender gives up (ten minutes too): the receive is
+// interrupted.
 TEST_F(TcpKvNcclTest, ADeadlineInterruptsASilentReceive) {
-  StartReceiver(dst_.get(), absl::Minutes(10));
+  StartReceiver(dst_.get(), absl::Minutes(10), absl::Minutes(10));
   src_counters_.lose_sends = true;
   DoneProbe probe;
   ASSERT_TRUE(Reserve(1, {2}, probe, absl::Milliseconds(300)).ok());
   ASSERT_TRUE(sender_->SendLayer(Target(1), 0, {0}, *src_, {4}).ok());
   EXPECT_EQ(probe.Wait(absl::Seconds(60)).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GT(dst_counters_.channel_interrupts.load(), 0);
+  EXPECT_EQ(receiver_->num_pending(), 0u);
+  sender_->Abort(Target(1), "test");
+}
+
+// A deadline tears a silent channel down in the background. A new epoch of
+// the same transfer (a prefill retry) that comes meanwhile reuses the
+// blocks, so Expect waits until that channel is really gone (its abort
+// takes a while here), and the old epoch's on_done has run by then.
+TEST_F(TcpKvNcclTest, ANewEpochWaitsForAChannelStillBeingTornDown) {
+  StartReceiver(dst_.get(), absl::Minutes(10), absl::Minutes(10));
+  src_counters_.lose_sends = true;
+  dst_counters_.abort_delay_ms = 500;
+  const int closed = dst_counters_.channels_closed.load();
+  DoneProbe old_epoch;
+  ASSERT_TRUE(Reserve(1, {2}, old_epoch, absl::Milliseconds(200)).ok());
+  ASSERT_TRUE(sender_->SendLayer(Target(1), 0, {0}, *src_, {4}).ok());
+  ASSERT_TRUE(AwaitAbove(dst_counters_.channel_interrupts, 0));  // the deadline fired
+  DoneProbe next;
+  ASSERT_TRUE(receiver_
+                  ->Expect(1, 2, {2}, src_->layout().n_layers, absl::Now() + absl::Seconds(10),
+                           next.Callback())
+                  .ok());
+  EXPECT_EQ(dst_counters_.channels_closed.load(), closed + 1);
+  EXPECT_EQ(old_epoch.calls(), 1);
+  EXPECT_EQ(old_epoch.Wait().status().code(), absl::StatusCode::kDeadlineExceeded);
+  dst_counters_.abort_delay_ms = 0;
+  receiver_->Cancel(1);
+  EXPECT_EQ(next.Wait().status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(receiver_->num_pending(), 0u);
   sender_->Abort(Target(1), "test");
 }
@@ -253,6 +289,7 @@ TEST_F(TcpKvNcclTest, ADeadlineInterruptsASilentReceive) {
 // A new epoch of a cancelled transfer takes the same blocks, so a receive
 // still in progress for the old one is stopped before Expect returns.
 TEST_F(TcpKvNcclTest, ANewEpochStopsTheOldEpochsReceive) {
+  StartReceiver(dst_.get(), absl::Seconds(10), absl::Minutes(10));
   DoneProbe a, b;
   ASSERT_NO_FATAL_FAILURE(StartSharedPair(a, b));
   ASSERT_TRUE(AwaitAbove(dst_counters_.channel_blocks, 0));
