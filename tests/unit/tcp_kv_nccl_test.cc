@@ -102,6 +102,29 @@ class TcpKvNcclTest : public ::testing::Test {
     ASSERT_TRUE(sender_->SendLayer(Target(2), 0, {0}, *src_, {8}).ok());
   }
 
+  // With StartSharedPair's A and B once B's first layer is in: A's layer 0
+  // (src block 3) is sent and D sits in its receive, held until the test
+  // clears hold_receives.
+  void HoldAReceiveOfA() {
+    ASSERT_TRUE(AwaitAbove(dst_counters_.channel_blocks, 0));
+    dst_counters_.hold_receives = true;
+    const int waits = dst_counters_.channel_waits.load();
+    ASSERT_TRUE(sender_->SendLayer(Target(1), 0, {0}, *src_, {3}).ok());
+    ASSERT_TRUE(AwaitAbove(dst_counters_.channel_waits, waits));
+  }
+
+  // StartSharedPair's B: its other layers and commit go through, and its
+  // block lands intact.
+  void CompleteB(DoneProbe& b) {
+    const int layers = src_->layout().n_layers;
+    const KvTransferTarget tb = Target(2);
+    for (int l = 1; l < layers; ++l) ASSERT_TRUE(sender_->SendLayer(tb, l, {0}, *src_, {8}).ok());
+    const absl::Status st = sender_->Commit(tb, KvCommit{layers, 0, 7});
+    ASSERT_TRUE(st.ok()) << st;
+    ASSERT_TRUE(b.Wait().ok());
+    ExpectBlocksCopied(*src_, {8}, *dst_, {5});
+  }
+
   absl::Status Transfer(uint64_t id, const std::vector<int32_t>& src,
                         const std::vector<int32_t>& dst, DoneProbe& probe) {
     const absl::Status st = Reserve(id, dst, probe);
@@ -219,25 +242,15 @@ TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
 // transfer on the same connection and channel lands intact.
 TEST_F(TcpKvNcclTest, ACancelLetsTheReceiveInProgressFinishAndKeepsTheChannel) {
   StartReceiver(dst_.get(), absl::Seconds(10), absl::Minutes(10));  // only the hold stalls
-  const int layers = src_->layout().n_layers;
   DoneProbe a, b;
   ASSERT_NO_FATAL_FAILURE(StartSharedPair(a, b));
-  ASSERT_TRUE(AwaitAbove(dst_counters_.channel_blocks, 0));  // B's first layer is in
-  dst_counters_.hold_receives = true;
-  const int waits = dst_counters_.channel_waits.load();
-  ASSERT_TRUE(sender_->SendLayer(Target(1), 0, {0}, *src_, {3}).ok());
-  ASSERT_TRUE(AwaitAbove(dst_counters_.channel_waits, waits));  // D receives A's layer 0
+  ASSERT_NO_FATAL_FAILURE(HoldAReceiveOfA());
   receiver_->Cancel(1);
   EXPECT_EQ(a.calls(), 0);
   EXPECT_EQ(receiver_->num_pending(), 2u);
   dst_counters_.hold_receives = false;
   EXPECT_EQ(a.Wait().status().code(), absl::StatusCode::kCancelled);
-  const KvTransferTarget tb = Target(2);
-  for (int l = 1; l < layers; ++l) ASSERT_TRUE(sender_->SendLayer(tb, l, {0}, *src_, {8}).ok());
-  const absl::Status st = sender_->Commit(tb, KvCommit{layers, 0, 7});
-  ASSERT_TRUE(st.ok()) << st;
-  ASSERT_TRUE(b.Wait().ok());
-  ExpectBlocksCopied(*src_, {8}, *dst_, {5});
+  ASSERT_NO_FATAL_FAILURE(CompleteB(b));
   EXPECT_EQ(receiver_->num_pending(), 0u);
   sender_->Abort(Target(1), "test");
 }
@@ -292,11 +305,7 @@ TEST_F(TcpKvNcclTest, ANewEpochStopsTheOldEpochsReceive) {
   StartReceiver(dst_.get(), absl::Seconds(10), absl::Minutes(10));
   DoneProbe a, b;
   ASSERT_NO_FATAL_FAILURE(StartSharedPair(a, b));
-  ASSERT_TRUE(AwaitAbove(dst_counters_.channel_blocks, 0));
-  dst_counters_.hold_receives = true;
-  const int waits = dst_counters_.channel_waits.load();
-  ASSERT_TRUE(sender_->SendLayer(Target(1), 0, {0}, *src_, {3}).ok());
-  ASSERT_TRUE(AwaitAbove(dst_counters_.channel_waits, waits));
+  ASSERT_NO_FATAL_FAILURE(HoldAReceiveOfA());
   receiver_->Cancel(1);
   EXPECT_EQ(a.calls(), 0);
   DoneProbe next;
@@ -363,15 +372,11 @@ TEST_F(TcpKvNcclTest, AnotherTransfersFailureLeavesTheChannelToTheOthers) {
   const int layers = src_->layout().n_layers;
   DoneProbe a, b;
   ASSERT_NO_FATAL_FAILURE(StartSharedPair(a, b));
-  const KvTransferTarget ta = Target(1), tb = Target(2);
+  const KvTransferTarget ta = Target(1);
   ASSERT_TRUE(sender_->SendLayer(ta, 0, {0}, *src_, {3}).ok());
   receiver_->Cancel(1);
   EXPECT_FALSE(sender_->Commit(ta, KvCommit{layers, 0, 1}).ok());
-  for (int l = 1; l < layers; ++l) ASSERT_TRUE(sender_->SendLayer(tb, l, {0}, *src_, {8}).ok());
-  const absl::Status st = sender_->Commit(tb, KvCommit{layers, 0, 7});
-  ASSERT_TRUE(st.ok()) << st;
-  ASSERT_TRUE(b.Wait().ok());
-  ExpectBlocksCopied(*src_, {8}, *dst_, {5});
+  ASSERT_NO_FATAL_FAILURE(CompleteB(b));
   EXPECT_EQ(receiver_->num_pending(), 0u);
 }
 
