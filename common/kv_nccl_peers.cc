@@ -100,21 +100,6 @@ absl::Status KvNcclPeers::Receive(const void* conn, const v1::KvFrameHeader& hea
       std::move(done));
 }
 
-void KvNcclPeers::Stop(const void* conn) {
-  if (auto it = peers_.find(conn); it != peers_.end()) {
-    *it->second.alive = false;
-    it->second.thread->Interrupt();
-    it->second.thread->AwaitStopped();  // the receive has let go of its blocks
-    peers_.erase(it);
-  }
-  // Forgotten but maybe still aborting (a deadline or a closed connection
-  // ended it in the background): the caller is about to reuse its blocks.
-  for (const auto& [forgotten, thread] : retired_) {
-    if (forgotten == conn) thread->AwaitStopped();
-  }
-  Reap();
-}
-
 void KvNcclPeers::Forget(const void* conn, std::function<void()> stopped) {
   auto it = peers_.find(conn);
   if (it == peers_.end()) {
@@ -128,13 +113,13 @@ void KvNcclPeers::Forget(const void* conn, std::function<void()> stopped) {
         [post = post_, stopped = std::move(stopped)]() mutable { post(std::move(stopped)); });
   }
   it->second.thread->Interrupt();
-  retired_.emplace_back(conn, std::move(it->second.thread));
+  retired_.push_back(std::move(it->second.thread));
   peers_.erase(it);
   Reap();
 }
 
 void KvNcclPeers::Reap() {
-  std::erase_if(retired_, [](const auto& r) { return r.second->stopped(); });
+  std::erase_if(retired_, [](const std::unique_ptr<KvChannelThread>& t) { return t->stopped(); });
 }
 
 }  // namespace pdserve

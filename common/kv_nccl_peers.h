@@ -13,13 +13,12 @@
 // prefill workers' transfers.
 //
 // Calls are made on the KV receiver's I/O thread; `done` callbacks run there
-// too, and never after Forget/Stop of their connection.
+// too, and never after Forget of their connection.
 #ifndef PDSERVE_COMMON_KV_NCCL_PEERS_H_
 #define PDSERVE_COMMON_KV_NCCL_PEERS_H_
 
 #include <functional>
 #include <memory>
-#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -54,11 +53,6 @@ class KvNcclPeers {
   // dead: close the connection.
   absl::Status Receive(const void* conn, const v1::KvFrameHeader& header, std::vector<uint8_t*> dst,
                        Done done);
-  // Interrupts conn's receive in progress and waits until its channel can
-  // no longer write into any block (bounded: a receive aborts promptly).
-  // Its `done` never runs; the channel is dead. Also waits for a channel of
-  // conn that Forget is still tearing down.
-  void Stop(const void* conn);
   // The connection ended: its channel is interrupted and torn down in the
   // background, without waiting. Its `done` never runs; `stopped`, if
   // given, runs on the I/O thread once the channel can no longer write into
@@ -89,8 +83,8 @@ class KvNcclPeers {
   const absl::Duration join_timeout_;
   const absl::Duration frame_timeout_;
   absl::flat_hash_map<const void*, Peer> peers_;
-  // Forgotten peers' threads, by their connection, until they end.
-  std::vector<std::pair<const void*, std::unique_ptr<KvChannelThread>>> retired_;
+  // Forgotten peers' threads, until they end.
+  std::vector<std::unique_ptr<KvChannelThread>> retired_;
   bool shut_down_ = false;
 };
 

@@ -129,10 +129,11 @@ class KvReceiver {
   // DATA_LOSS (frames that do not validate, totals that do not match).
   //
   // An Expect for a transfer_id that is pending with a lower epoch replaces
-  // it; with an equal or higher epoch it fails with FAILED_PRECONDITION. On
-  // return the old epoch can no longer write into any block (if a device
-  // channel was still receiving for it, Expect waits until that receive is
-  // stopped: a prefill retry, so rare).
+  // it; with an equal or higher epoch it fails with FAILED_PRECONDITION. No
+  // frame of the new epoch is written before the old epoch's writes have
+  // stopped (a device channel still receiving for it is stopped in the
+  // background and the new epoch's frames wait for that; Expect itself
+  // never waits on a peer).
   virtual absl::Status Expect(uint64_t transfer_id, uint64_t epoch,
                               std::vector<int32_t> dst_block_ids, int num_layers,
                               absl::Time deadline, DoneCallback on_done) = 0;

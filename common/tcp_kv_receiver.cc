@@ -123,12 +123,13 @@ absl::Status TcpKvReceiverImpl::Install(std::unique_ptr<KvReservation> reservati
       return absl::FailedPreconditionError(absl::StrCat(
           "kv reservation ", id, ": epoch ", epoch, " is not newer than pending epoch ", current));
     }
+    // Its channel receives, if any, are stopped in the background; the new
+    // epoch's frames wait for that (Fenced), not this (the engine's) thread.
     Finish(id,
            absl::AbortedError(absl::StrCat("kv transfer ", id, " epoch ", current,
                                            " superseded by epoch ", epoch)),
-           ChannelEnd::kStopNow);
+           ChannelEnd::kInterrupt);
   }
-  StopEnding(id);
   auto p = std::make_unique<Pending>(io_.context());
   p->reservation = std::move(reservation);
   p->on_done = std::move(on_done);
@@ -193,20 +194,16 @@ void TcpKvReceiverImpl::Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> re
   // Closing a socket on this thread ends its pending read: no TCP payload
   // byte lands in these blocks after this.
   for (const ConnPtr& c : p->writers) c->Close(ended);
-  const std::vector<ConnPtr> channels_in(p->channel_writers.begin(), p->channel_writers.end());
-  if (channels == ChannelEnd::kStopNow) {
-    for (const ConnPtr& c : channels_in) nccl_peers_.Stop(c.get());
-    p->channel_writers.clear();
-  }
+  ReleaseFenced(p.get());  // no longer current: their bytes are drained or skipped
   if (p->channel_writers.empty()) {
     Complete(std::move(p));
-    for (const ConnPtr& c : channels_in) c->Close(ended);
     return;
   }
   // An NCCL receive into the blocks is in progress. Waiting here for it to
-  // end would block the caller (Cancel comes from the engine thread): the
-  // reservation waits in ending_ instead, and completes once its channels
-  // settle.
+  // end would block the caller (Cancel and Expect come from the engine
+  // thread): the reservation waits in ending_ instead, and completes once
+  // its channels settle.
+  const std::vector<ConnPtr> channels_in(p->channel_writers.begin(), p->channel_writers.end());
   ending_.push_back(std::move(p));
   if (channels == ChannelEnd::kInterrupt) {
     for (const ConnPtr& c : channels_in) c->Close(ended);  // OnClosed stops the channel
@@ -233,28 +230,24 @@ void TcpKvReceiverImpl::SettleChannel(const ConnPtr& conn) {
   if (!(*it)->channel_writers.empty()) return;
   std::unique_ptr<Pending> p = std::move(*it);
   ending_.erase(it);
+  const uint64_t id = p->reservation->transfer_id();
   Complete(std::move(p));
+  // A newer epoch of the transfer may be waiting for these blocks.
+  if (auto next = pending_.find(id); next != pending_.end() && !Fenced(id)) {
+    ReleaseFenced(next->second.get());
+  }
 }
 
-void TcpKvReceiverImpl::StopEnding(uint64_t transfer_id) {
-  std::vector<std::unique_ptr<Pending>> stopped;
-  for (auto it = ending_.begin(); it != ending_.end();) {
-    if ((*it)->reservation->transfer_id() == transfer_id) {
-      stopped.push_back(std::move(*it));
-      it = ending_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (std::unique_ptr<Pending>& p : stopped) {
-    const std::vector<ConnPtr> conns(p->channel_writers.begin(), p->channel_writers.end());
-    for (const ConnPtr& c : conns) nccl_peers_.Stop(c.get());
-    p->channel_writers.clear();
-    Complete(std::move(p));
-    for (const ConnPtr& c : conns) {
-      c->Close(absl::AbortedError(absl::StrCat("kv transfer ", transfer_id, " superseded")));
-    }
-  }
+bool TcpKvReceiverImpl::Fenced(uint64_t transfer_id) const {
+  return std::any_of(ending_.begin(), ending_.end(), [transfer_id](const auto& p) {
+    return p->reservation->transfer_id() == transfer_id;
+  });
+}
+
+void TcpKvReceiverImpl::ReleaseFenced(Pending* p) {
+  std::vector<std::pair<ConnPtr, v1::KvFrameHeader>> fenced = std::move(p->fenced);
+  p->fenced.clear();
+  for (const auto& [conn, header] : fenced) conn->Resume(PlanLayer(conn, header));
 }
 
 Match TcpKvReceiverImpl::Lookup(const v1::KvFrameHeader& header, Pending** pending) {
@@ -339,6 +332,11 @@ KvFramePlan TcpKvReceiverImpl::PlanLayer(const ConnPtr& conn, const v1::KvFrameH
       return DrainLayer(conn, header, match);
     }
     return SkipNonCurrent(header, match);
+  }
+  if (Fenced(header.transfer_id())) {
+    p->fenced.emplace_back(conn, header);
+    NoteProgress(p);
+    return DeferPlan();
   }
   if (absl::Status st = p->reservation->ClaimLayerBlocks(header); !st.ok()) {
     return Reject(header, st);

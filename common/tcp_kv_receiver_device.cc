@@ -92,6 +92,9 @@ void TcpKvReceiverImpl::OnClosed(const ConnPtr& conn) {
   std::vector<uint64_t> fed;
   for (const auto& [id, p] : pending_) {
     if (p->channel_writers.contains(conn)) fed.push_back(id);
+    // A held-back frame of this connection will never be read: nothing of
+    // it was claimed.
+    std::erase_if(p->fenced, [&conn](const auto& f) { return f.first == conn; });
   }
   // A channel still receiving into some reservation's blocks is stopped in
   // the background; that reservation ends once it has (SettleChannel), not

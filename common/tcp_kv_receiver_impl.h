@@ -45,6 +45,10 @@ struct Pending {
   absl::flat_hash_set<ConnPtr> channel_writers;
   // What on_done gets, kept from Finish while the channels settle.
   absl::StatusOr<KvCommit> result = absl::UnknownError("kv reservation: not finished");
+  // Layer frames held back (their connections deferred) while an ended
+  // epoch of the same transfer still writes into the same blocks; planned
+  // again once it stops, or when this reservation ends.
+  std::vector<std::pair<ConnPtr, v1::KvFrameHeader>> fenced;
   // Device caches only: the host buffer each writer's payload lands in, and
   // the device blocks it is copied to once complete.
   struct Staging {
@@ -58,16 +62,14 @@ struct Pending {
 enum class Match { kUnknown, kStale, kFuture, kCurrent };
 
 // What Finish does with an NCCL receive in progress into the reservation's
-// blocks. None of them waits on the caller's thread except kStopNow.
+// blocks. Neither waits on the caller's thread.
 enum class ChannelEnd {
   // Let it complete (bounded by the frame timeout): the peer is sending, and
   // the channel stays in step for the connection's other transfers.
   kLetFinish,
-  // Stop it and close its connection: the peer has been silent too long.
+  // Stop it and close its connection: the peer has been silent too long, or
+  // a new epoch waits for the blocks.
   kInterrupt,
-  // Stop it and wait for that, before Finish returns: a new epoch is about
-  // to reuse the blocks.
-  kStopNow,
 };
 
 class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
@@ -116,9 +118,11 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   // conn's channel finished its receive or was stopped: the reservation it
   // fed completes once no other channel writes into it.
   void SettleChannel(const ConnPtr& conn);
-  // Ended epochs of `transfer_id` whose channels still receive: stopped and
-  // completed before a new epoch takes the same blocks.
-  void StopEnding(uint64_t transfer_id);
+  // Whether an ended epoch of `transfer_id` still writes into its blocks:
+  // a new epoch's layer frames wait (Pending::fenced).
+  bool Fenced(uint64_t transfer_id) const;
+  // Plans again the frames p held back (after its fence, or its end).
+  void ReleaseFenced(Pending* p);
   Match Lookup(const v1::KvFrameHeader& header, Pending** pending);
   KvFramePlan PlanLayer(const ConnPtr& conn, const v1::KvFrameHeader& header);
   // Device caches: copies conn's staged payload into its device blocks.

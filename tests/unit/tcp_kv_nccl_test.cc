@@ -7,6 +7,7 @@
 // later transfers stay intact), a refused hello, lost bytes, and a channel
 // rebuilt after a failure.
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -131,12 +132,29 @@ class TcpKvNcclTest : public ::testing::Test {
     return st.ok() ? Send(Target(id), src) : st;
   }
 
+  // Epoch 2 of transfer 1 into D block 2.
+  absl::Status ExpectEpoch2(DoneProbe& probe) {
+    return receiver_->Expect(1, 2, {2}, src_->layout().n_layers, absl::Now() + absl::Seconds(10),
+                             probe.Callback());
+  }
+
+  // Epoch 2 of transfer 1 from another prefill worker over TCP: host_src_
+  // block 6 as logical block 0, then its commit (which waits for the ack).
+  absl::Status SendEpoch2OverTcp() {
+    auto tcp_sender = TcpKvSender::Create();
+    if (!tcp_sender.ok()) return tcp_sender.status();
+    KvTransferTarget t = Target(1, 2);
+    t.path = KvPath::kTcp;
+    return SendAllLayers(**tcp_sender, t, *host_src_, {6}, 4);
+  }
+
   FakeDeviceCounters src_counters_, dst_counters_;
   std::unique_ptr<KvCache> src_ = MakeFakeDeviceCache(SmallKvLayout(), 12, 1, &src_counters_);
   std::unique_ptr<KvCache> dst_ = MakeFakeDeviceCache(SmallKvLayout(), 10, 2, &dst_counters_);
   // A host cache for the refusal tests; declared before the receiver that
   // uses it, so it outlives the receiver's I/O thread.
   std::unique_ptr<KvCache> host_ = MakeCache(10, 0);
+  std::unique_ptr<KvCache> host_src_ = MakeCache(12, 0x5a);  // another prefill worker's
   std::unique_ptr<TcpKvReceiver> receiver_;
   std::unique_ptr<TcpKvSender> sender_;
 };
@@ -211,14 +229,13 @@ TEST_F(TcpKvNcclTest, AStalledChannelHoldsUpOnlyItsOwnConnection) {
 
   auto tcp_sender = TcpKvSender::Create();
   ASSERT_TRUE(tcp_sender.ok());
-  std::unique_ptr<KvCache> host_src = MakeCache(12, 0x5a);
   DoneProbe other;
   ASSERT_TRUE(Reserve(2, {7}, other, absl::Minutes(10)).ok());
   KvTransferTarget tcp_target = Target(2);
   tcp_target.path = KvPath::kTcp;
-  ASSERT_TRUE(SendAllLayers(**tcp_sender, tcp_target, *host_src, {6}, 4).ok());
+  ASSERT_TRUE(SendAllLayers(**tcp_sender, tcp_target, *host_src_, {6}, 4).ok());
   ASSERT_TRUE(other.Wait().ok());
-  ExpectBlocksCopied(*host_src, {6}, *dst_, {7});
+  ExpectBlocksCopied(*host_src_, {6}, *dst_, {7});
   EXPECT_EQ(stalled.calls(), 0);  // still receiving
 
   ASSERT_TRUE(AwaitAbove(dst_counters_.channel_waits, 0));  // D is in its receive
@@ -271,55 +288,56 @@ TEST_F(TcpKvNcclTest, ADeadlineInterruptsASilentReceive) {
   sender_->Abort(Target(1), "test");
 }
 
-// A deadline tears a silent channel down in the background. A new epoch of
-// the same transfer (a prefill retry) that comes meanwhile reuses the
-// blocks, so Expect waits until that channel is really gone (its abort
-// takes a while here), and the old epoch's on_done has run by then.
+// A deadline tears a silent channel down in the background (its abort takes
+// a while here). A new epoch of the same transfer (a prefill retry) reuses
+// the blocks: Expect returns at once, and the new epoch's frames (from
+// another prefill worker, over TCP) wait until that channel is gone, so the
+// old epoch's on_done comes first and the new bytes are what the blocks hold.
 TEST_F(TcpKvNcclTest, ANewEpochWaitsForAChannelStillBeingTornDown) {
   StartReceiver(dst_.get(), absl::Minutes(10), absl::Minutes(10));
   src_counters_.lose_sends = true;
   dst_counters_.abort_delay_ms = 500;
-  const int closed = dst_counters_.channels_closed.load();
   DoneProbe old_epoch;
   ASSERT_TRUE(Reserve(1, {2}, old_epoch, absl::Milliseconds(200)).ok());
   ASSERT_TRUE(sender_->SendLayer(Target(1), 0, {0}, *src_, {4}).ok());
   ASSERT_TRUE(AwaitAbove(dst_counters_.channel_interrupts, 0));  // the deadline fired
   DoneProbe next;
-  ASSERT_TRUE(receiver_
-                  ->Expect(1, 2, {2}, src_->layout().n_layers, absl::Now() + absl::Seconds(10),
-                           next.Callback())
-                  .ok());
-  EXPECT_EQ(dst_counters_.channels_closed.load(), closed + 1);
-  EXPECT_EQ(old_epoch.calls(), 1);
+  ASSERT_TRUE(ExpectEpoch2(next).ok());
+  const absl::Status st = SendEpoch2OverTcp();
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_TRUE(next.Wait().ok());
   EXPECT_EQ(old_epoch.Wait().status().code(), absl::StatusCode::kDeadlineExceeded);
-  dst_counters_.abort_delay_ms = 0;
-  receiver_->Cancel(1);
-  EXPECT_EQ(next.Wait().status().code(), absl::StatusCode::kCancelled);
+  EXPECT_LE(old_epoch.called_at(), next.called_at());
+  ExpectBlocksCopied(*host_src_, {6}, *dst_, {2});
   EXPECT_EQ(receiver_->num_pending(), 0u);
   sender_->Abort(Target(1), "test");
 }
 
-// A new epoch of a cancelled transfer takes the same blocks, so a receive
-// still in progress for the old one is stopped before Expect returns.
-TEST_F(TcpKvNcclTest, ANewEpochStopsTheOldEpochsReceive) {
+// The same while the old epoch's receive is merely still running (it was
+// cancelled, and its bytes come once the hold ends): Expect does not wait
+// for it, the new epoch's frames do, and the old bytes never overwrite
+// the new ones.
+TEST_F(TcpKvNcclTest, ANewEpochWaitsForTheOldEpochsReceive) {
   StartReceiver(dst_.get(), absl::Seconds(10), absl::Minutes(10));
   DoneProbe a, b;
   ASSERT_NO_FATAL_FAILURE(StartSharedPair(a, b));
   ASSERT_NO_FATAL_FAILURE(HoldAReceiveOfA());
   receiver_->Cancel(1);
-  EXPECT_EQ(a.calls(), 0);
   DoneProbe next;
-  ASSERT_TRUE(receiver_
-                  ->Expect(1, 2, {2}, src_->layout().n_layers, absl::Now() + absl::Seconds(10),
-                           next.Callback())
-                  .ok());
-  EXPECT_EQ(a.calls(), 1);
+  ASSERT_TRUE(ExpectEpoch2(next).ok());
+  EXPECT_EQ(a.calls(), 0);  // still receiving: Expect did not stop it
+  std::thread release([this] {
+    absl::SleepFor(absl::Milliseconds(300));  // let the new frames reach D first
+    dst_counters_.hold_receives = false;
+  });
+  const absl::Status st = SendEpoch2OverTcp();
+  release.join();
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_TRUE(next.Wait().ok());
   EXPECT_EQ(a.Wait().status().code(), absl::StatusCode::kCancelled);
-  dst_counters_.hold_receives = false;
-  receiver_->Cancel(1);
-  receiver_->Cancel(2);
-  EXPECT_EQ(next.Wait().status().code(), absl::StatusCode::kCancelled);
-  EXPECT_EQ(b.Wait().status().code(), absl::StatusCode::kCancelled);
+  EXPECT_LE(a.called_at(), next.called_at());
+  ExpectBlocksCopied(*host_src_, {6}, *dst_, {2});
+  ASSERT_NO_FATAL_FAILURE(CompleteB(b));
   EXPECT_EQ(receiver_->num_pending(), 0u);
   sender_->Abort(Target(1), "test");
 }
@@ -404,6 +422,7 @@ TEST_F(TcpKvNcclTest, AChannelThatCannotDrainEndsTheOthersAsUnavailable) {
   receiver_->Cancel(1);
   receiver_->Cancel(2);
   EXPECT_FALSE(b.Wait().ok());
+  EXPECT_FALSE(a.Wait().ok());  // once its receive has given up (Cancel does not wait)
   EXPECT_EQ(receiver_->num_pending(), 0u);
 }
 
