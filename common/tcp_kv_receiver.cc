@@ -130,6 +130,7 @@ absl::Status TcpKvReceiverImpl::Install(std::unique_ptr<KvReservation> reservati
                                            " superseded by epoch ", epoch)),
            ChannelEnd::kInterrupt);
   }
+  InterruptEnding(id);
   auto p = std::make_unique<Pending>(io_.context());
   p->reservation = std::move(reservation);
   p->on_done = std::move(on_done);
@@ -195,14 +196,16 @@ void TcpKvReceiverImpl::Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> re
   // byte lands in these blocks after this.
   for (const ConnPtr& c : p->writers) c->Close(ended);
   ReleaseFenced(p.get());  // no longer current: their bytes are drained or skipped
-  if (p->channel_writers.empty()) {
+  // An older epoch of the transfer may still write into the same blocks:
+  // they are not the caller's before it stops either.
+  if (p->channel_writers.empty() && !Fenced(transfer_id)) {
     Complete(std::move(p));
     return;
   }
   // An NCCL receive into the blocks is in progress. Waiting here for it to
   // end would block the caller (Cancel and Expect come from the engine
   // thread): the reservation waits in ending_ instead, and completes once
-  // its channels settle.
+  // its channels, and the older epochs', settle.
   const std::vector<ConnPtr> channels_in(p->channel_writers.begin(), p->channel_writers.end());
   ending_.push_back(std::move(p));
   if (channels == ChannelEnd::kInterrupt) {
@@ -223,19 +226,44 @@ Pending* TcpKvReceiverImpl::EndingFedBy(const ConnPtr& conn) {
 }
 
 void TcpKvReceiverImpl::SettleChannel(const ConnPtr& conn) {
-  auto it = std::find_if(ending_.begin(), ending_.end(),
-                         [&conn](const auto& p) { return p->channel_writers.contains(conn); });
-  if (it == ending_.end()) return;
-  (*it)->channel_writers.erase(conn);
-  if (!(*it)->channel_writers.empty()) return;
-  std::unique_ptr<Pending> p = std::move(*it);
-  ending_.erase(it);
-  const uint64_t id = p->reservation->transfer_id();
-  Complete(std::move(p));
-  // A newer epoch of the transfer may be waiting for these blocks.
-  if (auto next = pending_.find(id); next != pending_.end() && !Fenced(id)) {
+  Pending* p = EndingFedBy(conn);
+  if (p == nullptr) return;
+  p->channel_writers.erase(conn);
+  CompleteSettled(p->reservation->transfer_id());
+}
+
+void TcpKvReceiverImpl::CompleteSettled(uint64_t transfer_id) {
+  while (true) {
+    // The oldest ended epoch of the transfer: the newer ones wait for it.
+    auto oldest = ending_.end();
+    for (auto it = ending_.begin(); it != ending_.end(); ++it) {
+      if ((*it)->reservation->transfer_id() == transfer_id &&
+          (oldest == ending_.end() ||
+           (*it)->reservation->epoch() < (*oldest)->reservation->epoch())) {
+        oldest = it;
+      }
+    }
+    if (oldest == ending_.end()) break;
+    if (!(*oldest)->channel_writers.empty()) return;
+    std::unique_ptr<Pending> done = std::move(*oldest);
+    ending_.erase(oldest);
+    Complete(std::move(done));
+  }
+  // Nothing of an ended epoch writes into the blocks any more.
+  if (auto next = pending_.find(transfer_id); next != pending_.end()) {
     ReleaseFenced(next->second.get());
   }
+}
+
+void TcpKvReceiverImpl::InterruptEnding(uint64_t transfer_id) {
+  std::vector<ConnPtr> conns;
+  for (const std::unique_ptr<Pending>& p : ending_) {
+    if (p->reservation->transfer_id() != transfer_id) continue;
+    conns.insert(conns.end(), p->channel_writers.begin(), p->channel_writers.end());
+  }
+  const absl::Status why =
+      absl::AbortedError(absl::StrCat("kv transfer ", transfer_id, " has a newer epoch"));
+  for (const ConnPtr& c : conns) c->Close(why);  // OnClosed stops the channel
 }
 
 bool TcpKvReceiverImpl::Fenced(uint64_t transfer_id) const {

@@ -116,8 +116,16 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   // The ended reservation conn's channel is receiving into, or null.
   Pending* EndingFedBy(const ConnPtr& conn);
   // conn's channel finished its receive or was stopped: the reservation it
-  // fed completes once no other channel writes into it.
+  // fed completes once no other channel writes into it (CompleteSettled).
   void SettleChannel(const ConnPtr& conn);
+  // Completes the ended epochs of `transfer_id`, oldest first, while no
+  // channel writes into them (an epoch's blocks are the next one's too);
+  // once none is left, the pending epoch's held frames go on.
+  void CompleteSettled(uint64_t transfer_id);
+  // A new epoch was installed: the receives of the ended ones are
+  // interrupted (their connections closed) so that it waits for an abort,
+  // not for a peer that may be gone.
+  void InterruptEnding(uint64_t transfer_id);
   // Whether an ended epoch of `transfer_id` still writes into its blocks:
   // a new epoch's layer frames wait (Pending::fenced).
   bool Fenced(uint64_t transfer_id) const;
