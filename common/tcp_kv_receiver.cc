@@ -123,13 +123,11 @@ absl::Status TcpKvReceiverImpl::Install(std::unique_ptr<KvReservation> reservati
       return absl::FailedPreconditionError(absl::StrCat(
           "kv reservation ", id, ": epoch ", epoch, " is not newer than pending epoch ", current));
     }
-    // Its channel receives, if any, are stopped in the background; the new
-    // epoch's frames wait for that (Fenced), not this (the engine's) thread.
-    Finish(id,
-           absl::AbortedError(absl::StrCat("kv transfer ", id, " epoch ", current,
-                                           " superseded by epoch ", epoch)),
-           ChannelEnd::kInterrupt);
+    Finish(id, absl::AbortedError(absl::StrCat("kv transfer ", id, " epoch ", current,
+                                               " superseded by epoch ", epoch)));
   }
+  // The old epochs' channel receives are stopped in the background; the new
+  // epoch's frames wait for that (Fenced), not this (the engine's) thread.
   InterruptEnding(id);
   auto p = std::make_unique<Pending>(io_.context());
   p->reservation = std::move(reservation);
@@ -168,8 +166,10 @@ void TcpKvReceiverImpl::OnDeadline(uint64_t transfer_id, uint64_t epoch) {
          absl::DeadlineExceededError(absl::StrCat(
              "kv transfer ", transfer_id, " epoch ", epoch, ": no KV frame for ",
              absl::FormatDuration(absl::Ceil(it->second->window, absl::Milliseconds(1))), ", ",
-             it->second->reservation->written_bytes(), " bytes received")),
-         ChannelEnd::kInterrupt);
+             it->second->reservation->written_bytes(), " bytes received")));
+  // The peer has been silent for the whole wait: a receive still in
+  // progress will not complete either.
+  InterruptEnding(transfer_id);
 }
 
 void TcpKvReceiverImpl::Cancel(uint64_t transfer_id) {
@@ -180,8 +180,7 @@ void TcpKvReceiverImpl::Cancel(uint64_t transfer_id) {
   });
 }
 
-void TcpKvReceiverImpl::Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result,
-                               ChannelEnd channels) {
+void TcpKvReceiverImpl::Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result) {
   auto it = pending_.find(transfer_id);
   CHECK(it != pending_.end());
   std::unique_ptr<Pending> p = std::move(it->second);
@@ -205,12 +204,10 @@ void TcpKvReceiverImpl::Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> re
   // An NCCL receive into the blocks is in progress. Waiting here for it to
   // end would block the caller (Cancel and Expect come from the engine
   // thread): the reservation waits in ending_ instead, and completes once
-  // its channels, and the older epochs', settle.
-  const std::vector<ConnPtr> channels_in(p->channel_writers.begin(), p->channel_writers.end());
+  // its channels, and the older epochs', settle. The receive is left to
+  // complete (bounded by the frame timeout), which keeps the channel in step
+  // for the connection's other transfers; InterruptEnding cuts it short.
   ending_.push_back(std::move(p));
-  if (channels == ChannelEnd::kInterrupt) {
-    for (const ConnPtr& c : channels_in) c->Close(ended);  // OnClosed stops the channel
-  }
 }
 
 void TcpKvReceiverImpl::Complete(std::unique_ptr<Pending> p) {

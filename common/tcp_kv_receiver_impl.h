@@ -41,7 +41,7 @@ struct Pending {
   absl::flat_hash_set<ConnPtr> writers;
   // Connections whose NCCL channel is receiving into its blocks right now.
   // A reservation that ends with some left waits in `ending_` until each has
-  // finished or been stopped (ChannelEnd).
+  // finished or been stopped (InterruptEnding).
   absl::flat_hash_set<ConnPtr> channel_writers;
   // What on_done gets, kept from Finish while the channels settle.
   absl::StatusOr<KvCommit> result = absl::UnknownError("kv reservation: not finished");
@@ -60,17 +60,6 @@ struct Pending {
 
 // How a frame's (transfer_id, epoch) relates to the pending reservations.
 enum class Match { kUnknown, kStale, kFuture, kCurrent };
-
-// What Finish does with an NCCL receive in progress into the reservation's
-// blocks. Neither waits on the caller's thread.
-enum class ChannelEnd {
-  // Let it complete (bounded by the frame timeout): the peer is sending, and
-  // the channel stays in step for the connection's other transfers.
-  kLetFinish,
-  // Stop it and close its connection: the peer has been silent too long, or
-  // a new epoch waits for the blocks.
-  kInterrupt,
-};
 
 class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
  public:
@@ -106,11 +95,10 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   void NoteProgress(Pending* p);
   KvFramePlan PlanProgress(const v1::KvFrameHeader& header);
   // Ends a reservation: TCP writes into its blocks stop at once; an NCCL
-  // receive into them ends as `channels` says. on_done runs once nothing
-  // writes into them any more: before Finish returns, or when the last
-  // channel settles (SettleChannel).
-  void Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result,
-              ChannelEnd channels = ChannelEnd::kLetFinish);
+  // receive into them is left to complete. on_done runs once nothing writes
+  // into them any more: before Finish returns, or when the last channel
+  // settles (SettleChannel). Never waits.
+  void Finish(uint64_t transfer_id, absl::StatusOr<KvCommit> result);
   // on_done of an ended reservation, with Finish's result.
   void Complete(std::unique_ptr<Pending> p);
   // The ended reservation conn's channel is receiving into, or null.
@@ -122,9 +110,10 @@ class TcpKvReceiverImpl final : public TcpKvReceiver, public KvFrameSink {
   // channel writes into them (an epoch's blocks are the next one's too);
   // once none is left, the pending epoch's held frames go on.
   void CompleteSettled(uint64_t transfer_id);
-  // A new epoch was installed: the receives of the ended ones are
-  // interrupted (their connections closed) so that it waits for an abort,
-  // not for a peer that may be gone.
+  // Interrupts the NCCL receives still writing into ended epochs of
+  // `transfer_id` (their connections close; each settles once its channel
+  // has stopped): after a deadline, or for a new epoch, which should wait
+  // for an abort rather than for a peer that may be gone.
   void InterruptEnding(uint64_t transfer_id);
   // Whether an ended epoch of `transfer_id` still writes into its blocks:
   // a new epoch's layer frames wait (Pending::fenced).
