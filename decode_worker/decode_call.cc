@@ -7,13 +7,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
-#include "common/proto_convert.h"
+#include "common/request/sampling_proto.h"
+#include "common/rpc/grpc_status.h"
 #include "common/rpc/raw_message.h"
 #include "common/rpc/stream_outbox.h"
+#include "common/worker/worker_proto.h"
 #include "glog/logging.h"
 
-namespace pdserve {
+namespace pdserve::decode {
 
 struct DecodeCallState {
   explicit DecodeCallState(DecodeCall* reactor) : outbox(reactor) {}
@@ -303,4 +304,4 @@ void DecodeCall::OnDone() {
   delete this;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::decode

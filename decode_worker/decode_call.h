@@ -38,7 +38,7 @@
 #include "decode_worker/decode_context.h"
 #include "pdserve/v1/worker.pb.h"
 
-namespace pdserve {
+namespace pdserve::decode {
 
 // Writes serialized DecodeEvents (the service's methods are raw).
 class DecodeCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
@@ -63,6 +63,6 @@ class DecodeCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 void RetryDecodeTransfer(DecodeContext* ctx, const v1::RetryTransferRequest& req,
                          std::function<void(absl::StatusOr<uint64_t>)> done);
 
-}  // namespace pdserve
+}  // namespace pdserve::decode
 
 #endif  // PDSERVE_DECODE_WORKER_DECODE_CALL_H_

@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/engine_loop.h"
-#include "common/kv_cache.h"
-#include "common/kv_transport.h"
-#include "common/model.h"
+#include "common/engine/engine_loop.h"
+#include "common/engine/kv_cache.h"
+#include "common/kv/kv_transport.h"
+#include "common/model/model.h"
 #include "common/rpc/protocol_version.h"
 
-namespace pdserve {
+namespace pdserve::decode {
 
 struct DecodeCallState;
 
@@ -43,6 +43,6 @@ struct DecodeContext {
   std::unordered_map<uint64_t, std::weak_ptr<DecodeCallState>> awaiting_kv;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::decode
 
 #endif  // PDSERVE_DECODE_WORKER_DECODE_CONTEXT_H_

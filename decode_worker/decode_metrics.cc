@@ -1,6 +1,6 @@
 #include "decode_worker/decode_metrics.h"
 
-namespace pdserve {
+namespace pdserve::decode {
 
 void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry) {
   const EngineLoop* loop = ctx->loop;
@@ -44,4 +44,4 @@ void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry) 
       [ctx] { return static_cast<double>(ctx->kv_bytes_received.load()); });
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::decode

@@ -8,11 +8,11 @@
 #include "common/metrics/metrics_registry.h"
 #include "decode_worker/decode_context.h"
 
-namespace pdserve {
+namespace pdserve::decode {
 
 // `ctx`'s loop and receiver must outlive every scrape of `registry`.
 void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry);
 
-}  // namespace pdserve
+}  // namespace pdserve::decode
 
 #endif  // PDSERVE_DECODE_WORKER_DECODE_METRICS_H_

@@ -1,14 +1,14 @@
 #include "decode_worker/decode_service.h"
 
-#include "common/grpc_status.h"
-#include "common/proto_convert.h"
+#include "common/rpc/grpc_status.h"
 #include "common/rpc/load_watch_reactor.h"
 #include "common/rpc/raw_message.h"
 #include "common/rpc/rejected_stream.h"
-#include "common/rpc/worker_info.h"
+#include "common/worker/worker_info.h"
+#include "common/worker/worker_proto.h"
 #include "decode_worker/decode_call.h"
 
-namespace pdserve {
+namespace pdserve::decode {
 
 v1::WorkerInfo DecodeService::Info() const {
   v1::WorkerInfo info =
@@ -70,4 +70,4 @@ grpc::ServerUnaryReactor* DecodeService::RetryTransfer(grpc::CallbackServerConte
   return r;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::decode

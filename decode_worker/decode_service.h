@@ -10,7 +10,7 @@
 #include "decode_worker/decode_context.h"
 #include "pdserve/v1/worker.grpc.pb.h"
 
-namespace pdserve {
+namespace pdserve::decode {
 
 using RawDecodeWorkerService =
     v1::DecodeWorker::WithRawCallbackMethod_GetInfo<v1::DecodeWorker::WithRawCallbackMethod_GetLoad<
@@ -42,6 +42,6 @@ class DecodeService final : public RawDecodeWorkerService {
   DecodeContext* const ctx_;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::decode
 
 #endif  // PDSERVE_DECODE_WORKER_DECODE_SERVICE_H_

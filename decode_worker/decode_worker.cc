@@ -3,16 +3,16 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/host_port.h"
-#include "common/kv_path.h"
+#include "common/base/host_port.h"
+#include "common/base/status_macros.h"
+#include "common/kv/kv_path.h"
 #include "common/rpc/port_file.h"
-#include "common/rpc/worker_drain.h"
-#include "common/runtime_factory.h"
-#include "common/status_macros.h"
+#include "common/runtime/runtime_factory.h"
+#include "common/worker/worker_drain.h"
 #include "decode_worker/decode_metrics.h"
 #include "glog/logging.h"
 
-namespace pdserve {
+namespace pdserve::decode {
 
 absl::Status DecodeWorkerConfig::Validate() const {
   if (model_path.empty()) return absl::InvalidArgumentError("--model is required");
@@ -49,10 +49,10 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   ASSIGN_OR_RETURN(EngineRuntime rt, CreateEngineRuntime(*w->model_, c.runtime));
   w->cache_ = std::move(rt.cache);
   w->runner_ = std::move(rt.runner);
-  TcpKvReceiverOptions ro;
+  FramedKvReceiverOptions ro;
   ro.listen_address = c.kv_listen;
   ASSIGN_OR_RETURN(ro.auth, LoadKvAuthKey(c.kv_secret_file));
-  ASSIGN_OR_RETURN(w->receiver_, TcpKvReceiver::Create(w->cache_.get(), ro));
+  ASSIGN_OR_RETURN(w->receiver_, FramedKvReceiver::Create(w->cache_.get(), ro));
   auto engine = std::make_unique<Engine>(
       &w->model_->tokenizer(), w->runner_.get(), w->cache_.get(),
       Engine::Options{.max_batch_tokens = c.max_batch_tokens,
@@ -123,4 +123,4 @@ absl::Status RunDecodeWorker(const DecodeWorkerConfig& config) {
   return absl::OkStatus();
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::decode

@@ -9,18 +9,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/engine/model_runner.h"
+#include "common/kv/framed_kv_receiver.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
-#include "common/model_runner.h"
 #include "common/rpc/grpc_server.h"
 #include "common/rpc/port_file.h"
 #include "common/rpc/tls_credentials.h"
-#include "common/runtime_factory.h"
-#include "common/tcp_kv_receiver.h"
+#include "common/runtime/runtime_factory.h"
 #include "decode_worker/decode_context.h"
 #include "decode_worker/decode_service.h"
 
-namespace pdserve {
+namespace pdserve::decode {
 
 struct DecodeWorkerConfig {
   std::string model_path;
@@ -77,7 +77,7 @@ class DecodeWorker {
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<TcpKvReceiver> receiver_;
+  std::unique_ptr<FramedKvReceiver> receiver_;
   std::unique_ptr<EngineLoop> loop_;
   DecodeContext ctx_;
   std::unique_ptr<DecodeService> service_;
@@ -89,6 +89,6 @@ class DecodeWorker {
 // Runs a decode worker until SIGINT/SIGTERM, then drains.
 absl::Status RunDecodeWorker(const DecodeWorkerConfig& config);
 
-}  // namespace pdserve
+}  // namespace pdserve::decode
 
 #endif  // PDSERVE_DECODE_WORKER_DECODE_WORKER_H_

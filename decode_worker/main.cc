@@ -3,9 +3,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "common/rpc/engine_runtime_flags.h"
 #include "common/rpc/grpc_server.h"
 #include "common/rpc/server_tls_flags.h"
+#include "common/worker/engine_runtime_flags.h"
 #include "decode_worker/decode_worker.h"
 #include "glog/logging.h"
 
@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
-  pdserve::DecodeWorkerConfig c;
+  pdserve::decode::DecodeWorkerConfig c;
   c.model_path = absl::GetFlag(FLAGS_model);
   c.tls = pdserve::ServerTlsFilesFromFlags();
   c.kv_secret_file = absl::GetFlag(FLAGS_kv_secret_file);
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   c.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   c.port_file = absl::GetFlag(FLAGS_port_file);
   c.prefix_cache = absl::GetFlag(FLAGS_prefix_cache);
-  absl::Status s = pdserve::RunDecodeWorker(c);
+  absl::Status s = pdserve::decode::RunDecodeWorker(c);
   if (!s.ok()) {
     LOG(ERROR) << "pdserve-decode: " << s;
     return 1;

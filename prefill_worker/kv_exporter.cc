@@ -10,7 +10,7 @@
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 
 class KvExporter::Lane {
  public:
@@ -209,4 +209,4 @@ void KvExporter::FreeLater(std::vector<int32_t> blocks) {
   loop_->Post([blocks = std::move(blocks)](Engine& e) { e.FreeBlocks(blocks); });
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill

@@ -38,11 +38,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/engine.h"
-#include "common/engine_loop.h"
-#include "common/kv_transport.h"
+#include "common/engine/engine.h"
+#include "common/engine/engine_loop.h"
+#include "common/kv/kv_transport.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 
 struct KvExportResult {
   uint64_t bytes = 0;
@@ -116,6 +116,6 @@ class KvExporter {
   std::unique_ptr<Lane> aborts_;   // Cancel
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill
 
 #endif  // PDSERVE_PREFILL_WORKER_KV_EXPORTER_H_

@@ -1,9 +1,9 @@
 // pdserve-prefill: flags -> PrefillWorkerConfig -> RunPrefillWorker().
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "common/rpc/engine_runtime_flags.h"
 #include "common/rpc/grpc_server.h"
 #include "common/rpc/server_tls_flags.h"
+#include "common/worker/engine_runtime_flags.h"
 #include "glog/logging.h"
 #include "prefill_worker/prefill_worker.h"
 
@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
-  pdserve::PrefillWorkerConfig c;
+  pdserve::prefill::PrefillWorkerConfig c;
   c.model_path = absl::GetFlag(FLAGS_model);
   c.tls = pdserve::ServerTlsFilesFromFlags();
   c.kv_secret_file = absl::GetFlag(FLAGS_kv_secret_file);
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   c.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   c.port_file = absl::GetFlag(FLAGS_port_file);
   c.prefix_cache = absl::GetFlag(FLAGS_prefix_cache);
-  absl::Status s = pdserve::RunPrefillWorker(c);
+  absl::Status s = pdserve::prefill::RunPrefillWorker(c);
   if (!s.ok()) {
     LOG(ERROR) << "pdserve-prefill: " << s;
     return 1;

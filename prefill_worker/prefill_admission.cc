@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 
 absl::Status PrefillAdmission::Admit(int64_t prompt_tokens, double rate, absl::Time now,
                                      absl::Time start_by) {
@@ -31,4 +31,4 @@ void PrefillAdmission::Release(int64_t prompt_tokens) {
   admitted_.fetch_sub(prompt_tokens, std::memory_order_relaxed);
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill

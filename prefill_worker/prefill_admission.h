@@ -24,7 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 
 class PrefillAdmission {
  public:
@@ -48,6 +48,6 @@ class PrefillAdmission {
   std::atomic<int64_t> refused_{0};
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill
 
 #endif  // PDSERVE_PREFILL_WORKER_PREFILL_ADMISSION_H_

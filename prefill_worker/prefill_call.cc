@@ -5,12 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/grpc_status.h"
-#include "common/proto_convert.h"
+#include "common/request/sampling_proto.h"
+#include "common/rpc/grpc_status.h"
 #include "common/rpc/raw_message.h"
+#include "common/worker/worker_proto.h"
 #include "glog/logging.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 
 struct PrefillCall::State {
   State(PrefillCall* r, grpc::ByteBuffer* resp) : reactor(r), response(resp) {}
@@ -222,4 +223,4 @@ void PrefillCall::OnDone() {
   delete this;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill

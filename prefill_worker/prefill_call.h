@@ -23,7 +23,7 @@
 #include "pdserve/v1/worker.pb.h"
 #include "prefill_worker/prefill_context.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 
 class PrefillCall : public grpc::ServerUnaryReactor {
  public:
@@ -40,6 +40,6 @@ class PrefillCall : public grpc::ServerUnaryReactor {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill
 
 #endif  // PDSERVE_PREFILL_WORKER_PREFILL_CALL_H_

@@ -1,8 +1,8 @@
 #include "prefill_worker/prefill_context.h"
 
-#include "common/proto_convert.h"
+#include "common/worker/worker_proto.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 
 v1::LoadReport PrefillLoadReport(const PrefillContext& ctx) {
   v1::LoadReport r = ToLoadReport(ctx.loop->load(), ctx.draining.load());
@@ -10,4 +10,4 @@ v1::LoadReport PrefillLoadReport(const PrefillContext& ctx) {
   return r;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill

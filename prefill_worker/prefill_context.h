@@ -7,17 +7,17 @@
 #include <cstdint>
 #include <string>
 
-#include "common/engine_loop.h"
-#include "common/kv_cache.h"
-#include "common/kv_path.h"
-#include "common/kv_transport.h"
-#include "common/model.h"
-#include "common/tcp_kv_sender.h"
+#include "common/engine/engine_loop.h"
+#include "common/engine/kv_cache.h"
+#include "common/kv/framed_kv_sender.h"
+#include "common/kv/kv_path.h"
+#include "common/kv/kv_transport.h"
+#include "common/model/model.h"
 #include "pdserve/v1/worker.pb.h"
 #include "prefill_worker/kv_exporter.h"
 #include "prefill_worker/prefill_admission.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 
 struct PrefillContext {
   const Model* model = nullptr;
@@ -29,7 +29,7 @@ struct PrefillContext {
   // --kv_transport, and what this worker brings to the choice of path.
   KvTransportFlag kv_transport = KvTransportFlag::kAuto;
   KvLocalSide kv_local;
-  const TcpKvSender* sender = nullptr;  // for endpoints that refused cuda_ipc
+  const FramedKvSender* sender = nullptr;  // for endpoints that refused cuda_ipc
   // Refuses prompts that could not start before their call's deadline.
   PrefillAdmission admission;
   // LoadReport.prefill_progress: bumped by the engine thread after every
@@ -40,6 +40,6 @@ struct PrefillContext {
 // This worker's load report: the engine's published load and progress.
 v1::LoadReport PrefillLoadReport(const PrefillContext& ctx);
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill
 
 #endif  // PDSERVE_PREFILL_WORKER_PREFILL_CONTEXT_H_

@@ -1,6 +1,6 @@
 #include "prefill_worker/prefill_metrics.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 
 void RegisterPrefillMetrics(const PrefillContext* ctx, MetricsRegistry* registry) {
   const EngineLoop* loop = ctx->loop;
@@ -45,4 +45,4 @@ void RegisterPrefillMetrics(const PrefillContext* ctx, MetricsRegistry* registry
                                [exporter] { return static_cast<double>(exporter->bytes_sent()); });
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill

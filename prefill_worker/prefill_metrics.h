@@ -7,11 +7,11 @@
 #include "common/metrics/metrics_registry.h"
 #include "prefill_worker/prefill_context.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 
 // `ctx`'s loop and exporter must outlive every scrape of `registry`.
 void RegisterPrefillMetrics(const PrefillContext* ctx, MetricsRegistry* registry);
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill
 
 #endif  // PDSERVE_PREFILL_WORKER_PREFILL_METRICS_H_

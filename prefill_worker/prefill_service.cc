@@ -2,10 +2,10 @@
 
 #include "common/rpc/load_watch_reactor.h"
 #include "common/rpc/raw_message.h"
-#include "common/rpc/worker_info.h"
+#include "common/worker/worker_info.h"
 #include "prefill_worker/prefill_call.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 
 v1::WorkerInfo PrefillService::Info() const {
   return DescribeWorker(v1::WORKER_ROLE_PREFILL, ctx_->worker_id, *ctx_->model, ctx_->layout);
@@ -42,4 +42,4 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* r
   return new PrefillCall(ctx_, rpc, request, response);
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill

@@ -9,7 +9,7 @@
 #include "pdserve/v1/worker.grpc.pb.h"
 #include "prefill_worker/prefill_context.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 
 using RawPrefillWorkerService = v1::PrefillWorker::WithRawCallbackMethod_GetInfo<
     v1::PrefillWorker::WithRawCallbackMethod_GetLoad<
@@ -35,6 +35,6 @@ class PrefillService final : public RawPrefillWorkerService {
   PrefillContext* const ctx_;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill
 
 #endif  // PDSERVE_PREFILL_WORKER_PREFILL_SERVICE_H_

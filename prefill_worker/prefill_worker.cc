@@ -6,15 +6,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "common/kv_path.h"
+#include "common/base/status_macros.h"
+#include "common/kv/kv_path.h"
 #include "common/rpc/port_file.h"
-#include "common/rpc/worker_drain.h"
-#include "common/runtime_factory.h"
-#include "common/status_macros.h"
+#include "common/runtime/runtime_factory.h"
+#include "common/worker/worker_drain.h"
 #include "glog/logging.h"
 #include "prefill_worker/prefill_metrics.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 namespace {
 
 constexpr int32_t kWarmUpTokens = 128;
@@ -86,7 +86,7 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   ASSIGN_OR_RETURN(EngineRuntime rt, CreateEngineRuntime(*w->model_, c.runtime));
   w->cache_ = std::move(rt.cache);
   w->runner_ = std::move(rt.runner);
-  TcpKvSenderOptions kv_options;
+  FramedKvSenderOptions kv_options;
   ASSIGN_OR_RETURN(kv_options.auth, LoadKvAuthKey(c.kv_secret_file));
   ASSIGN_OR_RETURN(w->ctx_.kv_transport, ParseKvTransportFlag(c.kv_transport));
   w->ctx_.kv_local = {w->cache_->on_device(), LocalKvHostId(),
@@ -95,7 +95,7 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   if (w->cache_->on_device() && w->ctx_.kv_transport != KvTransportFlag::kTcp) {
     kv_options.device_pool = w->cache_.get();
   }
-  ASSIGN_OR_RETURN(w->sender_, TcpKvSender::Create(kv_options));
+  ASSIGN_OR_RETURN(w->sender_, FramedKvSender::Create(kv_options));
   w->ctx_.sender = w->sender_.get();
   w->exporter_ = std::make_unique<KvExporter>(w->sender_.get(), w->cache_.get(), c.commit_threads);
   KvExporter* exporter = w->exporter_.get();
@@ -169,4 +169,4 @@ absl::Status RunPrefillWorker(const PrefillWorkerConfig& config) {
   return absl::OkStatus();
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill

@@ -9,18 +9,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/engine/model_runner.h"
+#include "common/kv/framed_kv_sender.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
-#include "common/model_runner.h"
 #include "common/rpc/grpc_server.h"
 #include "common/rpc/port_file.h"
 #include "common/rpc/tls_credentials.h"
-#include "common/runtime_factory.h"
-#include "common/tcp_kv_sender.h"
+#include "common/runtime/runtime_factory.h"
 #include "prefill_worker/prefill_context.h"
 #include "prefill_worker/prefill_service.h"
 
-namespace pdserve {
+namespace pdserve::prefill {
 
 struct PrefillWorkerConfig {
   std::string model_path;
@@ -34,7 +34,7 @@ struct PrefillWorkerConfig {
   // The engine's device, threads, CUDA graphs and KV pool (block count and
   // size, dtype: "f16" or "int8", which must match the other tier).
   EngineRuntimeFlags runtime;
-  // KV path to decode workers (common/kv_path.h): auto, tcp or cuda_ipc.
+  // KV path to decode workers (common/kv/kv_path.h): auto, tcp or cuda_ipc.
   std::string kv_transport = "auto";
   int max_batch_tokens = 512;
   int max_batch = 16;
@@ -68,7 +68,7 @@ class PrefillWorker {
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<TcpKvSender> sender_;
+  std::unique_ptr<FramedKvSender> sender_;
   std::unique_ptr<KvExporter> exporter_;
   std::unique_ptr<EngineLoop> loop_;
   PrefillContext ctx_;
@@ -80,6 +80,6 @@ class PrefillWorker {
 
 absl::Status RunPrefillWorker(const PrefillWorkerConfig& config);
 
-}  // namespace pdserve
+}  // namespace pdserve::prefill
 
 #endif  // PDSERVE_PREFILL_WORKER_PREFILL_WORKER_H_

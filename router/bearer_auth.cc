@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace pdserve {
+namespace pdserve::router {
 namespace {
 
 // Compares without an early exit, so the time taken says nothing about how
@@ -61,4 +61,4 @@ absl::StatusOr<std::string> BearerAuth::CheckHeader(absl::string_view header) co
   return absl::StrCat("token-", match + 1);
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class BearerAuth {
  public:
@@ -36,6 +36,6 @@ class BearerAuth {
   std::vector<std::string> tokens_;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_BEARER_AUTH_H_

@@ -1,6 +1,6 @@
 #include "router/circuit_breaker.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 BreakerState NextBreakerState(const BreakerState& state, bool success, absl::Time now,
                               const CircuitBreakerOptions& options, absl::Time attempt_started) {
@@ -41,4 +41,4 @@ std::vector<std::string> CircuitBreaker::Ejected(absl::Time now) const {
   return out;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

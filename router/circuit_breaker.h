@@ -5,7 +5,7 @@
 // (routing_policy.h); a success closes the circuit again.
 //
 // The policy itself is the pure function NextBreakerState, table-tested in
-// tests/unit/circuit_breaker_test.cc; the class only keeps one state per
+// tests/unit/router/circuit_breaker_test.cc; the class only keeps one state per
 // worker address.
 //
 // Thread-safe: every GenerateCall reports to the router's one instance.
@@ -19,7 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 struct CircuitBreakerOptions {
   // Consecutive failures that eject a worker; 0 disables the breaker.
@@ -65,6 +65,6 @@ class CircuitBreaker {
   absl::flat_hash_map<std::string, BreakerState> states_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_CIRCUIT_BREAKER_H_

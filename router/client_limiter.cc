@@ -2,7 +2,7 @@
 
 #include "absl/strings/match.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 bool ClientLimiter::TryAcquire(const std::string& client) {
   absl::MutexLock lock(&mu_);
@@ -41,4 +41,4 @@ std::string PeerHost(absl::string_view peer) {
   return std::string(peer);  // unix sockets and the like: the whole name
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

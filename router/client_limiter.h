@@ -12,7 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class ClientLimiter {
  public:
@@ -34,6 +34,6 @@ class ClientLimiter {
 // "ipv4:10.0.0.7:51234" -> "10.0.0.7": the port changes per connection.
 std::string PeerHost(absl::string_view peer);
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_CLIENT_LIMITER_H_

@@ -2,10 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/grpc_status.h"
+#include "common/rpc/grpc_status.h"
 #include "router/worker_failure.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 bool DecodeAttempts::IsRetryable(const grpc::Status& status) {
   return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
@@ -27,4 +27,4 @@ grpc::Status DecodeAttempts::PlacementFailure(const absl::Status& placement_erro
                                          absl::StrJoin(reasons_, "; "), ")"));
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "grpcpp/support/status.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class DecodeAttempts {
  public:
@@ -43,6 +43,6 @@ class DecodeAttempts {
   bool any_unavailable_ = false;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_DECODE_ATTEMPTS_H_

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-namespace pdserve {
+namespace pdserve::router {
 
 DecodeStream::DecodeStream(Observer* observer, std::string address, v1::DecodeRequest request,
                            std::chrono::system_clock::time_point deadline)
@@ -73,4 +73,4 @@ void DecodeStream::ReleaseHold() {
   RemoveHold();
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -25,7 +25,7 @@
 #include "grpcpp/support/client_callback.h"
 #include "pdserve/v1/worker.grpc.pb.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class DecodeStream : public grpc::ClientReadReactor<v1::DecodeEvent> {
  public:
@@ -68,6 +68,6 @@ class DecodeStream : public grpc::ClientReadReactor<v1::DecodeEvent> {
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_DECODE_STREAM_H_

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace pdserve {
+namespace pdserve::router {
 namespace {
 
 // The numeric form of one resolved address; empty for other families.
@@ -51,4 +51,4 @@ absl::StatusOr<std::vector<std::string>> ResolveWithGetAddrInfo(const std::strin
   return ips;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 // IP literals (IPv6 without brackets), in any order, possibly repeated.
 // An error, or an empty list, means "no answer this time".
@@ -22,6 +22,6 @@ using DnsResolver = std::function<absl::StatusOr<std::vector<std::string>>(const
 // Blocks for as long as the system resolver takes.
 absl::StatusOr<std::vector<std::string>> ResolveWithGetAddrInfo(const std::string& host);
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_DNS_RESOLVER_H_

@@ -8,13 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "common/grpc_status.h"
+#include "common/rpc/grpc_status.h"
 #include "glog/logging.h"
 #include "router/routing_policy.h"
 #include "router/worker_failure.h"
 #include "router/worker_requests.h"
 
-namespace pdserve {
+namespace pdserve::router {
 namespace {
 
 // A client slower than its decode worker stops our reads at this many
@@ -358,4 +358,4 @@ void GenerateCall::Release() {
   if (last) delete this;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "common/model.h"
+#include "common/model/model.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
 #include "pdserve/v1/generation.grpc.pb.h"
@@ -65,7 +65,7 @@
 #include "router/transfer_retry_call.h"
 #include "router/worker_registry.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                      private DecodeStream::Observer {
@@ -305,6 +305,6 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   absl::Time last_decode_event_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_GENERATE_CALL_H_

@@ -7,14 +7,14 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grpc_status.h"
+#include "common/rpc/grpc_status.h"
 #include "glog/logging.h"
 #include "router/generate_call.h"
 #include "router/routing_policy.h"
 #include "router/worker_failure.h"
 #include "router/worker_requests.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 void GenerateCall::StartPrefill(Actions* a) {
   std::shared_ptr<const RegistrySnapshot> snapshot = env_.registry->snapshot();
@@ -283,4 +283,4 @@ void GenerateCall::RecordWorkerFailure(const std::string& address, absl::Time at
   }
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -6,14 +6,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grpc_status.h"
+#include "common/rpc/grpc_status.h"
 #include "glog/logging.h"
 #include "router/generate_call.h"
 #include "router/routing_policy.h"
 #include "router/worker_failure.h"
 #include "router/worker_requests.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 bool GenerateCall::AcceptFirstEvent(bool reserved, Actions* a) {
   if (event_seen_) {
@@ -188,4 +188,4 @@ void GenerateCall::PushChunk(v1::Chunk chunk) {
   out_.Push(response);
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

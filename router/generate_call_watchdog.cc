@@ -8,7 +8,7 @@
 #include "glog/logging.h"
 #include "router/generate_call.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 void GenerateCall::ArmWatchdog(Actions* a) {
   if (watchdog_ != nullptr || terminal_) return;
@@ -149,4 +149,4 @@ void GenerateCall::OnWatchdog(bool fired) {
   Release();
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -4,13 +4,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/detokenizer.h"
-#include "common/grpc_status.h"
+#include "common/rpc/grpc_status.h"
 #include "common/rpc/raw_message.h"
 #include "common/rpc/rejected_stream.h"
+#include "common/text/detokenizer.h"
 #include "glog/logging.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 GenerationService::GenerationService(const Model& model, const RouterConfig& config,
                                      WorkerRegistry* registry, RouterMetrics* metrics)
@@ -178,4 +178,4 @@ int GenerationService::calls_in_flight() const {
   return in_flight_;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -22,7 +22,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
-#include "common/model.h"
+#include "common/model/model.h"
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "router/bearer_auth.h"
 #include "router/circuit_breaker.h"
@@ -33,7 +33,7 @@
 #include "router/router_config.h"
 #include "router/worker_registry.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class GenerationService final
     : public v1::Generation::WithRawCallbackMethod_Generate<
@@ -88,6 +88,6 @@ class GenerationService final
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_GENERATION_SERVICE_H_

@@ -14,8 +14,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
-  absl::StatusOr<pdserve::RouterConfig> config = pdserve::RouterConfigFromFlags();
-  absl::Status status = config.ok() ? pdserve::Run(*config) : config.status();
+  absl::StatusOr<pdserve::router::RouterConfig> config = pdserve::router::RouterConfigFromFlags();
+  absl::Status status = config.ok() ? pdserve::router::Run(*config) : config.status();
   if (!status.ok()) {
     LOG(ERROR) << status;
     return EXIT_FAILURE;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace pdserve {
+namespace pdserve::router {
 
 void PlacementLedger::Record(const std::string& worker, absl::Time report_at, int64_t blocks) {
   absl::MutexLock lock(&mu_);
@@ -23,4 +23,4 @@ void PlacementLedger::Apply(RegistrySnapshot* snapshot) const {
   }
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "router/worker_snapshot.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class PlacementLedger {
  public:
@@ -38,6 +38,6 @@ class PlacementLedger {
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_PLACEMENT_LEDGER_H_

@@ -16,7 +16,7 @@
 #include "grpcpp/client_context.h"
 #include "pdserve/v1/worker.grpc.pb.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class PrefillCall {
  public:
@@ -47,6 +47,6 @@ class PrefillCall {
   v1::PrefillResponse response_;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_PREFILL_CALL_H_

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "common/block_hash.h"
+#include "common/request/block_hash.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 int32_t PrefixHitTokens(const v1::LoadReport& load, absl::Span<const uint64_t> prompt_keys,
                         int32_t block_size) {
@@ -28,4 +28,4 @@ int32_t PromptKeys::HitTokens(const WorkerState& worker) {
   return PrefixHitTokens(worker.load, keys_, block_size);
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

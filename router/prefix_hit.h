@@ -1,7 +1,7 @@
 // PrefixHit: how much of a prompt a worker already holds in its prefix
 // cache, estimated from the key summary in its load reports
 // (LoadReport.cached_block_keys). The router hashes the prompt with the
-// workers' own hash chain (common/block_hash.h), so keys agree across
+// workers' own hash chain (common/request/block_hash.h), so keys agree across
 // processes; a key names its whole prefix, so the deepest prompt key a
 // worker publishes is its hit. The summary is bounded and lags the worker
 // by one load report, so the result is an estimate: the worker's Reserved
@@ -19,7 +19,7 @@
 #include "pdserve/v1/worker.pb.h"
 #include "router/worker_snapshot.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 // Leading prompt tokens covered by the deepest of `prompt_keys` (the
 // prompt's chain keys, FullBlockKeys) found in `load.cached_block_keys`
@@ -42,6 +42,6 @@ class PromptKeys {
   std::vector<uint64_t> keys_;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_PREFIX_HIT_H_

@@ -1,6 +1,6 @@
 #include "router/request_timeline.h"
 
-namespace pdserve {
+namespace pdserve::router {
 namespace {
 
 double Ms(absl::Time from, absl::Time to) {
@@ -39,4 +39,4 @@ v1::Timings RequestTimeline::Merge(const v1::Timings& decode, const v1::PrefillR
   return t;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

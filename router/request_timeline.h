@@ -15,7 +15,7 @@
 #include "pdserve/v1/common.pb.h"
 #include "pdserve/v1/worker.pb.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class RequestTimeline {
  public:
@@ -50,6 +50,6 @@ class RequestTimeline {
   std::vector<double> inter_token_seconds_;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_REQUEST_TIMELINE_H_

@@ -5,12 +5,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/chat_template.h"
-#include "common/proto_convert.h"
-#include "common/sampling_params.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
+#include "common/request/sampling_params.h"
+#include "common/request/sampling_proto.h"
+#include "common/text/chat_template.h"
 
-namespace pdserve {
+namespace pdserve::router {
 absl::Status RequestValidator::ValidateRequestId(const std::string& id) {
   if (id.size() > 128) {
     return absl::InvalidArgumentError(
@@ -129,4 +129,4 @@ absl::StatusOr<ValidatedRequest> RequestValidator::Validate(
   return out;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/model.h"
+#include "common/model/model.h"
 #include "pdserve/v1/generation.pb.h"
 #include "router/router_config.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 inline constexpr int32_t kDefaultMaxTokens = 128;
 
@@ -68,6 +68,6 @@ class RequestValidator {
   const RouterConfig& config_;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_REQUEST_VALIDATOR_H_

@@ -22,7 +22,7 @@
 #include "grpcpp/support/status.h"
 #include "pdserve/v1/generation.pb.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class ResponseQueue {
  public:
@@ -73,6 +73,6 @@ class ResponseQueue {
   grpc::Status status_;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_RESPONSE_QUEUE_H_

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace pdserve {
+namespace pdserve::router {
 
 bool IsRetryableWorkerFailure(const grpc::Status& status, bool deadline_passed) {
   if (deadline_passed) return false;
@@ -56,4 +56,4 @@ absl::Duration RetryBackoff(const RetryOptions& options, int retry, double jitte
   return d - d * (jitter / 2);
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

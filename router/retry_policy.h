@@ -1,5 +1,5 @@
 // Retry policy of the router's request state machine, as pure functions
-// (table-tested in tests/unit/retry_policy_test.cc): which worker failures
+// (table-tested in tests/unit/router/retry_policy_test.cc): which worker failures
 // another worker may fix, and how long to back off before the next try.
 //
 //   prefill retry: a Prefill call failed while its decode worker still holds
@@ -16,7 +16,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/support/status.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 struct RetryOptions {
   int prefill_retries = 2;
@@ -57,6 +57,6 @@ bool IsWorkerHealthFailure(const grpc::Status& status);
 // Delay before retry number `retry` (1 = the first); `jitter` in [0, 1).
 absl::Duration RetryBackoff(const RetryOptions& options, int retry, double jitter);
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_RETRY_POLICY_H_

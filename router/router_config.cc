@@ -6,12 +6,12 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "common/host_port.h"
+#include "common/base/host_port.h"
+#include "common/base/status_macros.h"
 #include "common/metrics/metrics_http_server.h"
-#include "common/status_macros.h"
 #include "router/worker_target.h"
 
-namespace pdserve {
+namespace pdserve::router {
 namespace {
 
 absl::Status CheckAddresses(absl::string_view flag, const std::vector<std::string>& addresses,
@@ -122,4 +122,4 @@ CircuitBreakerOptions RouterConfig::breaker_options() const {
   return {breaker_failures, absl::Milliseconds(breaker_cooldown_ms)};
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -19,7 +19,7 @@
 #include "router/circuit_breaker.h"
 #include "router/retry_policy.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 // How a tier's worker is chosen (routing_policy.h).
 enum class PolicyKind {
@@ -123,6 +123,6 @@ struct RouterConfig {
   absl::Status Validate() const;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_ROUTER_CONFIG_H_

@@ -69,7 +69,7 @@ ABSL_FLAG(std::string, auth_token_file, "",
 ABSL_FLAG(int32_t, max_streams_per_client, 0,
           "Generate streams one client (token, else IP) may hold open; 0 = no cap");
 
-namespace pdserve {
+namespace pdserve::router {
 
 absl::StatusOr<RouterConfig> RouterConfigFromFlags() {
   RouterConfig c;
@@ -117,4 +117,4 @@ absl::StatusOr<RouterConfig> RouterConfigFromFlags() {
   return c;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

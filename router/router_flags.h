@@ -7,11 +7,11 @@
 #include "absl/status/statusor.h"
 #include "router/router_config.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 // INVALID_ARGUMENT for an unknown policy name; Validate() is the caller's.
 absl::StatusOr<RouterConfig> RouterConfigFromFlags();
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_ROUTER_FLAGS_H_

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "router/worker_failure.h"
 
-namespace pdserve {
+namespace pdserve::router {
 namespace {
 
 // Per-token latencies are tens of milliseconds on a GPU, up to seconds on
@@ -138,4 +138,4 @@ void RouterMetrics::CountPrefillDecision(bool local, const std::string& reason) 
   counter->Increment();
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

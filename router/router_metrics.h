@@ -22,7 +22,7 @@
 #include "pdserve/v1/common.pb.h"
 #include "router/router_config.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 // The tier a routing decision picked a worker for.
 enum class RoutingTier { kDecode, kPrefill };
@@ -69,6 +69,6 @@ class RouterMetrics {
   std::map<std::string, Counter*> prefill_decisions_;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_ROUTER_METRICS_H_

@@ -4,11 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/base/status_macros.h"
 #include "common/rpc/port_file.h"
-#include "common/status_macros.h"
 #include "glog/logging.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterConfig& config) {
   RETURN_IF_ERROR(config.Validate());
@@ -101,4 +101,4 @@ absl::Status Run(const RouterConfig& config) {
   return absl::OkStatus();
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

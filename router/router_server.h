@@ -17,14 +17,14 @@
 #include "absl/time/time.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
-#include "common/model.h"
+#include "common/model/model.h"
 #include "common/rpc/grpc_server.h"
 #include "router/generation_service.h"
 #include "router/router_config.h"
 #include "router/router_metrics.h"
 #include "router/worker_registry.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class RouterServer {
  public:
@@ -70,6 +70,6 @@ class RouterServer {
 // Serves until SIGTERM or SIGINT, then drains (--drain_timeout_ms).
 absl::Status Run(const RouterConfig& config);
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_ROUTER_SERVER_H_

@@ -9,10 +9,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 #include "router/prefix_hit.h"
 
-namespace pdserve {
+namespace pdserve::router {
 namespace {
 
 bool Contains(const std::vector<std::string>& list, const std::string& value) {
@@ -368,4 +368,4 @@ absl::StatusOr<Placement> PlaceRequest(const RegistrySnapshot& snapshot,
   }
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -1,7 +1,7 @@
 // Routing policies: pure functions that choose a decode worker and a
 // compatible prefill worker from a RegistrySnapshot. They hold no state
 // (round robin takes its cursor as `ticket`), so a table of snapshots and
-// expected picks tests them completely (tests/unit/routing_policy_test.cc).
+// expected picks tests them completely (tests/unit/router/routing_policy_test.cc).
 //
 // least_loaded
 //   decode:  among workers whose free KV blocks fit the prompt (all of
@@ -41,7 +41,7 @@
 #include "router/router_config.h"
 #include "router/worker_snapshot.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 // prefix_aware: the prompt tokens one running or waiting sequence is worth.
 // A sequence in the batch slows every decode step a little, while a token
@@ -146,6 +146,6 @@ absl::Status CheckPairCompatible(const WorkerState& prefill, const WorkerState& 
 // "{layers=30 kv_heads=3 head_dim=64 block_size=16 dtype=f16}"
 std::string FormatKvLayout(const v1::KvLayout& layout);
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_ROUTING_POLICY_H_

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-namespace pdserve {
+namespace pdserve::router {
 
 StopMatcher::StopMatcher(std::vector<std::string> stops) {
   for (std::string& s : stops) {
@@ -55,4 +55,4 @@ size_t StopMatcher::PartialMatchLength() const {
   return best;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-namespace pdserve {
+namespace pdserve::router {
 
 class StopMatcher {
  public:
@@ -48,6 +48,6 @@ class StopMatcher {
   bool stopped_ = false;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_STOP_MATCHER_H_

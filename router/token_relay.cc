@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 TokenRelay::TokenRelay(const Tokenizer& tokenizer, Options options)
     : tokenizer_(tokenizer),
@@ -64,4 +64,4 @@ TokenRelay::Output TokenRelay::Flush() {
   return out;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/detokenizer.h"
-#include "common/tokenizer.h"
+#include "common/text/detokenizer.h"
+#include "common/text/tokenizer.h"
 #include "pdserve/v1/generation.pb.h"
 #include "pdserve/v1/worker.pb.h"
 #include "router/stop_matcher.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class TokenRelay {
  public:
@@ -70,6 +70,6 @@ class TokenRelay {
   std::vector<int32_t> ids_;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_TOKEN_RELAY_H_

@@ -15,7 +15,7 @@
 #include "grpcpp/client_context.h"
 #include "pdserve/v1/worker.grpc.pb.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class TransferRetryCall {
  public:
@@ -41,6 +41,6 @@ class TransferRetryCall {
   v1::RetryTransferResponse response_;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_TRANSFER_RETRY_CALL_H_

@@ -3,7 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 std::string StatusCodeName(grpc::StatusCode code) {
   return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
@@ -28,4 +28,4 @@ grpc::Status WorkerFailureStatus(const char* role, const std::string& address,
                                          status.error_message()));
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

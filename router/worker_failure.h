@@ -8,7 +8,7 @@
 
 #include "grpcpp/support/status.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 // "RESOURCE_EXHAUSTED", ...
 std::string StatusCodeName(grpc::StatusCode code);
@@ -20,6 +20,6 @@ std::string StatusCodeName(grpc::StatusCode code);
 grpc::Status WorkerFailureStatus(const char* role, const std::string& address,
                                  const grpc::Status& status);
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_WORKER_FAILURE_H_

@@ -8,11 +8,11 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/host_port.h"
+#include "common/base/host_port.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 
-namespace pdserve {
+namespace pdserve::router {
 namespace {
 
 // A worker that restarts should be reachable again within seconds, not
@@ -256,4 +256,4 @@ void WorkerRegistry::Notify(const std::shared_ptr<const RegistrySnapshot>& publi
   if (listener_) listener_(*published);
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

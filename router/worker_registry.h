@@ -36,7 +36,7 @@
 #include "router/worker_target.h"
 #include "router/worker_watcher.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class WorkerRegistry {
  public:
@@ -131,6 +131,6 @@ class WorkerRegistry {
   std::shared_ptr<const RegistrySnapshot> published_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_WORKER_REGISTRY_H_

@@ -1,6 +1,6 @@
 #include "router/worker_requests.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 v1::DecodeRequest MakeDecodeRequest(const std::string& request_id, const ValidatedRequest& request,
                                     bool local_prefill, uint32_t kv_wait_ms,
@@ -37,4 +37,4 @@ v1::PrefillRequest MakePrefillRequest(const std::string& request_id,
   return r;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

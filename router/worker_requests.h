@@ -12,7 +12,7 @@
 #include "pdserve/v1/worker.pb.h"
 #include "router/request_validator.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 // `generated`: tokens already relayed to the client by a decode worker that
 // failed (decode failover). They extend the prompt, count against
@@ -28,6 +28,6 @@ v1::PrefillRequest MakePrefillRequest(const std::string& request_id,
                                       const ValidatedRequest& request, const v1::Reserved& reserved,
                                       const std::string& default_kv_endpoint);
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_WORKER_REQUESTS_H_

@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "pdserve/v1/worker.pb.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 struct WorkerState {
   std::string address;  // "host:port", the worker's identity in the router
@@ -55,6 +55,6 @@ inline bool IsUsable(const WorkerState& w, absl::Duration stale_after, absl::Tim
   return w.live && w.has_info && now - w.last_report <= stale_after && !w.load.draining();
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_WORKER_SNAPSHOT_H_

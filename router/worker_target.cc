@@ -3,9 +3,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "common/host_port.h"
+#include "common/base/host_port.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 std::string WorkerTarget::Canonical() const {
   const std::string hp = FormatHostPort(host, port);
@@ -39,4 +39,4 @@ absl::StatusOr<WorkerTarget> ParseWorkerTarget(absl::string_view text) {
   return target;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

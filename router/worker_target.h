@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 struct WorkerTarget {
   bool dns = false;
@@ -31,6 +31,6 @@ struct WorkerTarget {
 // rejected: the router resolves through the system resolver.
 absl::StatusOr<WorkerTarget> ParseWorkerTarget(absl::string_view text);
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_WORKER_TARGET_H_

@@ -8,13 +8,13 @@
 #include "absl/random/distributions.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grpc_status.h"
+#include "common/rpc/grpc_status.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "pdserve/v1/worker.grpc.pb.h"
 #include "router/routing_policy.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class WorkerWatcher::ControlStub {
  public:
@@ -183,4 +183,4 @@ bool WorkerWatcher::Sleep(absl::Duration d) {
   return !stopping_;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -25,7 +25,7 @@
 #include "grpcpp/client_context.h"
 #include "router/worker_snapshot.h"
 
-namespace pdserve {
+namespace pdserve::router {
 
 class WorkerWatcher {
  public:
@@ -79,6 +79,6 @@ class WorkerWatcher {
   grpc::ClientContext* in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::router
 
 #endif  // PDSERVE_ROUTER_WORKER_WATCHER_H_

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 #include "tools/bench_client.h"
 #include "tools/bench_echo_server.h"
 

@@ -5,8 +5,8 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
+#include "common/rpc/grpc_status.h"
 #include "tools/decode_target.h"
 #include "tools/generation_target.h"
 #include "tools/openai_target.h"

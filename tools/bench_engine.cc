@@ -11,11 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "common/engine.h"
-#include "common/model.h"
+#include "common/base/status_macros.h"
+#include "common/engine/engine.h"
+#include "common/model/model.h"
 #include "common/quant/kernels.h"
-#include "common/runtime_factory.h"
-#include "common/status_macros.h"
+#include "common/runtime/runtime_factory.h"
 #include "tools/cli_flags.h"
 
 ABSL_FLAG(std::string, bench_threads, "1,2", "Thread counts to measure");

@@ -1,15 +1,15 @@
 // Flags shared by the `pdserve` CLI's subcommands (run, bench-engine,
 // generate, bench), and the helpers that turn them into engine options.
 // The engine runtime flags (--threads, --device, ...) are the workers'
-// (common/rpc/engine_runtime_flags.h).
+// (common/worker/engine_runtime_flags.h).
 #ifndef PDSERVE_TOOLS_CLI_FLAGS_H_
 #define PDSERVE_TOOLS_CLI_FLAGS_H_
 
 #include <string>
 
 #include "absl/flags/declare.h"
-#include "common/rpc/engine_runtime_flags.h"
-#include "common/sampling_params.h"
+#include "common/request/sampling_params.h"
+#include "common/worker/engine_runtime_flags.h"
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(int32_t, max_batch_tokens);

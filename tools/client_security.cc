@@ -6,8 +6,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 #include "common/rpc/tls_credentials.h"
-#include "common/status_macros.h"
 
 ABSL_FLAG(std::string, tls_ca, "", "client: PEM CA of the router's certificate; set = TLS");
 ABSL_FLAG(std::string, tls_client_cert, "",

@@ -1,6 +1,6 @@
 #include "tools/generate_client.h"
 
-#include "common/grpc_status.h"
+#include "common/rpc/grpc_status.h"
 
 namespace pdserve {
 

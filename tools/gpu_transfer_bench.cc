@@ -26,13 +26,13 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "common/cuda/cuda_device.h"
-#include "common/cuda/device_buffer.h"
-#include "common/nccl/nccl_communicator.h"
-#include "common/runtime_factory.h"
-#include "common/status_macros.h"
-#include "common/tcp_kv_receiver.h"
-#include "common/tcp_kv_sender.h"
+#include "common/base/status_macros.h"
+#include "common/gpu/cuda/cuda_device.h"
+#include "common/gpu/cuda/device_buffer.h"
+#include "common/gpu/nccl/nccl_communicator.h"
+#include "common/kv/framed_kv_receiver.h"
+#include "common/kv/framed_kv_sender.h"
+#include "common/runtime/runtime_factory.h"
 #include "glog/logging.h"
 
 ABSL_FLAG(int, rounds, 5, "timed rounds per figure; the best is reported");
@@ -101,10 +101,10 @@ absl::StatusOr<double> TcpStaged(size_t bytes, int device) {
   const DeviceSpec spec{DeviceSpec::Kind::kCuda, device};
   ASSIGN_OR_RETURN(std::unique_ptr<KvCache> src, CreateKvCache(spec, layout, blocks));
   ASSIGN_OR_RETURN(std::unique_ptr<KvCache> dst, CreateKvCache(spec, layout, blocks));
-  TcpKvReceiverOptions ro;
+  FramedKvReceiverOptions ro;
   ro.listen_address = "127.0.0.1:0";
-  ASSIGN_OR_RETURN(std::unique_ptr<TcpKvReceiver> receiver, TcpKvReceiver::Create(dst.get(), ro));
-  ASSIGN_OR_RETURN(std::unique_ptr<TcpKvSender> sender, TcpKvSender::Create());
+  ASSIGN_OR_RETURN(std::unique_ptr<FramedKvReceiver> receiver, FramedKvReceiver::Create(dst.get(), ro));
+  ASSIGN_OR_RETURN(std::unique_ptr<FramedKvSender> sender, FramedKvSender::Create());
   const std::vector<int32_t> ids = Iota(blocks);
   uint64_t next_id = 1;
   return Best([&]() -> absl::Status {
@@ -135,9 +135,9 @@ absl::Status RunIpcChild() {
   const int32_t blocks = absl::GetFlag(FLAGS_ipc_child_blocks);
   const DeviceSpec spec{DeviceSpec::Kind::kCuda, absl::GetFlag(FLAGS_device)};
   ASSIGN_OR_RETURN(std::unique_ptr<KvCache> src, CreateKvCache(spec, layout, blocks));
-  TcpKvSenderOptions so;
+  FramedKvSenderOptions so;
   so.device_pool = src.get();
-  ASSIGN_OR_RETURN(std::unique_ptr<TcpKvSender> sender, TcpKvSender::Create(so));
+  ASSIGN_OR_RETURN(std::unique_ptr<FramedKvSender> sender, FramedKvSender::Create(so));
   const std::vector<int32_t> ids = Iota(blocks);
   uint64_t next_id = 1;
   ASSIGN_OR_RETURN(double best, Best([&]() -> absl::Status {
@@ -164,9 +164,9 @@ absl::StatusOr<double> CudaIpc(size_t bytes, int device) {
   // Before the receiver, whose commit callbacks count into it until the
   // receiver is destroyed.
   std::atomic<int> failed{0};
-  TcpKvReceiverOptions ro;
+  FramedKvReceiverOptions ro;
   ro.listen_address = "127.0.0.1:0";
-  ASSIGN_OR_RETURN(std::unique_ptr<TcpKvReceiver> receiver, TcpKvReceiver::Create(dst.get(), ro));
+  ASSIGN_OR_RETURN(std::unique_ptr<FramedKvReceiver> receiver, FramedKvReceiver::Create(dst.get(), ro));
   // Every round's reservation up front: the child runs them back to back.
   const int rounds = absl::GetFlag(FLAGS_rounds);
   for (int r = 1; r <= rounds; ++r) {

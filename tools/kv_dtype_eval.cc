@@ -23,10 +23,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "common/cpu_model_runner.h"
-#include "common/engine.h"
-#include "common/model.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
+#include "common/cpu/cpu_model_runner.h"
+#include "common/engine/engine.h"
+#include "common/model/model.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
 

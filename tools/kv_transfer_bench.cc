@@ -25,10 +25,10 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "common/kv_cache.h"
-#include "common/status_macros.h"
-#include "common/tcp_kv_receiver.h"
-#include "common/tcp_kv_sender.h"
+#include "common/base/status_macros.h"
+#include "common/engine/kv_cache.h"
+#include "common/kv/framed_kv_receiver.h"
+#include "common/kv/framed_kv_sender.h"
 #include "glog/logging.h"
 
 ABSL_FLAG(int, mb, 512, "MiB of KV to move per round, each way of measuring");
@@ -71,7 +71,7 @@ struct Timing {
 
 // Moves plan.transfers prompts through the transport and checks the bytes.
 absl::Status MoveThroughTransport(const Plan& plan, KvCache& src, KvCache& dst,
-                                  TcpKvReceiver& receiver, KvSender& sender, uint64_t* next_id) {
+                                  FramedKvReceiver& receiver, KvSender& sender, uint64_t* next_id) {
   std::vector<int32_t> logical(plan.blocks), src_ids(plan.blocks), dst_ids(plan.blocks);
   for (int32_t i = 0; i < plan.blocks; ++i) {
     logical[i] = i;
@@ -143,8 +143,8 @@ void StreamRawTcp(const Plan& plan, const std::vector<uint8_t>& src, std::vector
 struct Bench {
   Plan plan;
   std::unique_ptr<KvCache> src, dst;
-  std::unique_ptr<TcpKvReceiver> receiver;
-  std::unique_ptr<TcpKvSender> sender;
+  std::unique_ptr<FramedKvReceiver> receiver;
+  std::unique_ptr<FramedKvSender> sender;
   // As large as one transfer's KV, so that both sides stream through the
   // same amount of memory (a frame-sized buffer would stay in L2).
   std::vector<uint8_t> raw_src, raw_dst;
@@ -172,13 +172,13 @@ absl::Status Setup(Bench& b) {
   for (uint8_t& x : b.raw_src) x = static_cast<uint8_t>(rng());
 
   const int buffer_bytes = absl::GetFlag(FLAGS_socket_buffer_bytes);
-  TcpKvReceiverOptions options;
+  FramedKvReceiverOptions options;
   options.listen_address = "127.0.0.1:0";
   options.socket_buffer_bytes = buffer_bytes;
-  ASSIGN_OR_RETURN(b.receiver, TcpKvReceiver::Create(b.dst.get(), options));
-  TcpKvSenderOptions sender_options;
+  ASSIGN_OR_RETURN(b.receiver, FramedKvReceiver::Create(b.dst.get(), options));
+  FramedKvSenderOptions sender_options;
   sender_options.socket_buffer_bytes = buffer_bytes;
-  ASSIGN_OR_RETURN(b.sender, TcpKvSender::Create(sender_options));
+  ASSIGN_OR_RETURN(b.sender, FramedKvSender::Create(sender_options));
 
   std::printf("layout %s, %lld B per layer-block, socket buffers %s\n",
               plan.layout.DebugString().c_str(),

@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/status_macros.h"
 #include "common/rpc/port_file.h"
-#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace pdserve {

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "common/host_port.h"
+#include "common/base/host_port.h"
 #include "tools/sse_stream.h"
 
 namespace pdserve {

@@ -1,8 +1,8 @@
 #include "tools/prompt_text.h"
 
-#include "common/gguf_file.h"
-#include "common/status_macros.h"
-#include "common/utf8.h"
+#include "common/base/status_macros.h"
+#include "common/gguf/gguf_file.h"
+#include "common/text/utf8.h"
 
 namespace pdserve {
 namespace {

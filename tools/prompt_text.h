@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/tokenizer.h"
+#include "common/text/tokenizer.h"
 
 namespace pdserve {
 

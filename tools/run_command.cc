@@ -5,11 +5,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_join.h"
-#include "common/detokenizer.h"
-#include "common/engine.h"
-#include "common/model.h"
-#include "common/runtime_factory.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
+#include "common/engine/engine.h"
+#include "common/model/model.h"
+#include "common/runtime/runtime_factory.h"
+#include "common/text/detokenizer.h"
 #include "tools/cli_flags.h"
 
 ABSL_FLAG(std::string, prompt, "", "Prompt text (a user message with --chat)");

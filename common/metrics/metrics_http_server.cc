@@ -10,8 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/host_port.h"
-#include "common/io_thread.h"
+#include "common/base/host_port.h"
+#include "common/base/io_thread.h"
 #include "glog/logging.h"
 
 namespace pdserve {

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "common/half.h"
+#include "common/quant/half.h"
 #include "common/quant/quant_blocks.h"
 
 namespace pdserve {

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "common/ggml_type.h"
+#include "common/quant/ggml_type.h"
 
 namespace pdserve {
 
@@ -21,7 +21,7 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 // Dots four weight rows (row stride in bytes) with one activation row.
 using VecDot4Fn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* a, float* out);
 
-// Packed weights (see common/packed_weights.h): kPackedRows consecutive
+// Packed weights (see common/cpu/packed_weights.h): kPackedRows consecutive
 // output rows are stored block-interleaved so that one SIMD integer dot
 // product computes a 4-element slice of every row at once, with the
 // activation slice broadcast. Per row group, the 32-element blocks follow

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "common/half.h"
+#include "common/quant/half.h"
 #include "common/quant/quant_blocks.h"
 
 namespace pdserve {

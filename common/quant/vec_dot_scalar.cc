@@ -2,8 +2,8 @@
 // the fallback on CPUs without AVX2.
 #include <cstring>
 
-#include "common/half.h"
 #include "common/quant/dequantize.h"
+#include "common/quant/half.h"
 #include "common/quant/kernels.h"
 #include "common/quant/quant_blocks.h"
 #include "common/quant/quantize_activations.h"

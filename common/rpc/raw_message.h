@@ -16,7 +16,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/grpc_status.h"
+#include "common/rpc/grpc_status.h"
 #include "glog/logging.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/server_context.h"

@@ -12,7 +12,7 @@ context). For every string of make_tokenizer_golden.py plus the extra
 strings below and for parse_special false and true it records
 llama_tokenize(text, add_special=False, parse_special) and the bytes of each
 id's llama_token_to_piece(lstrip=0, special=True), joined.
-tests/unit/tokenizer_vocab_fixture_test.cc checks pdserve's Tokenizer
+tests/unit/text/tokenizer_vocab_fixture_test.cc checks pdserve's Tokenizer
 against every entry.
 
 Usage: python3 tests/data/make_vocab_golden.py [vocab_dir]

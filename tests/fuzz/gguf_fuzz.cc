@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/gguf_file.h"
+#include "common/gguf/gguf_file.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/kv_frame.h"
+#include "common/kv/kv_frame.h"
 #include "google/protobuf/stubs/logging.h"
 
 namespace {

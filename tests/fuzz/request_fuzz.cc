@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "common/model.h"
-#include "common/random_model.h"
+#include "common/model/model.h"
+#include "common/model/random_model.h"
 #include "google/protobuf/stubs/logging.h"
 #include "router/request_validator.h"
 #include "router/router_config.h"
@@ -28,14 +28,14 @@ struct Fixture {
     model = std::move(*loaded);
     config.max_prompt_tokens = 200;
     config.max_tokens_limit = 128;
-    validator = std::make_unique<pdserve::RequestValidator>(*model, config);
+    validator = std::make_unique<pdserve::router::RequestValidator>(*model, config);
   }
   std::unique_ptr<pdserve::Model> model;
-  pdserve::RouterConfig config;
-  std::unique_ptr<pdserve::RequestValidator> validator;
+  pdserve::router::RouterConfig config;
+  std::unique_ptr<pdserve::router::RequestValidator> validator;
 };
 
-void CheckAccepted(const Fixture& f, const pdserve::ValidatedRequest& r) {
+void CheckAccepted(const Fixture& f, const pdserve::router::ValidatedRequest& r) {
   const int vocab = f.model->tokenizer().vocab_size();
   if (r.prompt_tokens.empty()) __builtin_trap();
   if (static_cast<int>(r.prompt_tokens.size()) > f.config.max_prompt_tokens) __builtin_trap();
@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   pdserve::v1::GenerateRequest request;
   if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
-  absl::StatusOr<pdserve::ValidatedRequest> r = fixture->validator->Validate(request);
+  absl::StatusOr<pdserve::router::ValidatedRequest> r = fixture->validator->Validate(request);
   if (r.ok()) {
     CheckAccepted(*fixture, *r);
   } else if (r.status().code() != absl::StatusCode::kInvalidArgument &&

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/cpu_model_runner.h"
-#include "common/engine.h"
-#include "common/model.h"
+#include "common/cpu/cpu_model_runner.h"
+#include "common/engine/engine.h"
+#include "common/model/model.h"
 #include "gtest/gtest.h"
 
 namespace pdserve::testing {

@@ -26,10 +26,10 @@
 #include <memory>
 
 #include "absl/strings/str_join.h"
-#include "common/cpu_model_runner.h"
-#include "common/engine.h"
-#include "common/llama_numerics.h"
-#include "common/model.h"
+#include "common/cpu/cpu_model_runner.h"
+#include "common/cpu/llama_numerics.h"
+#include "common/engine/engine.h"
+#include "common/model/model.h"
 #include "common/quant/kernels.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

@@ -18,8 +18,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
-#include "common/model.h"
-#include "common/random_model.h"
+#include "common/model/model.h"
+#include "common/model/random_model.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/golden/greedy_engine.h"

@@ -12,11 +12,11 @@
 #include <thread>
 #include <vector>
 
-#include "common/cuda/cuda_device.h"
-#include "common/runtime_factory.h"
+#include "common/gpu/cuda/cuda_device.h"
+#include "common/runtime/runtime_factory.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_test_env.h"
-#include "tests/unit/random_model_util.h"
+#include "tests/testing/random_model_util.h"
 
 namespace pdserve {
 namespace {

@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/cuda/cuda_device.h"
-#include "common/runtime_factory.h"
-#include "common/tcp_kv_receiver.h"
-#include "common/tcp_kv_sender.h"
+#include "common/gpu/cuda/cuda_device.h"
+#include "common/kv/framed_kv_receiver.h"
+#include "common/kv/framed_kv_sender.h"
+#include "common/runtime/runtime_factory.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_test_env.h"
-#include "tests/unit/kv_test_util.h"
+#include "tests/testing/kv_test_util.h"
 
 namespace pdserve {
 namespace {
@@ -100,11 +100,11 @@ TEST_F(DeviceKvTest, TcpTransferBetweenDeviceCaches) {
   ASSERT_NE(dst, nullptr);
   const std::vector<uint8_t> src_host = Fill(*src, 9);
   Fill(*dst, 10);
-  TcpKvReceiverOptions ro;
+  FramedKvReceiverOptions ro;
   ro.listen_address = "127.0.0.1:0";
-  auto receiver = TcpKvReceiver::Create(dst.get(), ro);
+  auto receiver = FramedKvReceiver::Create(dst.get(), ro);
   ASSERT_TRUE(receiver.ok()) << receiver.status();
-  auto sender = TcpKvSender::Create();
+  auto sender = FramedKvSender::Create();
   ASSERT_TRUE(sender.ok()) << sender.status();
   const std::vector<int32_t> src_blocks = {3, 40, 17, 8};
   const std::vector<int32_t> dst_blocks = {60, 1, 22, 5};
@@ -161,9 +161,9 @@ TEST_F(DeviceKvTest, CudaIpcChildSendsItsPool) {
   auto src = DeviceCache(kIpcPoolBlocks);
   ASSERT_NE(src, nullptr);
   Fill(*src, kIpcSeed);
-  TcpKvSenderOptions so;
+  FramedKvSenderOptions so;
   so.device_pool = src.get();
-  auto sender = TcpKvSender::Create(so);
+  auto sender = FramedKvSender::Create(so);
   ASSERT_TRUE(sender.ok()) << sender.status();
   KvTransferTarget target{endpoint, 7, 1, absl::Now() + absl::Seconds(30)};
   target.path = KvPath::kCudaIpc;
@@ -182,9 +182,9 @@ TEST_F(DeviceKvTest, CudaIpcBetweenTwoProcesses) {
   auto dst = DeviceCache(kIpcPoolBlocks);
   ASSERT_NE(dst, nullptr);
   Fill(*dst, kIpcSeed + 1);
-  TcpKvReceiverOptions ro;
+  FramedKvReceiverOptions ro;
   ro.listen_address = "127.0.0.1:0";
-  auto receiver = TcpKvReceiver::Create(dst.get(), ro);
+  auto receiver = FramedKvReceiver::Create(dst.get(), ro);
   ASSERT_TRUE(receiver.ok()) << receiver.status();
   const int layers = dst->layout().n_layers;
   DoneProbe probe;
@@ -226,15 +226,15 @@ TEST_F(DeviceKvTest, NcclBetweenTwoGpus) {
   ASSERT_NE(dst, nullptr);
   const std::vector<uint8_t> src_host = Fill(*src, 31);
   Fill(*dst, 32);
-  TcpKvReceiverOptions ro;
+  FramedKvReceiverOptions ro;
   ro.listen_address = "127.0.0.1:0";
   ro.idle_timeout = absl::Seconds(60);  // the first join sets NCCL up
-  auto receiver = TcpKvReceiver::Create(dst.get(), ro);
+  auto receiver = FramedKvReceiver::Create(dst.get(), ro);
   ASSERT_TRUE(receiver.ok()) << receiver.status();
-  TcpKvSenderOptions so;
+  FramedKvSenderOptions so;
   so.device_pool = src.get();
   so.connect_timeout = absl::Seconds(60);
-  auto sender = TcpKvSender::Create(so);
+  auto sender = FramedKvSender::Create(so);
   ASSERT_TRUE(sender.ok()) << sender.status();
   const int layers = src->layout().n_layers;
   const size_t bb = src->layout().bytes_per_layer_block();

@@ -13,14 +13,14 @@
 #include <string>
 #include <vector>
 
-#include "common/cuda/cuda_device.h"
-#include "common/engine.h"
-#include "common/model.h"
-#include "common/random_model.h"
-#include "common/runtime_factory.h"
+#include "common/engine/engine.h"
+#include "common/gpu/cuda/cuda_device.h"
+#include "common/model/model.h"
+#include "common/model/random_model.h"
+#include "common/runtime/runtime_factory.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_test_env.h"
-#include "tests/integration/cluster_test_util.h"
+#include "tests/testing/cluster_test_util.h"
 
 namespace pdserve {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/cuda/cuda_device.h"
+#include "common/gpu/cuda/cuda_device.h"
 #include "gtest/gtest.h"
 
 namespace pdserve::testing {

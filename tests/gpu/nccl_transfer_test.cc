@@ -10,10 +10,10 @@
 #include <random>
 #include <vector>
 
-#include "common/cuda/block_copy_kernels.h"
-#include "common/cuda/cuda_device.h"
-#include "common/cuda/device_buffer.h"
-#include "common/nccl/nccl_communicator.h"
+#include "common/gpu/cuda/block_copy_kernels.h"
+#include "common/gpu/cuda/cuda_device.h"
+#include "common/gpu/cuda/device_buffer.h"
+#include "common/gpu/nccl/nccl_communicator.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_test_env.h"
 

@@ -24,12 +24,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/cpu_model_runner.h"
-#include "common/engine.h"
-#include "common/model.h"
+#include "common/cpu/cpu_model_runner.h"
+#include "common/engine/engine.h"
+#include "common/model/model.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
-#include "tests/integration/cluster_test_util.h"
+#include "tests/testing/cluster_test_util.h"
 
 namespace pdserve {
 namespace {

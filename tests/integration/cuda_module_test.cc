@@ -1,4 +1,4 @@
-// The CUDA module (common/cuda_module.h) as the real binaries see it, on any
+// The CUDA module (common/runtime/cuda_module.h) as the real binaries see it, on any
 // machine that builds CUDA, GPU or not: CPU workers map none of the CUDA
 // libraries; --device=cuda:N makes each binary load the module and resolve
 // every symbol it needs from the executable (a missing export would fail the
@@ -16,10 +16,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/cuda_module_loader.h"
-#include "common/random_model.h"
+#include "common/model/random_model.h"
+#include "common/runtime/cuda_module_loader.h"
 #include "gtest/gtest.h"
-#include "tests/integration/cluster_test_util.h"
+#include "tests/testing/cluster_test_util.h"
 
 namespace pdserve {
 namespace {

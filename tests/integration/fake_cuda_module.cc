@@ -2,7 +2,7 @@
 // entry table has the wrong ABI version (FAKE_CUDA_MODULE_STALE) and as a
 // shared object with no entry at all. The loader must refuse both with a
 // clear status instead of calling into them.
-#include "common/cuda_module.h"
+#include "common/runtime/cuda_module.h"
 
 #ifdef FAKE_CUDA_MODULE_STALE
 namespace {

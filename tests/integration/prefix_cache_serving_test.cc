@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/kv_cache.h"
+#include "common/engine/kv_cache.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
-#include "tests/integration/cluster_test_util.h"
+#include "tests/testing/cluster_test_util.h"
 
 namespace pdserve {
 namespace {

@@ -11,16 +11,16 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/model.h"
-#include "common/random_model.h"
+#include "common/model/model.h"
+#include "common/model/random_model.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "router/router_server.h"
-#include "tests/integration/fake_workers.h"
+#include "tests/testing/fake_workers.h"
 
-namespace pdserve {
+namespace pdserve::router {
 namespace {
 
 using test::FakeDecodeWorker;
@@ -1075,4 +1075,4 @@ TEST_F(RouterFakeWorkersTest, TokenizeAndModelInfo) {
 }
 
 }  // namespace
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -12,13 +12,13 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/cpu_model_runner.h"
-#include "common/engine.h"
-#include "common/model.h"
-#include "common/random_model.h"
+#include "common/cpu/cpu_model_runner.h"
+#include "common/engine/engine.h"
+#include "common/model/model.h"
+#include "common/model/random_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/integration/cluster_test_util.h"
+#include "tests/testing/cluster_test_util.h"
 
 namespace pdserve {
 namespace {

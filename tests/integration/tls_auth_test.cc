@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "tests/integration/cluster_test_util.h"
+#include "tests/testing/cluster_test_util.h"
 #include "tools/generate_client.h"
 
 namespace pdserve::testing {

@@ -17,9 +17,9 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "router/worker_registry.h"
-#include "tests/integration/fake_workers.h"
+#include "tests/testing/fake_workers.h"
 
-namespace pdserve {
+namespace pdserve::router {
 namespace {
 
 using test::FakeDecodeWorker;
@@ -190,4 +190,4 @@ TEST(WorkerRegistryGetAddrInfoTest, LocalhostExpandsToItsLoopbackAddresses) {
 }
 
 }  // namespace
-}  // namespace pdserve
+}  // namespace pdserve::router

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "common/random_model.h"
+#include "common/model/random_model.h"
 #include "decode_worker/decode_worker.h"
 #include "gtest/gtest.h"
 #include "pdserve/v1/worker.grpc.pb.h"
@@ -20,6 +20,11 @@
 
 namespace pdserve {
 namespace {
+
+using decode::DecodeWorker;
+using decode::DecodeWorkerConfig;
+using prefill::PrefillWorker;
+using prefill::PrefillWorkerConfig;
 
 std::chrono::system_clock::time_point In(absl::Duration d) {
   return absl::ToChronoTime(absl::Now() + d);

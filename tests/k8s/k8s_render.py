@@ -121,7 +121,7 @@ def parse_flags(args):
 
 
 def split_host_port(text):
-    """Like common/host_port.cc ParseHostPort: host:port, [v6]:port."""
+    """Like common/base/host_port.cc ParseHostPort: host:port, [v6]:port."""
     colon = text.rfind(":")
     if colon < 0:
         raise ValueError(f"expected host:port, got {text!r}")

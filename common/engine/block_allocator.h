@@ -1,0 +1,73 @@
+// BlockAllocator: hands out KV-cache block ids from a fixed pool and counts
+// references to them, so a block shared by several sequences (prefix reuse)
+// leaves use exactly once, when its last owner lets go.
+//
+// With the prefix cache, a full block whose contents were published (its
+// hash-chain key, see common/engine/prefix_cache.h) is not emptied when its last
+// reference goes: it is parked, still findable by a later prompt with the
+// same prefix, and evicted (least recently parked first) only when an
+// allocation finds no empty block. Parked blocks therefore count as free:
+// the pool bound and every admission decision are unchanged by caching.
+//
+// Not thread-safe: owned by a worker's engine thread (DESIGN.md §5).
+#ifndef PDSERVE_COMMON_ENGINE_BLOCK_ALLOCATOR_H_
+#define PDSERVE_COMMON_ENGINE_BLOCK_ALLOCATOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/engine/prefix_cache.h"
+
+namespace pdserve {
+
+class BlockAllocator {
+ public:
+  explicit BlockAllocator(int32_t num_blocks);
+
+  int32_t num_blocks() const { return static_cast<int32_t>(refcounts_.size()); }
+  // Blocks an allocation can take: empty ones plus parked cached ones.
+  int32_t num_free() const { return static_cast<int32_t>(empty_.size()) + cache_.num_parked(); }
+  int32_t num_used() const { return num_blocks() - num_free(); }
+  // Free blocks that still hold a cached prefix (a subset of num_free()).
+  int32_t num_cached_free() const { return cache_.num_parked(); }
+  // Blocks that hold a cached prefix, in use or parked.
+  int32_t num_cached() const { return cache_.num_cached(); }
+  // Read-only view for the load report's key summary.
+  const PrefixCache& prefix_cache() const { return cache_; }
+
+  // All `n` blocks with refcount 1, or RESOURCE_EXHAUSTED and no change.
+  // Empty blocks go first; then parked cached blocks are evicted, least
+  // recently parked first.
+  absl::StatusOr<std::vector<int32_t>> Allocate(int32_t n);
+  // Adds a reference to a block that is in use, or takes a parked cached
+  // block back into use (refcount 1).
+  void Ref(int32_t block);
+  // Drops a reference; returns true when the block left use (emptied, or
+  // parked if it is cached). Releasing an unused block is a bug in our own
+  // bookkeeping and CHECK-fails.
+  bool Unref(int32_t block);
+  // Unrefs in reverse order: a sequence's later blocks are parked first and
+  // so evicted first, which keeps the shorter, more widely shared prefixes.
+  void UnrefAll(const std::vector<int32_t>& blocks);
+  int32_t refcount(int32_t block) const;
+
+  // The cached block holding `tokens` under `key` (in use or parked), or -1.
+  // Finding does not reference it: Ref() it to use it.
+  int32_t FindCached(uint64_t key, absl::Span<const int32_t> tokens) const {
+    return cache_.Find(key, tokens);
+  }
+  // Publishes the full contents of an in-use block under its key. A key
+  // that is already cached keeps its first block; this one stays private.
+  void Publish(int32_t block, uint64_t key, absl::Span<const int32_t> tokens);
+
+ private:
+  std::vector<int32_t> refcounts_;
+  std::vector<int32_t> empty_;  // LIFO: recently freed blocks are warm in cache
+  PrefixCache cache_;
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_ENGINE_BLOCK_ALLOCATOR_H_

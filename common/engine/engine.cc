@@ -1,0 +1,312 @@
+#include "common/engine/engine.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/request/block_hash.h"
+#include "glog/logging.h"
+
+namespace pdserve {
+
+std::string_view FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kEos: return "eos";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kContextFull: return "context_full";
+  }
+  return "unknown";
+}
+
+Engine::Engine(const Tokenizer* tokenizer, ModelRunner* runner, KvCache* cache, Options options)
+    : tokenizer_(tokenizer), runner_(runner), cache_(cache), options_(options) {}
+
+Engine::~Engine() {
+  for (auto& [id, seq] : sequences_) cache_->allocator().UnrefAll(seq->blocks);
+  for (auto& [id, blocks] : held_blocks_) cache_->allocator().UnrefAll(blocks);
+}
+
+absl::StatusOr<std::unique_ptr<Sequence>> Engine::Admit(
+    SequenceOptions opts, std::function<void(const TokenEvent&)> on_event) {
+  const int32_t ctx = runner_->config().context_length;
+  if (opts.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
+  for (int32_t t : opts.prompt) {
+    if (!tokenizer_->IsValidId(t)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt token id ", t, " is not in the vocabulary"));
+    }
+  }
+  if (opts.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be at least 1");
+  // Output indices (first_index + generated) stay within int32 and mean
+  // something: a continuation's first index is the tokens already made,
+  // which are part of its prompt.
+  if (opts.first_index < 0 || opts.first_index > ctx) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("first_index ", opts.first_index, " is outside [0, context ", ctx, "]"));
+  }
+  RETURN_IF_ERROR(ValidateSamplingParams(opts.sampling));
+  const int64_t total = static_cast<int64_t>(opts.prompt.size()) + opts.max_tokens;
+  if (total > ctx) {
+    return absl::OutOfRangeError(absl::StrCat("prompt (", opts.prompt.size(),
+                                              " tokens) + max_tokens (", opts.max_tokens,
+                                              ") exceeds the context of ", ctx));
+  }
+  // The last generated token is never fed back, so it needs no KV slot.
+  const int32_t block_size = cache_->layout().block_size;
+  const int32_t need = BlocksForTokens(total - 1, block_size);
+  CachedPrefix prefix = opts.use_prefix_cache ? TakeCachedPrefix(opts.prompt) : CachedPrefix{};
+  const int32_t cached = static_cast<int32_t>(prefix.blocks.size());
+  absl::StatusOr<std::vector<int32_t>> fresh = cache_->allocator().Allocate(need - cached);
+  if (!fresh.ok()) {
+    cache_->allocator().UnrefAll(prefix.blocks);
+    return fresh.status();
+  }
+  if (opts.use_prefix_cache) {
+    prefix_stats_.lookup_tokens += static_cast<int64_t>(opts.prompt.size());
+    prefix_stats_.hit_tokens += static_cast<int64_t>(cached) * block_size;
+  }
+  auto seq = std::make_unique<Sequence>(next_id_++, std::move(opts), std::move(on_event));
+  seq->blocks = std::move(prefix.blocks);
+  seq->blocks.insert(seq->blocks.end(), fresh->begin(), fresh->end());
+  seq->block_keys = std::move(prefix.keys);
+  seq->cached_tokens = cached * block_size;
+  seq->num_computed = seq->cached_tokens;
+  return seq;
+}
+
+Engine::CachedPrefix Engine::TakeCachedPrefix(const std::vector<int32_t>& prompt) {
+  CachedPrefix out;
+  if (!options_.prefix_cache) return out;
+  const int32_t block_size = cache_->layout().block_size;
+  // Leave at least the last prompt token to compute: its logits are needed.
+  const size_t max_blocks = (prompt.size() - 1) / block_size;
+  uint64_t parent = kRootBlockKey;
+  for (size_t i = 0; i < max_blocks; ++i) {
+    const auto tokens = absl::MakeConstSpan(&prompt[i * block_size], block_size);
+    const uint64_t key = ChainBlockKey(parent, tokens);
+    const int32_t block = cache_->allocator().FindCached(key, tokens);
+    if (block < 0) break;
+    cache_->allocator().Ref(block);
+    out.blocks.push_back(block);
+    out.keys.push_back(key);
+    parent = key;
+  }
+  return out;
+}
+
+void Engine::PublishFullBlocks(Sequence& seq) {
+  if (!options_.prefix_cache || !seq.options.use_prefix_cache) return;
+  const int32_t block_size = cache_->layout().block_size;
+  const size_t full = static_cast<size_t>(seq.num_computed / block_size);
+  while (seq.block_keys.size() < full) {
+    const size_t i = seq.block_keys.size();
+    const uint64_t parent = i == 0 ? kRootBlockKey : seq.block_keys.back();
+    const auto tokens = absl::MakeConstSpan(&seq.tokens[i * block_size], block_size);
+    const uint64_t key = ChainBlockKey(parent, tokens);
+    cache_->allocator().Publish(seq.blocks[i], key, tokens);
+    seq.block_keys.push_back(key);
+  }
+}
+
+absl::StatusOr<int64_t> Engine::Add(SequenceOptions opts,
+                                    std::function<void(const TokenEvent&)> on_event) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Sequence> seq, Admit(std::move(opts), std::move(on_event)));
+  const int64_t id = seq->id;
+  sequences_.emplace(id, std::move(seq));
+  return id;
+}
+
+absl::StatusOr<int64_t> Engine::Reserve(SequenceOptions opts,
+                                        std::function<void(const TokenEvent&)> on_event) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Sequence> seq, Admit(std::move(opts), std::move(on_event)));
+  seq->awaiting_kv = true;
+  const int64_t id = seq->id;
+  sequences_.emplace(id, std::move(seq));
+  return id;
+}
+
+std::vector<int32_t> Engine::BlocksOf(int64_t seq_id) const {
+  auto it = sequences_.find(seq_id);
+  return it == sequences_.end() ? std::vector<int32_t>() : it->second->blocks;
+}
+
+int32_t Engine::CachedTokensOf(int64_t seq_id) const {
+  auto it = sequences_.find(seq_id);
+  return it == sequences_.end() ? 0 : it->second->cached_tokens;
+}
+
+absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token) {
+  auto it = sequences_.find(seq_id);
+  if (it == sequences_.end() || !it->second->awaiting_kv) {
+    return absl::NotFoundError(absl::StrCat("no sequence ", seq_id, " is waiting for KV"));
+  }
+  Sequence& seq = *it->second;
+  if (!tokenizer_->IsValidId(first_token)) {
+    Finish(seq, FinishReason::kCancelled);
+    ReapFinished();
+    return absl::InvalidArgumentError(absl::StrCat("first token ", first_token, " is invalid"));
+  }
+  seq.awaiting_kv = false;
+  seq.num_computed = seq.prompt_len();
+  PublishFullBlocks(seq);
+  AcceptToken(seq, first_token);
+  ReapFinished();
+  return absl::OkStatus();
+}
+
+std::vector<int32_t> Engine::TakeHeldBlocks(int64_t seq_id) {
+  auto it = held_blocks_.find(seq_id);
+  if (it == held_blocks_.end()) return {};
+  std::vector<int32_t> blocks = std::move(it->second);
+  held_blocks_.erase(it);
+  return blocks;
+}
+
+void Engine::FreeBlocks(const std::vector<int32_t>& blocks) {
+  cache_->allocator().UnrefAll(blocks);
+}
+
+bool Engine::HasWork() const {
+  for (const auto& [id, seq] : sequences_) {
+    if (!seq->awaiting_kv) return true;
+  }
+  return false;
+}
+
+int64_t Engine::queued_prompt_tokens() const {
+  int64_t n = 0;
+  for (const auto& [id, seq] : sequences_) {
+    if (seq->prefilling()) n += seq->prompt_len() - seq->num_computed;
+  }
+  return n;
+}
+
+void Engine::Cancel(int64_t seq_id) {
+  auto it = sequences_.find(seq_id);
+  if (it == sequences_.end()) return;
+  Finish(*it->second, FinishReason::kCancelled);
+  ReapFinished();
+}
+
+std::vector<int32_t> Engine::CancelAndTakeBlocks(int64_t seq_id) {
+  if (auto it = sequences_.find(seq_id); it != sequences_.end()) {
+    Sequence& seq = *it->second;
+    Finish(seq, FinishReason::kCancelled);
+    if (!seq.options.hold_kv_on_finish) {  // held here, so ReapFinished frees nothing
+      held_blocks_[seq_id] = std::move(seq.blocks);
+      seq.blocks.clear();
+    }
+    ReapFinished();
+  }
+  return TakeHeldBlocks(seq_id);
+}
+
+// The batch's members are what the next step takes, so "running" matches
+// what actually runs: a sequence past max_running (or the token budget)
+// waits, even if its prompt is done.
+int32_t Engine::num_running() const { return static_cast<int32_t>(Schedule().size()); }
+
+int32_t Engine::num_waiting() const { return num_sequences() - num_running(); }
+
+std::vector<ScheduledSlot> Engine::Schedule() const {
+  return ScheduleStep(sequences_, {options_.max_batch_tokens, options_.max_running,
+                                   options_.max_prefill_tokens_while_decoding});
+}
+
+void Engine::BuildBatch(ForwardBatch* batch, std::vector<Sequence*>* owners) {
+  for (const ScheduledSlot& slot : Schedule()) {
+    Sequence& seq = *slot.seq;
+    const int32_t pos = seq.num_computed;
+    const bool last = pos + slot.n_tokens >= seq.prompt_len();  // a decode token always is
+    batch->chunks.push_back(
+        {absl::MakeConstSpan(&seq.tokens[pos], slot.n_tokens), pos, seq.blocks, last});
+    owners->push_back(&seq);
+  }
+}
+
+absl::Status Engine::Step() {
+  ForwardBatch batch;
+  std::vector<Sequence*> owners;  // one per chunk
+  BuildBatch(&batch, &owners);
+  if (batch.chunks.empty()) return absl::OkStatus();
+  if (options_.on_layer_done) {
+    batch.on_layer_done = [&](int layer) { RunLayerHook(batch, owners, layer); };
+  }
+  if (absl::Status s = runner_->Forward(batch, *cache_, &logits_); !s.ok()) {
+    // Admission validated these sequences, so this is an engine bug or a
+    // lost device; end them rather than retrying the same batch forever.
+    for (Sequence* seq : owners) Finish(*seq, FinishReason::kCancelled);
+    ReapFinished();
+    return s;
+  }
+  const int32_t vocab = runner_->config().n_vocab;
+  size_t row = 0;
+  for (size_t c = 0; c < batch.chunks.size(); ++c) {
+    Sequence& seq = *owners[c];
+    seq.num_computed += static_cast<int32_t>(batch.chunks[c].tokens.size());
+    PublishFullBlocks(seq);
+    if (!batch.chunks[c].want_logits) continue;
+    SampleNext(seq, absl::MakeSpan(&logits_[row * vocab], vocab));
+    ++row;
+  }
+  ReapFinished();
+  return absl::OkStatus();
+}
+
+void Engine::RunLayerHook(const ForwardBatch& batch, const std::vector<Sequence*>& owners,
+                          int layer) {
+  std::vector<LayerChunk> chunks;
+  for (size_t c = 0; c < batch.chunks.size(); ++c) {
+    const SequenceChunk& ch = batch.chunks[c];
+    const Sequence& seq = *owners[c];
+    if (ch.start_pos >= seq.prompt_len()) continue;  // a decode token
+    const int32_t n = static_cast<int32_t>(ch.tokens.size());
+    chunks.push_back({seq.id, ch.start_pos, n, &seq.blocks, ch.start_pos + n == seq.prompt_len()});
+  }
+  if (!chunks.empty()) options_.on_layer_done(layer, chunks);
+}
+
+void Engine::SampleNext(Sequence& seq, absl::Span<float> logits) {
+  const int32_t index = seq.options.first_index + seq.generated();
+  AcceptToken(seq, seq.sampler.Sample(logits, seq.tokens, static_cast<uint64_t>(index)));
+}
+
+void Engine::AcceptToken(Sequence& seq, int32_t token) {
+  const int32_t index = seq.options.first_index + seq.generated();
+  seq.tokens.push_back(token);
+  FinishReason reason = FinishReason::kNone;
+  if (!seq.options.ignore_eos && tokenizer_->IsEog(token)) {
+    reason = FinishReason::kEos;
+  } else if (seq.generated() >= seq.options.max_tokens) {
+    reason = FinishReason::kLength;
+  }
+  seq.on_event({seq.id, token, index, reason});
+  if (reason != FinishReason::kNone) seq.finish = reason;
+}
+
+void Engine::Finish(Sequence& seq, FinishReason reason) {
+  if (seq.finish != FinishReason::kNone) return;
+  seq.finish = reason;
+  seq.on_event({seq.id, -1, seq.options.first_index + seq.generated(), reason});
+}
+
+void Engine::ReapFinished() {
+  for (auto it = sequences_.begin(); it != sequences_.end();) {
+    if (it->second->finish == FinishReason::kNone) {
+      ++it;
+      continue;
+    }
+    Sequence& seq = *it->second;
+    if (seq.options.hold_kv_on_finish) {
+      held_blocks_[seq.id] = std::move(seq.blocks);
+    } else {
+      cache_->allocator().UnrefAll(seq.blocks);
+    }
+    it = sequences_.erase(it);
+  }
+}
+
+}  // namespace pdserve

@@ -1,0 +1,124 @@
+#include "common/engine/kv_cache.h"
+
+#include <sys/mman.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace pdserve {
+
+absl::Status ValidateKvDtype(const std::string& dtype) {
+  if (dtype == kKvDtypeF16 || dtype == kKvDtypeInt8) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("kv dtype \"", dtype, "\" is not one of f16, int8"));
+}
+
+KvLayout KvLayout::ForModel(const ModelConfig& c, int32_t block_size, const std::string& dtype) {
+  KvLayout l;
+  l.dtype = dtype;
+  l.n_layers = c.n_layers;
+  l.n_kv_heads = c.n_kv_heads;
+  l.head_dim = c.head_dim;
+  l.block_size = block_size;
+  return l;
+}
+
+KvLayout KvLayout::SmolLm2(int32_t block_size) {
+  KvLayout l;
+  l.n_layers = 30;
+  l.n_kv_heads = 3;
+  l.head_dim = 64;
+  l.block_size = block_size;
+  return l;
+}
+
+std::string KvLayout::DebugString() const {
+  return absl::StrCat("{layers=", n_layers, " kv_heads=", n_kv_heads, " head_dim=", head_dim,
+                      " block_size=", block_size, " dtype=", dtype, "}");
+}
+
+absl::StatusOr<std::string> KvDeviceMemory::ExportHandle() const {
+  return absl::FailedPreconditionError("kv cache: this device memory cannot be shared");
+}
+
+absl::StatusOr<std::unique_ptr<KvPeerPool>> KvDeviceMemory::OpenPeer(const std::string&,
+                                                                    size_t) const {
+  return absl::FailedPreconditionError("kv cache: this device memory cannot map a peer's pool");
+}
+
+absl::Status KvDeviceMemory::CopyBlocks(absl::Span<const uint8_t* const>,
+                                        absl::Span<uint8_t* const>, size_t) const {
+  return absl::FailedPreconditionError("kv cache: this device memory cannot copy from peers");
+}
+
+absl::StatusOr<std::string> KvDeviceMemory::NewPeerChannelId() const {
+  return absl::FailedPreconditionError("kv cache: this device memory has no peer channels (NCCL)");
+}
+
+absl::StatusOr<std::unique_ptr<KvPeerChannel>> KvDeviceMemory::JoinPeerChannel(
+    const std::string&, int, absl::Time, const std::atomic<bool>*) const {
+  return absl::FailedPreconditionError("kv cache: this device memory has no peer channels (NCCL)");
+}
+
+namespace {
+
+absl::Status ValidatePool(const KvLayout& layout, int32_t num_blocks) {
+  if (num_blocks <= 0 || layout.block_size <= 0 || layout.n_layers <= 0 || layout.kv_dim() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("kv cache: bad size ", num_blocks,
+                                                   " blocks of ", layout.DebugString()));
+  }
+  if (absl::Status st = ValidateKvDtype(layout.dtype); !st.ok()) return st;
+  // The f32 scales follow 2 * block_size * kv_dim int8 bytes; keep them aligned.
+  if (layout.is_int8() && (layout.block_size * layout.kv_dim()) % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv cache: int8 needs an even block_size * kv_dim, got ", layout.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+size_t KvCache::PoolBytes(const KvLayout& layout, int32_t num_blocks) {
+  return static_cast<size_t>(num_blocks) * layout.n_layers *
+         static_cast<size_t>(layout.bytes_per_layer_block());
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvLayout& layout,
+                                                         int32_t num_blocks) {
+  if (absl::Status st = ValidatePool(layout, num_blocks); !st.ok()) return st;
+  const size_t bytes = PoolBytes(layout, num_blocks);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrCat("kv cache: cannot map ", bytes, " bytes"));
+  }
+  return std::unique_ptr<KvCache>(
+      new KvCache(layout, num_blocks, static_cast<uint8_t*>(p), bytes, nullptr));
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(
+    const KvLayout& layout, int32_t num_blocks, std::unique_ptr<KvDeviceMemory> memory) {
+  if (absl::Status st = ValidatePool(layout, num_blocks); !st.ok()) return st;
+  const size_t bytes = PoolBytes(layout, num_blocks);
+  if (memory == nullptr || memory->data() == nullptr || memory->size() < bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("kv cache: device memory of ",
+                                                   memory ? memory->size() : 0,
+                                                   " bytes, need ", bytes));
+  }
+  uint8_t* base = memory->data();
+  return std::unique_ptr<KvCache>(new KvCache(layout, num_blocks, base, bytes, std::move(memory)));
+}
+
+KvCache::KvCache(const KvLayout& layout, int32_t num_blocks, uint8_t* base, size_t bytes,
+                 std::unique_ptr<KvDeviceMemory> device_memory)
+    : layout_(layout),
+      layer_block_bytes_(layout.bytes_per_layer_block()),
+      block_elems_(int64_t{layout.block_size} * layout.kv_dim()),
+      allocator_(num_blocks),
+      base_(base),
+      bytes_(bytes),
+      device_memory_(std::move(device_memory)) {}
+
+KvCache::~KvCache() {
+  if (device_memory_ == nullptr) munmap(base_, bytes_);
+}
+
+}  // namespace pdserve

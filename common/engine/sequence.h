@@ -1,0 +1,78 @@
+// Sequence: the per-request state one engine keeps — tokens, the KV blocks
+// that hold them, how far the forward pass has got, and when to stop.
+// Owned and mutated only by the engine thread.
+#ifndef PDSERVE_COMMON_ENGINE_SEQUENCE_H_
+#define PDSERVE_COMMON_ENGINE_SEQUENCE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "common/engine/sampler.h"
+#include "common/request/sampling_params.h"
+
+namespace pdserve {
+
+enum class FinishReason { kNone, kLength, kEos, kStop, kCancelled, kContextFull };
+std::string_view FinishReasonName(FinishReason r);
+
+// One generated token (or the end of a sequence) as the engine reports it.
+struct TokenEvent {
+  int64_t seq_id = 0;
+  int32_t token = -1;  // -1 when the event only reports a finish
+  int32_t index = 0;   // 0 for the first generated token
+  FinishReason finish = FinishReason::kNone;
+};
+
+struct SequenceOptions {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int32_t max_tokens = 16;
+  bool ignore_eos = false;
+  // Prefill workers: keep the KV blocks however the sequence ends (its
+  // layers may be in flight to a decode worker); they are handed over with
+  // Engine::TakeHeldBlocks() and freed after the transfer or its abort.
+  bool hold_kv_on_finish = false;
+  // Index of the first generated token: non-zero when a request moved from
+  // another decode worker continues (the prompt then ends with the tokens
+  // generated so far). Only numbering and the sampler's draw depend on it.
+  int32_t first_index = 0;
+  // False: the prefix cache neither serves nor keeps this prompt's blocks,
+  // and its statistics do not count it (a worker's start-up warm-up).
+  bool use_prefix_cache = true;
+};
+
+struct Sequence {
+  Sequence(int64_t id, SequenceOptions opts, std::function<void(const TokenEvent&)> cb)
+      : id(id), options(std::move(opts)), sampler(options.sampling), on_event(std::move(cb)) {
+    tokens = options.prompt;
+  }
+
+  int32_t prompt_len() const { return static_cast<int32_t>(options.prompt.size()); }
+  int32_t generated() const { return static_cast<int32_t>(tokens.size()) - prompt_len(); }
+  // Decode workers: blocks are reserved but the prompt's KV comes from a
+  // prefill worker; the sequence is not scheduled until it is committed.
+  bool awaiting_kv = false;
+  bool prefilling() const { return !awaiting_kv && num_computed < prompt_len(); }
+  bool running() const { return !awaiting_kv && num_computed >= prompt_len(); }
+
+  const int64_t id;
+  const SequenceOptions options;
+  const Sampler sampler;
+  std::function<void(const TokenEvent&)> on_event;
+  std::vector<int32_t> tokens;  // prompt followed by generated tokens
+  std::vector<int32_t> blocks;  // KV block table
+  int32_t num_computed = 0;     // tokens whose K/V are in the cache
+  // Prompt tokens whose K/V came from the prefix cache at admission (whole
+  // blocks; never the full prompt, the last token is always computed).
+  int32_t cached_tokens = 0;
+  // Hash-chain keys of the leading full blocks already looked up or
+  // published (block_keys[i] belongs to blocks[i]).
+  std::vector<uint64_t> block_keys;
+  FinishReason finish = FinishReason::kNone;
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_ENGINE_SEQUENCE_H_

@@ -1,0 +1,45 @@
+// Per-request decoding knobs and their validation. The struct is plain data
+// shared by the router (which validates user input once, at the edge) and
+// the workers (which build a Sampler from it); semantics follow llama.cpp's
+// samplers so that users moving from llama-server get what they expect.
+#ifndef PDSERVE_COMMON_REQUEST_SAMPLING_PARAMS_H_
+#define PDSERVE_COMMON_REQUEST_SAMPLING_PARAMS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace pdserve {
+
+struct SamplingParams {
+  // 0 selects greedy decoding (first index of the max logit after penalties);
+  // the truncation samplers below are then irrelevant.
+  float temperature = 0.0f;
+  // Keep only the k largest logits; 0 disables.
+  int32_t top_k = 0;
+  // Nucleus: keep the smallest prefix (by probability) whose mass reaches
+  // top_p; 1 disables.
+  float top_p = 1.0f;
+  // Keep tokens whose probability is at least min_p times the best one;
+  // 0 disables.
+  float min_p = 0.0f;
+  // llama.cpp convention: positive logits are divided, non-positive ones
+  // multiplied, so a penalty > 1 always makes a seen token less likely.
+  float repetition_penalty = 1.0f;
+  // Subtracted once from every token seen in the penalty window.
+  float presence_penalty = 0.0f;
+  // Subtracted once per occurrence in the penalty window.
+  float frequency_penalty = 0.0f;
+  // Size of the penalty window over prompt + generated tokens; 0 disables.
+  int32_t penalty_last_n = 64;
+  // Together with the step index, fully determines every random draw.
+  uint64_t seed = 0;
+};
+
+// INVALID_ARGUMENT naming the offending field, or OK. Runs once per request
+// at the edge so the engine never sees NaN or out-of-range values.
+absl::Status ValidateSamplingParams(const SamplingParams& params);
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_REQUEST_SAMPLING_PARAMS_H_

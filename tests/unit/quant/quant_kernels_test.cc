@@ -1,0 +1,315 @@
+// Kernel tests: every weight type's dequant / quantize_act / vec_dot(4)
+// against double-precision references, on every ISA this CPU supports.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/quant/dequantize.h"
+#include "common/quant/ggml_type.h"
+#include "common/quant/half.h"
+#include "common/quant/kernels.h"
+#include "common/quant/quant_blocks.h"
+#include "common/quant/quantize_activations.h"
+#include "gtest/gtest.h"
+
+namespace pdserve {
+namespace {
+
+constexpr GgmlType kWeightTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
+                                     GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                     GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                                     GgmlType::kQ5_K, GgmlType::kQ6_K};
+
+uint32_t Id(GgmlType t) { return static_cast<uint32_t>(t); }
+
+GgmlType ExpectedActType(GgmlType t) {
+  switch (t) {
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ8_0:
+      return GgmlType::kQ8_0;
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1:
+      return GgmlType::kQ8_1;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+      return GgmlType::kQ8_K;
+    default:
+      return t;
+  }
+}
+
+std::vector<KernelIsa> SupportedIsas() {
+  std::vector<KernelIsa> isas = {KernelIsa::kScalar};
+  if (CpuSupportsAvx2()) isas.push_back(KernelIsa::kAvx2);
+  if (CpuSupportsAvx512Vnni()) isas.push_back(KernelIsa::kAvx512Vnni);
+  return isas;
+}
+
+// Forces an ISA for the scope of a test and restores the previous one.
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(KernelIsa isa) : saved_(ActiveKernelIsa()) { ForceKernelIsaForTesting(isa); }
+  ~ScopedIsa() { ForceKernelIsaForTesting(saved_); }
+
+ private:
+  KernelIsa saved_;
+};
+
+std::vector<float> RandomFloats(int64_t n, std::mt19937_64& rng, float scale = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+uint16_t SmallF16(std::mt19937_64& rng) {
+  return F32ToF16(std::uniform_real_distribution<float>(0.001f, 0.05f)(rng));
+}
+
+template <typename Block>
+std::string RandomBytesBlocks(int64_t n_blocks, std::mt19937_64& rng) {
+  std::string s(n_blocks * sizeof(Block), '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// A random row of `n` elements stored as `type`.
+std::string RandomWeightRow(GgmlType type, int64_t n, std::mt19937_64& rng) {
+  std::string out(GgmlRowBytes(Id(type), n), '\0');
+  const std::vector<float> x = RandomFloats(n, rng);
+  switch (type) {
+    case GgmlType::kF32:
+      QuantizeRowF32(x.data(), out.data(), n);
+      break;
+    case GgmlType::kF16:
+      QuantizeRowF16(x.data(), out.data(), n);
+      break;
+    case GgmlType::kBF16:
+      QuantizeRowBf16(x.data(), out.data(), n);
+      break;
+    case GgmlType::kQ4_0:
+      QuantizeRowQ4_0(x.data(), out.data(), n);
+      break;
+    case GgmlType::kQ4_1:
+      QuantizeRowQ4_1(x.data(), out.data(), n);
+      break;
+    case GgmlType::kQ8_0:
+      QuantizeRowQ8_0(x.data(), out.data(), n);
+      break;
+    case GgmlType::kQ4_K: {
+      out = RandomBytesBlocks<BlockQ4_K>(n / kQKK, rng);
+      auto* b = reinterpret_cast<BlockQ4_K*>(out.data());
+      for (int64_t i = 0; i < n / kQKK; ++i) b[i].d = SmallF16(rng), b[i].dmin = SmallF16(rng);
+      break;
+    }
+    case GgmlType::kQ5_0: {
+      out = RandomBytesBlocks<BlockQ5_0>(n / kQK, rng);
+      auto* b = reinterpret_cast<BlockQ5_0*>(out.data());
+      for (int64_t i = 0; i < n / kQK; ++i) b[i].d = SmallF16(rng);
+      break;
+    }
+    case GgmlType::kQ5_1: {
+      out = RandomBytesBlocks<BlockQ5_1>(n / kQK, rng);
+      auto* b = reinterpret_cast<BlockQ5_1*>(out.data());
+      for (int64_t i = 0; i < n / kQK; ++i) b[i].d = SmallF16(rng), b[i].m = SmallF16(rng);
+      break;
+    }
+    case GgmlType::kQ5_K: {
+      out = RandomBytesBlocks<BlockQ5_K>(n / kQKK, rng);
+      auto* b = reinterpret_cast<BlockQ5_K*>(out.data());
+      for (int64_t i = 0; i < n / kQKK; ++i) b[i].d = SmallF16(rng), b[i].dmin = SmallF16(rng);
+      break;
+    }
+    case GgmlType::kQ6_K: {
+      out = RandomBytesBlocks<BlockQ6_K>(n / kQKK, rng);
+      auto* b = reinterpret_cast<BlockQ6_K*>(out.data());
+      for (int64_t i = 0; i < n / kQKK; ++i) b[i].d = SmallF16(rng);
+      break;
+    }
+    default:
+      ADD_FAILURE() << "no generator for type " << Id(type);
+  }
+  return out;
+}
+
+std::vector<float> DequantAct(GgmlType act, const void* a, int64_t n) {
+  std::vector<float> out(n);
+  switch (act) {
+    case GgmlType::kF32:
+      DequantF32(a, out.data(), n);
+      break;
+    case GgmlType::kF16:
+      DequantF16(a, out.data(), n);
+      break;
+    case GgmlType::kBF16:
+      DequantBf16(a, out.data(), n);
+      break;
+    case GgmlType::kQ8_0:
+      DequantQ8_0(a, out.data(), n);
+      break;
+    case GgmlType::kQ8_1:
+      DequantQ8_1(a, out.data(), n);
+      break;
+    case GgmlType::kQ8_K:
+      DequantQ8_K(a, out.data(), n);
+      break;
+    default:
+      ADD_FAILURE() << "no activation dequant for " << Id(act);
+  }
+  return out;
+}
+
+// Allowed |vec_dot - exact dot of the dequantised rows|: float summation
+// error, plus, for Q4_1/Q5_1 x Q8_1, the f16 rounding of the activation block sum
+// s = d * sum(q) that the min term uses instead of sum(d * q).
+double Tolerance(GgmlType type, const std::string& w, const std::string& a,
+                 const std::vector<float>& wf, const std::vector<float>& af) {
+  double abs_sum = 0.0;
+  for (size_t i = 0; i < wf.size(); ++i) abs_sum += std::fabs(static_cast<double>(wf[i]) * af[i]);
+  double tol = 2e-5 * abs_sum + 1e-30;
+  if (type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1) {
+    const auto* y = reinterpret_cast<const BlockQ8_1*>(a.data());
+    for (size_t i = 0; i < wf.size() / kQK; ++i) {
+      // Both blocks keep their f16 min at offset 2.
+      uint16_t m;
+      std::memcpy(&m, w.data() + i * GgmlRowBytes(Id(type), kQK) + 2, sizeof(m));
+      double sum_q = 0.0;
+      for (int j = 0; j < kQK; ++j) sum_q += y[i].qs[j];
+      tol += std::fabs(F16ToF32(m) * F16ToF32(y[i].d) * sum_q) * std::ldexp(1.0, -9);
+    }
+  }
+  return tol;
+}
+
+double ExactDot(const std::vector<float>& x, const std::vector<float>& y) {
+  double s = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) s += static_cast<double>(x[i]) * y[i];
+  return s;
+}
+
+TEST(QuantKernelsTest, TableEntriesMatchTypes) {
+  for (KernelIsa isa : SupportedIsas()) {
+    ScopedIsa scoped(isa);
+    for (GgmlType t : kWeightTypes) {
+      const TypeKernels* k = FindTypeKernels(Id(t));
+      ASSERT_NE(k, nullptr) << Id(t);
+      EXPECT_EQ(k->weight_type, t);
+      EXPECT_EQ(k->act_type, ExpectedActType(t));
+      EXPECT_NE(k->dequant, nullptr);
+      EXPECT_NE(k->quantize_act, nullptr);
+      EXPECT_NE(k->vec_dot, nullptr);
+      EXPECT_EQ(ActivationRowBytes(Id(t), 512), GgmlRowBytes(Id(k->act_type), 512));
+    }
+    for (GgmlType t : {GgmlType::kQ3_K, GgmlType::kQ8_1, GgmlType::kQ8_K, GgmlType::kI32}) {
+      EXPECT_EQ(FindTypeKernels(Id(t)), nullptr) << Id(t);
+    }
+    EXPECT_EQ(FindTypeKernels(4), nullptr);
+    EXPECT_EQ(FindTypeKernels(1000), nullptr);
+    EXPECT_EQ(ActivationRowBytes(1000, 32), -1);
+  }
+}
+
+TEST(QuantKernelsTest, ForcingAnIsaSticksOrFallsBack) {
+  const KernelIsa saved = ActiveKernelIsa();
+  ForceKernelIsaForTesting(KernelIsa::kScalar);
+  EXPECT_EQ(ActiveKernelIsa(), KernelIsa::kScalar);
+  ForceKernelIsaForTesting(KernelIsa::kAvx512Vnni);
+  const KernelIsa want = CpuSupportsAvx512Vnni() ? KernelIsa::kAvx512Vnni
+                         : CpuSupportsAvx2()     ? KernelIsa::kAvx2
+                                                 : KernelIsa::kScalar;
+  EXPECT_EQ(ActiveKernelIsa(), want);
+  ForceKernelIsaForTesting(saved);
+}
+
+TEST(QuantKernelsTest, VecDotMatchesDequantisedDotOnEveryIsa) {
+  constexpr int64_t kN = 1024;  // 4 K-quant super-blocks, 32 legacy blocks
+  constexpr int kRows = 4;
+  constexpr int64_t kStridePad = 64;  // vec_dot4 rows are not packed
+  for (KernelIsa isa : SupportedIsas()) {
+    ScopedIsa scoped(isa);
+    for (GgmlType t : kWeightTypes) {
+      SCOPED_TRACE(testing::Message() << "isa " << static_cast<int>(isa) << " type " << Id(t));
+      const TypeKernels* k = FindTypeKernels(Id(t));
+      ASSERT_NE(k, nullptr);
+      std::mt19937_64 rng(100 + Id(t));
+      const int64_t row_bytes = GgmlRowBytes(Id(t), kN);
+      const int64_t stride = row_bytes + kStridePad;
+      std::string rows(kRows * stride, '\x5a');
+      std::vector<std::vector<float>> wf(kRows, std::vector<float>(kN));
+      for (int r = 0; r < kRows; ++r) {
+        const std::string w = RandomWeightRow(t, kN, rng);
+        std::memcpy(rows.data() + r * stride, w.data(), w.size());
+        k->dequant(w.data(), wf[r].data(), kN);
+      }
+      for (int trial = 0; trial < 8; ++trial) {
+        const std::vector<float> x = RandomFloats(kN, rng, trial % 2 ? 0.01f : 3.0f);
+        std::string a(ActivationRowBytes(Id(t), kN), '\0');
+        k->quantize_act(x.data(), a.data(), kN);
+        const std::vector<float> af = DequantAct(k->act_type, a.data(), kN);
+        float out4[kRows] = {0, 0, 0, 0};
+        if (k->vec_dot4 != nullptr) k->vec_dot4(kN, rows.data(), stride, a.data(), out4);
+        for (int r = 0; r < kRows; ++r) {
+          const std::string w = rows.substr(r * stride, row_bytes);
+          const double want = ExactDot(wf[r], af);
+          const double tol = Tolerance(t, w, a, wf[r], af);
+          EXPECT_NEAR(k->vec_dot(kN, w.data(), a.data()), want, tol) << "row " << r;
+          if (k->vec_dot4 != nullptr) EXPECT_NEAR(out4[r], want, tol) << "dot4 row " << r;
+        }
+      }
+    }
+  }
+}
+
+// Rows that stress the activation quantisers: zeros, exact .5 ties after
+// scaling, tiny and huge magnitudes, a single non-zero.
+std::vector<std::vector<float>> TrickyRows(int64_t n, std::mt19937_64& rng) {
+  std::vector<std::vector<float>> rows;
+  rows.push_back(std::vector<float>(n, 0.0f));
+  std::vector<float> ties(n), halves(n), mixed = RandomFloats(n, rng), single(n, 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    // amax 127 -> scale 1: k + 0.5 are exact ties; amax 63.5 -> scale 2.
+    ties[i] = (i % 32 == 0) ? 127.0f : static_cast<float>(i % 97) - 48.5f;
+    halves[i] = (i % 32 == 5) ? -63.5f : static_cast<float>(i % 50) * 0.5f - 12.25f;
+  }
+  for (int64_t i = 0; i < n; i += 64) {
+    for (int64_t j = i; j < i + 32 && j < n; ++j) mixed[j] = 0.0f;  // zero blocks
+  }
+  for (int64_t i = 32; i < n; i += 256) mixed[i] *= 1e6f;
+  single[n / 2] = -3.0f;
+  rows.push_back(ties);
+  rows.push_back(halves);
+  rows.push_back(mixed);
+  rows.push_back(single);
+  for (int r = 0; r < 200; ++r) rows.push_back(RandomFloats(n, rng, r % 3 == 0 ? 1e-4f : 10.0f));
+  return rows;
+}
+
+TEST(QuantKernelsTest, ActivationQuantisationBitIdenticalAcrossIsas) {
+  constexpr int64_t kN = 512;
+  std::mt19937_64 rng(9);
+  const std::vector<std::vector<float>> rows = TrickyRows(kN, rng);
+  for (GgmlType t : kWeightTypes) {
+    const TypeKernels* scalar = kernels_scalar::Find(Id(t));
+    ASSERT_NE(scalar, nullptr);
+    const int64_t bytes = ActivationRowBytes(Id(t), kN);
+    for (KernelIsa isa : SupportedIsas()) {
+      ScopedIsa scoped(isa);
+      const TypeKernels* k = FindTypeKernels(Id(t));
+      for (size_t r = 0; r < rows.size(); ++r) {
+        std::string want(bytes, '\0'), got(bytes, '\x7f');
+        scalar->quantize_act(rows[r].data(), want.data(), kN);
+        k->quantize_act(rows[r].data(), got.data(), kN);
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), bytes))
+            << "type " << Id(t) << " isa " << static_cast<int>(isa) << " row " << r;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pdserve

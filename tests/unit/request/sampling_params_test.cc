@@ -1,0 +1,90 @@
+#include "common/request/sampling_params.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+
+namespace pdserve {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+TEST(SamplingParamsTest, DefaultsAreValidAndGreedy) {
+  SamplingParams p;
+  EXPECT_TRUE(ValidateSamplingParams(p).ok());
+  EXPECT_EQ(p.temperature, 0.0f);
+}
+
+TEST(SamplingParamsTest, BoundaryValuesAreAccepted) {
+  SamplingParams p;
+  p.temperature = 100.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 1.0f;
+  p.repetition_penalty = 10.0f;
+  p.presence_penalty = -2.0f;
+  p.frequency_penalty = 2.0f;
+  p.penalty_last_n = 0;
+  EXPECT_TRUE(ValidateSamplingParams(p).ok());
+  p.top_p = 1e-6f;
+  p.min_p = 0.0f;
+  p.repetition_penalty = 1e-3f;
+  p.presence_penalty = 2.0f;
+  p.frequency_penalty = -2.0f;
+  p.top_k = 1;
+  EXPECT_TRUE(ValidateSamplingParams(p).ok());
+}
+
+struct InvalidCase {
+  std::string field;
+  std::function<void(SamplingParams&)> mutate;
+};
+
+std::vector<InvalidCase> InvalidCases() {
+  return {
+      {"temperature", [](SamplingParams& p) { p.temperature = -0.1f; }},
+      {"temperature", [](SamplingParams& p) { p.temperature = 100.5f; }},
+      {"temperature", [](SamplingParams& p) { p.temperature = kNaN; }},
+      {"temperature", [](SamplingParams& p) { p.temperature = kInf; }},
+      {"top_k", [](SamplingParams& p) { p.top_k = -1; }},
+      {"top_p", [](SamplingParams& p) { p.top_p = 0.0f; }},
+      {"top_p", [](SamplingParams& p) { p.top_p = -0.5f; }},
+      {"top_p", [](SamplingParams& p) { p.top_p = 1.01f; }},
+      {"top_p", [](SamplingParams& p) { p.top_p = kNaN; }},
+      {"min_p", [](SamplingParams& p) { p.min_p = -0.01f; }},
+      {"min_p", [](SamplingParams& p) { p.min_p = 1.5f; }},
+      {"min_p", [](SamplingParams& p) { p.min_p = kNaN; }},
+      {"repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = 0.0f; }},
+      {"repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = -1.0f; }},
+      {"repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = 10.5f; }},
+      {"repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = kNaN; }},
+      {"repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = kInf; }},
+      {"presence_penalty", [](SamplingParams& p) { p.presence_penalty = 2.5f; }},
+      {"presence_penalty", [](SamplingParams& p) { p.presence_penalty = -2.5f; }},
+      {"presence_penalty", [](SamplingParams& p) { p.presence_penalty = kNaN; }},
+      {"frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = 2.01f; }},
+      {"frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = -kInf; }},
+      {"frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = kNaN; }},
+      {"penalty_last_n", [](SamplingParams& p) { p.penalty_last_n = -1; }},
+  };
+}
+
+TEST(SamplingParamsTest, EachInvalidFieldIsRejectedByName) {
+  for (const InvalidCase& c : InvalidCases()) {
+    SamplingParams p;
+    c.mutate(p);
+    const absl::Status s = ValidateSamplingParams(p);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.field << ": " << s;
+    EXPECT_NE(s.message().find("sampling." + c.field + " "), std::string::npos)
+        << "message should name " << c.field << ": " << s.message();
+  }
+}
+
+}  // namespace
+}  // namespace pdserve

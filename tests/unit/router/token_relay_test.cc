@@ -1,0 +1,135 @@
+#include "router/token_relay.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/text/tokenizer.h"
+#include "gtest/gtest.h"
+
+namespace pdserve::router {
+namespace {
+
+constexpr int32_t kEos = 256;
+
+// Byte-level vocabulary: token i < 256 is byte i, rendered through the GPT-2
+// byte map; enough to exercise dedup, UTF-8 holding and stop strings.
+std::unique_ptr<Tokenizer> ByteTokenizer() {
+  TokenizerVocab v;
+  int shifted = 0;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    const char32_t cp = printable ? static_cast<char32_t>(b) : 0x100 + shifted++;
+    std::string utf8;
+    if (cp < 0x80) {
+      utf8 = std::string(1, static_cast<char>(cp));
+    } else {
+      utf8 = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+    }
+    v.tokens.push_back(utf8);
+    v.token_types.push_back(1);
+  }
+  v.tokens.push_back("<|im_end|>");  // id 256: end of generation
+  v.token_types.push_back(3);
+  v.eos_id = kEos;
+  auto t = Tokenizer::FromVocab(v);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+v1::Tokens Tok(int first, const std::string& bytes) {
+  v1::Tokens t;
+  t.set_first_index(first);
+  for (unsigned char c : bytes) t.add_ids(c);
+  return t;
+}
+
+class TokenRelayTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Tokenizer> tokenizer_ = ByteTokenizer();
+};
+
+TEST_F(TokenRelayTest, DropsDuplicatesAndReportsGaps) {
+  TokenRelay relay(*tokenizer_, {.max_tokens = 100, .return_token_ids = true});
+  auto out = relay.Push(Tok(0, "abc"));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.text(), "abc");
+  out = relay.Push(Tok(1, "bcd"));  // overlaps: only "d" is new
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.text(), "d");
+  EXPECT_EQ(out->chunk.token_ids_size(), 1);
+  EXPECT_EQ(relay.completion_tokens(), 4);
+  EXPECT_EQ(relay.Push(Tok(6, "z")).status().code(), absl::StatusCode::kInternal);
+}
+
+TEST_F(TokenRelayTest, HoldsIncompleteUtf8AndCapsAtMaxTokens) {
+  TokenRelay relay(*tokenizer_, {.max_tokens = 3});
+  auto out = relay.Push(Tok(0, "a\xC3"));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.text(), "a");
+  out = relay.Push(Tok(2, "\xA9zzz"));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.text(), "\xC3\xA9");  // the 4th..6th tokens are beyond max_tokens
+  EXPECT_EQ(relay.completion_tokens(), 3);
+  EXPECT_FALSE(relay.Flush().has_chunk);
+}
+
+TEST_F(TokenRelayTest, StopStringEndsTheStream) {
+  TokenRelay relay(*tokenizer_, {.max_tokens = 100, .stop = {"\n\n"}});
+  auto out = relay.Push(Tok(0, "one\n"));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.text(), "one");
+  EXPECT_FALSE(out->stopped);
+  out = relay.Push(Tok(4, "\ntwo"));
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(out->stopped);
+  EXPECT_EQ(out->chunk.text(), "");
+  EXPECT_EQ(relay.completion_tokens(), 5);  // up to the token that completed the match
+}
+
+TEST_F(TokenRelayTest, KeepsGeneratedIdsForAFailoverAndKnowsWhenItEnded) {
+  TokenRelay relay(*tokenizer_, {.max_tokens = 4});
+  ASSERT_TRUE(relay.Push(Tok(0, "ab")).ok());
+  EXPECT_EQ(relay.generated_ids(), (std::vector<int32_t>{'a', 'b'}));
+  EXPECT_FALSE(relay.ended());
+  // The next decode worker continues at index 2; a resent overlap is dropped.
+  ASSERT_TRUE(relay.Push(Tok(1, "bcd")).ok());
+  EXPECT_EQ(relay.generated_ids(), (std::vector<int32_t>{'a', 'b', 'c', 'd'}));
+  EXPECT_TRUE(relay.ended());  // max_tokens reached
+
+  TokenRelay eos(*tokenizer_, {.max_tokens = 100});
+  v1::Tokens t = Tok(0, "a");
+  t.add_ids(kEos);
+  ASSERT_TRUE(eos.Push(t).ok());
+  EXPECT_TRUE(eos.ended());
+}
+
+TEST_F(TokenRelayTest, EndOfGenerationTokenIsCountedButNotOutput) {
+  v1::Tokens t = Tok(0, "ab");
+  t.add_ids(kEos);
+  TokenRelay relay(*tokenizer_, {.max_tokens = 100, .return_token_ids = true});
+  auto out = relay.Push(t);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.text(), "ab");
+  EXPECT_EQ(out->chunk.token_ids_size(), 2);
+  EXPECT_EQ(relay.completion_tokens(), 3);
+
+  TokenRelay ignoring(*tokenizer_,
+                      {.max_tokens = 100, .return_token_ids = true, .ignore_eos = true});
+  out = ignoring.Push(t);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.token_ids_size(), 3);
+}
+
+TEST_F(TokenRelayTest, FlushReleasesHeldText) {
+  TokenRelay relay(*tokenizer_, {.max_tokens = 100, .stop = {"END"}});
+  auto out = relay.Push(Tok(0, "xEN"));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.text(), "x");
+  TokenRelay::Output tail = relay.Flush();
+  EXPECT_TRUE(tail.has_chunk);
+  EXPECT_EQ(tail.chunk.text(), "EN");
+}
+
+}  // namespace
+}  // namespace pdserve::router

@@ -1,0 +1,237 @@
+// The pieces `pdserve bench` uses to load servers other than the router:
+// the SSE response parser, the OpenAI-compatible target against a scripted
+// in-process HTTP server (token accounting, HTTP errors, cut streams), and
+// text prompts whose recorded length is what the text really encodes to.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "tests/testing/tokenizer_test_util.h"
+#include "tools/bench_client.h"
+#include "tools/openai_target.h"
+#include "tools/prompt_text.h"
+#include "tools/sse_stream.h"
+
+namespace pdserve {
+namespace {
+
+std::string Chunked(const std::vector<std::string>& pieces) {
+  std::string out;
+  for (const std::string& p : pieces) absl::StrAppend(&out, absl::Hex(p.size()), "\r\n", p, "\r\n");
+  return out + "0\r\n\r\n";
+}
+
+constexpr char kSseHead[] =
+    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+
+TEST(SseStreamTest, ChunkedEventsFedByteByByte) {
+  const std::string response =
+      kSseHead + Chunked({"data: one\r\n\r\n: ping\r\n\r\ndata: two", "\r\ndata: lines\r\n\r\n",
+                          "data: [DONE]\r\n\r\n"});
+  SseStream stream;
+  std::vector<std::string> events;
+  for (char c : response) ASSERT_TRUE(stream.Feed(std::string(1, c), &events).ok());
+  EXPECT_EQ(stream.http_status(), 200);
+  EXPECT_TRUE(stream.finished());
+  EXPECT_EQ(events, (std::vector<std::string>{"one", "two\nlines", "[DONE]"}));
+}
+
+TEST(SseStreamTest, UnchunkedBodyWithLfLineEnds) {
+  SseStream stream;
+  std::vector<std::string> events;
+  ASSERT_TRUE(stream.Feed("HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\ndata:a\n\ndata: b\n\n",
+                          &events).ok());
+  EXPECT_EQ(events, (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(stream.finished());  // ends with the connection
+}
+
+TEST(SseStreamTest, RejectsGarbage) {
+  SseStream a;
+  std::vector<std::string> events;
+  EXPECT_FALSE(a.Feed("SSH-2.0-OpenSSH\r\n\r\n", &events).ok());
+  SseStream b;
+  EXPECT_FALSE(b.Feed(std::string(kSseHead) + "zz\r\n", &events).ok());
+  SseStream c;
+  EXPECT_FALSE(c.Feed(std::string(kSseHead) + "2\r\nabXY", &events).ok());
+}
+
+// Accepts connections on loopback and answers each with `reply`, after
+// reading the request (so the client's send never fails).
+class ScriptedHttpServer {
+ public:
+  explicit ScriptedHttpServer(std::vector<std::string> reply_parts) : parts_(std::move(reply_parts)) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(fd_, 16), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ScriptedHttpServer() {
+    shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+    thread_.join();
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  std::string last_request() const { return last_request_; }
+
+ private:
+  void Serve() {
+    while (true) {
+      const int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::string req;
+      char buf[4096];
+      // Headers then Content-Length bytes of body.
+      while (req.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = recv(c, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        req.append(buf, n);
+      }
+      const size_t cl = req.find("Content-Length: ");
+      const size_t body_at = req.find("\r\n\r\n") + 4;
+      const size_t want = cl == std::string::npos ? 0 : std::stoul(req.substr(cl + 16));
+      while (req.size() < body_at + want) {
+        const ssize_t n = recv(c, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        req.append(buf, n);
+      }
+      last_request_ = req;
+      for (const std::string& p : parts_) {
+        send(c, p.data(), p.size(), MSG_NOSIGNAL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      close(c);
+    }
+  }
+
+  std::vector<std::string> parts_;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread thread_;
+  std::string last_request_;
+};
+
+std::string Event(const std::string& text, const std::string& finish = "") {
+  const std::string reason = finish.empty() ? "null" : absl::StrCat("\"", finish, "\"");
+  return absl::StrCat("data: {\"choices\":[{\"text\":\"", text, "\",\"finish_reason\":", reason,
+                      "}]}\r\n\r\n");
+}
+
+// Runs one request of `max_tokens` through an OpenAiTarget.
+RequestRecord RunOne(const std::string& address, int max_tokens, bool ignore_eos = false) {
+  absl::StatusOr<std::unique_ptr<OpenAiTarget>> target = OpenAiTarget::Create(address, {0, 2});
+  EXPECT_TRUE(target.ok()) << target.status();
+  BenchRequestSpec spec;
+  spec.text = "hello";
+  spec.max_tokens = max_tokens;
+  spec.ignore_eos = ignore_eos;
+  spec.timeout = absl::Seconds(30);
+  RequestRecord record;
+  record.requested_output_tokens = max_tokens;
+  absl::Notification done;
+  RequestRecord out;
+  (*target)->Start(spec, record, BenchClock::now(), [&](RequestRecord r, BenchClock::time_point) {
+    out = std::move(r);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  (*target)->Quiesce();
+  return out;
+}
+
+TEST(OpenAiTargetTest, CountsTokensAndCreditsHeldBackOnesOnLength) {
+  // Four events with text but five tokens generated: one event merged two.
+  ScriptedHttpServer server({kSseHead, Chunked({Event("a"), Event("b"), Event("cd"), Event("e"),
+                                      Event("", "length"), "data: [DONE]\r\n\r\n"})});
+  const RequestRecord r = RunOne(server.address(), 5, /*ignore_eos=*/true);
+  EXPECT_EQ(r.code, absl::StatusCode::kOk) << r.error;
+  EXPECT_EQ(r.chunks.size(), 4u);
+  EXPECT_EQ(OutputTokens(r), 5);
+  EXPECT_GT(r.e2e_ms, 0);
+  EXPECT_NE(server.last_request().find("\"logit_bias\":{\"0\":-100.0,\"2\":-100.0}"),
+            std::string::npos)
+      << server.last_request();
+}
+
+TEST(OpenAiTargetTest, StopFinishIsNotPadded) {
+  ScriptedHttpServer server({kSseHead, Chunked({Event("a"), Event("b", "stop")})});
+  const RequestRecord r = RunOne(server.address(), 8);
+  EXPECT_EQ(r.code, absl::StatusCode::kOk) << r.error;
+  EXPECT_EQ(OutputTokens(r), 2);
+}
+
+TEST(OpenAiTargetTest, HttpErrorBecomesStatus) {
+  ScriptedHttpServer server(
+      {"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 11\r\n\r\n{\"busy\":1}\n"});
+  const RequestRecord r = RunOne(server.address(), 4);
+  EXPECT_EQ(r.code, absl::StatusCode::kUnavailable);
+  EXPECT_NE(r.error.find("busy"), std::string::npos) << r.error;
+}
+
+TEST(OpenAiTargetTest, CutStreamIsAnError) {
+  ScriptedHttpServer server({kSseHead, "6\r\n" + Event("a").substr(0, 6) + "\r\n"});
+  const RequestRecord r = RunOne(server.address(), 4);
+  EXPECT_EQ(r.code, absl::StatusCode::kUnavailable) << r.error;
+}
+
+TEST(OpenAiTargetTest, RefusesTokenIdPrompts) {
+  ScriptedHttpServer server({kSseHead});
+  absl::StatusOr<std::unique_ptr<OpenAiTarget>> target = OpenAiTarget::Create(server.address(), {});
+  ASSERT_TRUE(target.ok());
+  BenchRequestSpec spec;  // no text
+  spec.prompt = {1, 2, 3};
+  absl::Notification done;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  (*target)->Start(spec, RequestRecord{}, BenchClock::now(),
+                   [&](RequestRecord r, BenchClock::time_point) {
+                     code = r.code;
+                     done.Notify();
+                   });
+  done.WaitForNotification();
+  EXPECT_EQ(code, absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PromptTextTest, RecordedIdsAreWhatTheTextEncodesTo) {
+  using tokenizer_test::ByteVocab;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
+      Tokenizer::FromVocab(ByteVocab({{"a", "b"}, {"ab", "c"}, {" ", "x"}}));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const Tokenizer* raw = tok->get();
+  PromptText text(std::shared_ptr<const Tokenizer>(std::move(*tok)));
+  // "a" "b" "c" as separate ids merge into one token when re-encoded.
+  const std::vector<int32_t> ids = {'a', 'b', 'c', ' ', 'x', 'q'};
+  std::vector<int32_t> encoded;
+  const std::string s = text.Render(ids, &encoded);
+  EXPECT_EQ(s, "abc xq");
+  EXPECT_LE(encoded.size(), ids.size());
+  EXPECT_EQ(encoded, raw->Encode(s, false));
+  EXPECT_EQ(text.vocab_size(), raw->vocab_size());
+}
+
+TEST(PromptTextTest, TextIsAlwaysWellFormedUtf8) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromVocab(tokenizer_test::ByteVocab());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  PromptText text(std::shared_ptr<const Tokenizer>(std::move(*tok)));
+  // 0xE2 0x82 opens a 3-byte character that never ends; 0xFF is never valid.
+  std::vector<int32_t> encoded;
+  const std::string s = text.Render({'a', 0xE2, 0x82, 'b', 0xFF, 0xC3, 0xA9}, &encoded);
+  EXPECT_EQ(s, "ab\xC3\xA9");
+  EXPECT_EQ(encoded.size(), 4u);  // a, b and the two bytes of é
+}
+
+}  // namespace
+}  // namespace pdserve
