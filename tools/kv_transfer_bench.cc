@@ -1,6 +1,6 @@
 // pdserve_kv_bench: KV data plane throughput on loopback, measured against
-// a raw TCP stream of the same size in the same run (DESIGN.md §10 goal:
-// transport >= 70% of raw loopback TCP).
+// a raw TCP stream of the same size in the same run (the goal:
+// transport >= 70% of raw loopback TCP, docs/PERFORMANCE.md).
 //
 // The transport moves whole prompts' KV in the SmolLM2-135M layout (30
 // layers, 3 kv heads, head dim 64, block 16, f16: 12288 B per layer-block;

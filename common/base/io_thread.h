@@ -1,5 +1,5 @@
 // IoThread: a Boost.Asio io_context with one thread of its own, on which a
-// transport runs all its sockets and timers (DESIGN.md §5: KV transport I/O
+// transport runs all its sockets and timers (KV transport I/O
 // never runs on the engine thread).
 //
 // Thread-safety: context() may be used from any thread to post work;

@@ -9,7 +9,7 @@
 // allocation finds no empty block. Parked blocks therefore count as free:
 // the pool bound and every admission decision are unchanged by caching.
 //
-// Not thread-safe: owned by a worker's engine thread (DESIGN.md §5).
+// Not thread-safe: owned by a worker's engine thread.
 #ifndef PDSERVE_COMMON_ENGINE_BLOCK_ALLOCATOR_H_
 #define PDSERVE_COMMON_ENGINE_BLOCK_ALLOCATOR_H_
 

@@ -1,10 +1,11 @@
 // KvSender / KvReceiver: the KV data plane between a prefill worker P and a
-// decode worker D (DESIGN.md §3, §6). P pushes each layer's KV blocks of a
+// decode worker D (docs/PROTOCOL.md, "KV data plane"). P pushes each layer's KV blocks of a
 // request, as soon as that layer is computed, into blocks that D reserved
 // for the request; a commit frame closes the transfer and D acknowledges it.
 //
-// This header is the contract every transport implements (TCP today,
-// NCCL / CUDA IPC later); it names no wire format and no I/O library.
+// This header is the contract the framed sender and receiver implement
+// (control frames over TCP; payload over TCP, CUDA IPC or NCCL); it names no
+// wire format and no I/O library.
 //
 // Identity: D assigns a transfer_id per request and an epoch per attempt.
 // Retrying a transfer (another P, same reservation) bumps the epoch; frames of

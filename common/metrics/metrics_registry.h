@@ -1,6 +1,6 @@
 // MetricsRegistry: a tiny Prometheus metrics registry (counters, gauges,
 // callback gauges evaluated at scrape time, fixed-bucket histograms) and
-// its exposition in the Prometheus text format 0.0.4 (DESIGN.md §8).
+// its exposition in the Prometheus text format 0.0.4.
 //
 // Deliberately small: metric families are registered once at start-up,
 // series (label sets) are created on first use and live as long as the

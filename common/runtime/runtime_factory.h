@@ -1,4 +1,4 @@
-// The one place that chooses implementations by device (DESIGN.md §5): the
+// The one place that chooses implementations by device (docs/ARCHITECTURE.md): the
 // model runner and the KV cache pool of a worker. Callers include no device
 // headers; a build without CUDA answers cuda devices with FAILED_PRECONDITION.
 // With CUDA, the cuda implementations come from the CUDA module

@@ -1,5 +1,5 @@
 // Turns CUDA runtime and cuBLAS error codes into absl::Status, so every
-// device failure travels the same way as any other error (DESIGN.md §9).
+// device failure travels the same way as any other error.
 // Internal to common/gpu/cuda/: it includes CUDA headers, which code outside
 // this directory must not see.
 #ifndef PDSERVE_COMMON_GPU_CUDA_CUDA_STATUS_H_

@@ -30,7 +30,7 @@ TEST(KvLayoutTest, SmolLm2ByteMath) {
   EXPECT_EQ(l.dtype, "f16");
   EXPECT_EQ(l.kv_dim(), 192);
   EXPECT_EQ(l.elem_bytes(), 2);
-  EXPECT_EQ(l.bytes_per_token(), 23040);  // DESIGN.md §1
+  EXPECT_EQ(l.bytes_per_token(), 23040);  // 30 x 192 x 2 (K and V) x 2 bytes
   EXPECT_EQ(l.bytes_per_layer_block(), 12288);
   EXPECT_EQ(l.bytes_per_layer_block() * l.n_layers, l.bytes_per_token() * l.block_size);
   // The benchmarks' shorthand is the same layout.
