@@ -3,7 +3,10 @@
 // an I/O thread; prefill workers connect (one persistent connection each)
 // and stream frames that this class validates against the reservations
 // registered with Expect() before reading their payload straight into the
-// reserved KvCache blocks.
+// reserved KvCache blocks. Which epoch of a transfer may write into its
+// blocks, and when an ended one may hand them back, is KvEpochFence's
+// bookkeeping (kv_epoch_fence.h); the device paths are KvIpcPeers and
+// KvNcclPeers.
 //
 // Thread-safety: as KvReceiver. The KvCache is the engine's; this class only
 // computes block addresses from it and writes into blocks of pending
