@@ -9,12 +9,11 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "common/base/host_port.h"
 #include "common/base/io_thread.h"
 #include "common/base/status_macros.h"
-#include "common/kv/kv_channel_thread.h"
 #include "common/kv/kv_frame.h"
+#include "common/kv/kv_nccl_routes.h"
 #include "common/kv/kv_out_frames.h"
 #include "common/kv/kv_send_connection.h"
 #include "common/kv/kv_send_transfer.h"
@@ -25,20 +24,6 @@ namespace {
 
 using ConnPtr = std::shared_ptr<KvSendConnection>;
 using TransferPtr = std::shared_ptr<KvSendTransfer>;
-
-// Why a frame queued on a stopped NCCL channel fails: the connection's
-// death when it died (a refused hello says why), else a plain stop.
-absl::Status StoppedChannel(const KvSendConnection& conn) {
-  return conn.dead() ? conn.death() : absl::CancelledError("kv send: the NCCL channel was stopped");
-}
-
-// How a shared nccl connection dies because one transfer on it failed: the
-// others get UNAVAILABLE (retryable elsewhere), never that transfer's own
-// code (NOT_FOUND, INVALID_ARGUMENT, ... would end their requests for good).
-absl::Status EndedBy(uint64_t transfer_id, const absl::Status& why) {
-  return absl::UnavailableError(absl::StrCat("kv connection ended: transfer ", transfer_id,
-                                             " on it failed: ", why.message()));
-}
 
 // What every connection shares; path-specific fields are set per connection.
 KvSendConnectionOptions ConnectionOptions(const FramedKvSenderOptions& o) {
@@ -57,7 +42,10 @@ class FramedKvSenderImpl final : public FramedKvSender {
       : io_("kv-send-io"),
         device_pool_(options.device_pool),
         options_(ConnectionOptions(options)),
-        attach_head_(std::move(attach_head)) {}
+        attach_head_(std::move(attach_head)),
+        nccl_(io_, options_, [this](const ConnPtr& conn, const KvOutFrame& frame) {
+          return Reserve(conn, frame);
+        }) {}
   ~FramedKvSenderImpl() override;
 
   absl::Status SendLayer(const KvTransferTarget& target, int layer,
@@ -74,13 +62,7 @@ class FramedKvSenderImpl final : public FramedKvSender {
  private:
   using TransferKey = std::pair<std::string, uint64_t>;  // endpoint, transfer_id
   using ConnKey = std::pair<std::string, KvPath>;
-
-  // A nccl connection and the thread of its channel, which every frame of
-  // the connection after the hello goes through.
-  struct NcclRoute {
-    ConnPtr conn;
-    std::shared_ptr<KvChannelThread> thread;
-  };
+  using NcclRoute = KvNcclRoutes::Route;
 
   absl::StatusOr<ConnPtr> Connection(const KvTransferTarget& target);
   // Forgets a dead connection. Its channel (nccl) is aborted by its thread,
@@ -92,26 +74,10 @@ class FramedKvSenderImpl final : public FramedKvSender {
   // except that nccl never opens one for that (it would join a channel just
   // to send a control frame): the tcp path's.
   absl::StatusOr<ConnPtr> ControlConnection(const KvTransferTarget& target);
-  // nccl: a new single-use connection; its channel is joined on the
-  // channel's own thread.
-  ConnPtr NewNcclConnection(const KvTransferTarget& target, const HostPort& address,
-                            const std::string& channel_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // nccl: the route a transfer's frames take: the one its first layer
   // took, whatever happened to the connection since (a transfer never
   // spans two channels), or a new binding to the endpoint's connection.
   absl::StatusOr<NcclRoute> RouteFor(const KvTransferTarget& target);
-  // The transfer's route, if it has one.
-  std::optional<NcclRoute> BoundRoute(const KvTransferTarget& target);
-  // nccl: on the channel's thread, the send of the blocks, then the header.
-  absl::Status SendNcclLayer(const NcclRoute& route, int layer, KvCache& src_cache,
-                             absl::Span<const int32_t> src_block_ids, KvOutFrame frame);
-  // nccl: the frame goes after everything queued on the channel's thread.
-  absl::Status PostOnChannel(const NcclRoute& route, KvOutFrame frame);
-  // nccl: waits, behind everything queued on the channel's thread, until
-  // every byte sent on the channel so far has left (so no GPU work reads a
-  // source block any more). False when it cannot: not joined yet, stopped,
-  // or the wait failed (the channel is then dead).
-  bool DrainChannel(const NcclRoute& route);
 
   // The transfer's state; created when `create`, else null if there is none.
   absl::StatusOr<TransferPtr> FindTransfer(const KvTransferTarget& target, bool create);
@@ -122,7 +88,6 @@ class FramedKvSenderImpl final : public FramedKvSender {
   // ...and the hand-over to the I/O thread, from any thread. A frame of a
   // failed transfer or a dead connection is released there.
   void Deliver(const ConnPtr& conn, KvOutFrame frame);
-  void FailConnection(const ConnPtr& conn, const absl::Status& why);
   // Ends a failed transfer: no frame of it references source memory after
   // this, D is told (best effort, over `control`), and its state is
   // forgotten. A nccl transfer's route ends with it: dropping queued headers
@@ -141,26 +106,19 @@ class FramedKvSenderImpl final : public FramedKvSender {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ConnKey, ConnPtr> connections_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> ipc_refused_ ABSL_GUARDED_BY(mu_);
-  // nccl connections' channels, each with its thread.
-  absl::flat_hash_map<ConnPtr, std::shared_ptr<KvChannelThread>> channels_ ABSL_GUARDED_BY(mu_);
-  // Channel threads of dead connections, until they have ended.
-  std::vector<std::shared_ptr<KvChannelThread>> retired_channels_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<TransferKey, TransferPtr> transfers_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<TransferKey, NcclRoute> routes_ ABSL_GUARDED_BY(mu_);
+  // nccl connections' channels and the transfers bound to them.
+  KvNcclRoutes nccl_;
 };
 
 FramedKvSenderImpl::~FramedKvSenderImpl() {
   std::vector<ConnPtr> conns;
-  std::vector<std::shared_ptr<KvChannelThread>> threads;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [key, conn] : connections_) conns.push_back(conn);
-    for (const auto& [conn, thread] : channels_) threads.push_back(thread);
-    threads.insert(threads.end(), retired_channels_.begin(), retired_channels_.end());
   }
   // Channel threads hand frames to io_: they end first.
-  for (const auto& t : threads) t->Interrupt();
-  for (const auto& t : threads) t->AwaitStopped();
+  nccl_.Shutdown();
   io_.RunSync([&] {
     for (const ConnPtr& c : conns) c->Fail(absl::CancelledError("kv sender shutting down"));
   });
@@ -206,17 +164,13 @@ absl::StatusOr<ConnPtr> FramedKvSenderImpl::Connection(const KvTransferTarget& t
   auto it = connections_.find(ConnKey{target.endpoint, target.path});
   if (it != connections_.end() && !it->second->dead()) return it->second;
   if (it != connections_.end()) Retire(it);
-  return NewNcclConnection(target, address, id);
+  ConnPtr conn = nccl_.Open(target, address, device_pool_->device_memory(), id);
+  connections_[ConnKey{target.endpoint, target.path}] = conn;
+  return conn;
 }
 
 void FramedKvSenderImpl::Retire(absl::flat_hash_map<ConnKey, ConnPtr>::iterator it) {
-  std::erase_if(retired_channels_,
-                [](const std::shared_ptr<KvChannelThread>& t) { return t->stopped(); });
-  if (auto ch = channels_.find(it->second); ch != channels_.end()) {
-    ch->second->Interrupt();
-    retired_channels_.push_back(std::move(ch->second));
-    channels_.erase(ch);
-  }
+  nccl_.Retire(it->second);
   connections_.erase(it);
 }
 
@@ -229,65 +183,14 @@ absl::StatusOr<ConnPtr> FramedKvSenderImpl::ControlConnection(const KvTransferTa
   return Connection(target);
 }
 
-ConnPtr FramedKvSenderImpl::NewNcclConnection(const KvTransferTarget& target, const HostPort& address,
-                                           const std::string& id) {
-  const KvDeviceMemory* memory = device_pool_->device_memory();
-  // The receiver joins when it reads the hello; both wait for each other,
-  // here on the channel's thread. Bounded by the connect timeout too, and
-  // cut short when the connection dies (a receiver that refused the hello
-  // never joins).
-  auto thread = std::make_shared<KvChannelThread>();
-  KvSendConnectionOptions options = options_;
-  options.single_use = true;
-  options.on_death = [weak = std::weak_ptr<KvChannelThread>(thread)] {
-    if (std::shared_ptr<KvChannelThread> t = weak.lock()) t->Interrupt();
-  };
-  auto conn = std::make_shared<KvSendConnection>(io_.context(), address, options);
-  const absl::Time join_by = std::min(target.deadline, absl::Now() + options_.connect_timeout);
-  thread->Submit([this, conn, raw = thread.get(), memory, id, join_by,
-                  endpoint = target.endpoint](bool cancelled) {
-    if (cancelled) return;
-    absl::StatusOr<std::unique_ptr<KvPeerChannel>> channel =
-        memory->JoinPeerChannel(id, /*rank=*/0, join_by, raw->interrupted_flag());
-    const absl::Status st = channel.ok() ? raw->Adopt(std::move(*channel)) : channel.status();
-    if (!st.ok()) {
-      // The receiver's refusal says more than our timeout.
-      const absl::Status why = conn->dead() ? conn->death() : st;
-      raw->SetJoinError(absl::Status(
-          why.code(), absl::StrCat("kv send: NCCL channel to ", endpoint, ": ", why.message())));
-      FailConnection(conn, raw->join_error());
-      return;
-    }
-    LOG(INFO) << "kv connection to " << endpoint << " (nccl)";
-  });
-  // The hello goes first: every other frame of the connection passes the
-  // channel's thread, behind the join, which needs the hello to finish.
-  v1::KvFrameHeader hello;
-  hello.set_kind(v1::KvFrameHeader::NCCL_HELLO);
-  hello.set_nccl_id(id);
-  KvOutFrame frame;
-  frame.head = EncodeKvMessage(hello);
-  conn->TryReserveSlot();  // a fresh queue: always room
-  Deliver(conn, std::move(frame));
-  connections_[ConnKey{target.endpoint, target.path}] = conn;
-  channels_.emplace(conn, std::move(thread));
-  return conn;
-}
-
 absl::StatusOr<FramedKvSenderImpl::NcclRoute> FramedKvSenderImpl::RouteFor(
     const KvTransferTarget& target) {
-  if (std::optional<NcclRoute> bound = BoundRoute(target)) return *bound;
+  if (std::optional<NcclRoute> bound = nccl_.Bound(target)) return *bound;
   // A connection that died just now (its join failed, say) carries none of
   // this transfer's frames yet: one more try opens a fresh one.
   for (int attempt = 0;; ++attempt) {
     ASSIGN_OR_RETURN(ConnPtr conn, Connection(target));
-    absl::MutexLock lock(&mu_);
-    const TransferKey key{target.endpoint, target.transfer_id};
-    if (auto it = routes_.find(key); it != routes_.end()) return it->second;
-    auto ch = channels_.find(conn);
-    if (ch != channels_.end() && !conn->dead()) {
-      return routes_.emplace(key, NcclRoute{conn, ch->second}).first->second;
-    }
+    if (std::optional<NcclRoute> route = nccl_.Bind(target, conn)) return *route;
     if (attempt == 1) {
       return conn->dead() ? conn->death()
                           : absl::UnavailableError("kv send: the NCCL channel is gone");
@@ -295,86 +198,8 @@ absl::StatusOr<FramedKvSenderImpl::NcclRoute> FramedKvSenderImpl::RouteFor(
   }
 }
 
-std::optional<FramedKvSenderImpl::NcclRoute> FramedKvSenderImpl::BoundRoute(
-    const KvTransferTarget& target) {
-  absl::MutexLock lock(&mu_);
-  auto it = routes_.find(TransferKey{target.endpoint, target.transfer_id});
-  if (it == routes_.end()) return std::nullopt;
-  return it->second;
-}
-
-absl::Status FramedKvSenderImpl::SendNcclLayer(const NcclRoute& route, int layer, KvCache& src_cache,
-                                            absl::Span<const int32_t> src_block_ids,
-                                            KvOutFrame frame) {
-  if (route.conn->dead()) return route.conn->death();
-  std::vector<const uint8_t*> blocks;
-  blocks.reserve(src_block_ids.size());
-  for (int32_t b : src_block_ids) blocks.push_back(src_cache.LayerBlock(layer, b));
-  const size_t block_bytes = static_cast<size_t>(src_cache.layout().bytes_per_layer_block());
-  RETURN_IF_ERROR(Reserve(route.conn, frame));
-  // Held by pointer: the job is copied into a std::function.
-  auto held = std::make_shared<KvOutFrame>(std::move(frame));
-  auto job = [this, conn = route.conn, raw = route.thread.get(), blocks = std::move(blocks),
-              block_bytes, held](bool cancelled) {
-    absl::Status st = cancelled ? StoppedChannel(*conn) : held->transfer->status();
-    if (!st.ok()) {
-      // Neither the bytes nor the header go: the two ends stay in step.
-    } else if (raw->channel() == nullptr) {
-      st = raw->join_error();
-    } else {
-      st = raw->channel()->SendBlocks(blocks, block_bytes);
-      if (st.ok()) {
-        held->on_channel = true;  // from now on its header must follow
-      } else {
-        // Bytes that may be half on the channel without their header put
-        // the two ends out of step: the connection (and channel) must go.
-        FailConnection(conn, EndedBy(held->transfer->transfer_id(), st));
-      }
-    }
-    if (!st.ok()) held->transfer->Fail(st);
-    Deliver(conn, std::move(*held));  // released there when failed
-  };
-  if (!route.thread->Submit(std::move(job))) {
-    const absl::Status st = StoppedChannel(*route.conn);
-    held->transfer->Fail(st);
-    Deliver(route.conn, std::move(*held));
-    return st;
-  }
-  return absl::OkStatus();
-}
-
-bool FramedKvSenderImpl::DrainChannel(const NcclRoute& route) {
-  if (!route.thread->joined()) return false;
-  absl::Notification drained;
-  absl::Status st = absl::CancelledError("kv send: the NCCL channel was stopped");
-  const absl::Duration timeout = options_.idle_timeout;
-  const bool queued = route.thread->Submit([&, raw = route.thread.get()](bool cancelled) {
-    if (!cancelled && raw->channel() != nullptr) st = raw->channel()->Wait(absl::Now() + timeout);
-    drained.Notify();
-  });
-  if (!queued) return false;
-  drained.WaitForNotification();  // bounded: the wait has a deadline
-  if (!st.ok()) LOG(WARNING) << "kv: the NCCL channel to " << route.conn->endpoint() << ": " << st;
-  return st.ok();
-}
-
-absl::Status FramedKvSenderImpl::PostOnChannel(const NcclRoute& route, KvOutFrame frame) {
-  RETURN_IF_ERROR(Reserve(route.conn, frame));
-  auto held = std::make_shared<KvOutFrame>(std::move(frame));
-  auto job = [this, conn = route.conn, held](bool cancelled) {
-    if (cancelled && held->transfer != nullptr) held->transfer->Fail(StoppedChannel(*conn));
-    Deliver(conn, std::move(*held));
-  };
-  if (!route.thread->Submit(std::move(job))) Deliver(route.conn, std::move(*held));
-  return absl::OkStatus();
-}
-
-void FramedKvSenderImpl::FailConnection(const ConnPtr& conn, const absl::Status& why) {
-  boost::asio::post(io_.context(), [conn, why] { conn->Fail(why); });
-}
-
 absl::StatusOr<TransferPtr> FramedKvSenderImpl::FindTransfer(const KvTransferTarget& target,
-                                                          bool create) {
+                                                             bool create) {
   absl::MutexLock lock(&mu_);
   const TransferKey key{target.endpoint, target.transfer_id};
   auto it = transfers_.find(key);
@@ -418,9 +243,9 @@ absl::Status FramedKvSenderImpl::Post(const ConnPtr& conn, KvOutFrame frame) {
 }
 
 absl::Status FramedKvSenderImpl::SendLayer(const KvTransferTarget& target, int layer,
-                                        absl::Span<const int32_t> logical_blocks,
-                                        KvCache& src_cache,
-                                        absl::Span<const int32_t> src_block_ids) {
+                                           absl::Span<const int32_t> logical_blocks,
+                                           KvCache& src_cache,
+                                           absl::Span<const int32_t> src_block_ids) {
   RETURN_IF_ERROR(ValidateLayer(layer, logical_blocks, src_cache, src_block_ids));
   std::optional<NcclRoute> route;
   ConnPtr conn;
@@ -463,7 +288,7 @@ absl::Status FramedKvSenderImpl::SendLayer(const KvTransferTarget& target, int l
   frame.transfer = transfer;
   frame.accounted_bytes = header.payload_bytes();
   const absl::Status st =
-      route.has_value() ? SendNcclLayer(*route, layer, src_cache, src_block_ids, std::move(frame))
+      route.has_value() ? nccl_.SendLayer(*route, layer, src_cache, src_block_ids, std::move(frame))
                         : Post(conn, std::move(frame));
   if (!st.ok()) {
     transfer->Fail(st);
@@ -475,7 +300,7 @@ absl::Status FramedKvSenderImpl::SendLayer(const KvTransferTarget& target, int l
 absl::Status FramedKvSenderImpl::Commit(const KvTransferTarget& target, const KvCommit& commit) {
   // A nccl transfer's commit follows its layers on their channel.
   const std::optional<NcclRoute> route =
-      target.path == KvPath::kNccl ? BoundRoute(target) : std::nullopt;
+      target.path == KvPath::kNccl ? nccl_.Bound(target) : std::nullopt;
   absl::StatusOr<ConnPtr> control = ControlConnection(target);
   if (!route.has_value() && !control.ok()) return control.status();
   ASSIGN_OR_RETURN(TransferPtr transfer, FindTransfer(target, /*create=*/true));
@@ -489,8 +314,8 @@ absl::Status FramedKvSenderImpl::Commit(const KvTransferTarget& target, const Kv
     frame.transfer = transfer;
     frame.head = EncodeKvMessage(header);
     frame.is_commit = true;
-    status = route.has_value() ? PostOnChannel(*route, std::move(frame))
-                               : Post(*control, std::move(frame));
+    status =
+        route.has_value() ? nccl_.Post(*route, std::move(frame)) : Post(*control, std::move(frame));
     if (status.ok()) status = transfer->AwaitAck(target.deadline);
   }
   if (status.ok()) {
@@ -507,7 +332,7 @@ void FramedKvSenderImpl::Abort(const KvTransferTarget& target, std::string reaso
   if (!transfer.ok()) {
     LOG(WARNING) << "kv abort: " << transfer.status();
   } else if (*transfer != nullptr) {
-    Abandon(control, BoundRoute(target), target, *transfer, absl::AbortedError(reason));
+    Abandon(control, nccl_.Bound(target), target, *transfer, absl::AbortedError(reason));
     return;
   }
   // Nothing in flight here, but D may hold a reservation for it.
@@ -519,23 +344,17 @@ void FramedKvSenderImpl::Abort(const KvTransferTarget& target, std::string reaso
 }
 
 void FramedKvSenderImpl::Abandon(const absl::StatusOr<ConnPtr>& control,
-                              const std::optional<NcclRoute>& route, const KvTransferTarget& target,
-                              const TransferPtr& transfer, const absl::Status& why) {
+                                 const std::optional<NcclRoute>& route,
+                                 const KvTransferTarget& target, const TransferPtr& transfer,
+                                 const absl::Status& why) {
   transfer->Fail(why);
   // A failed transfer's frames still queued on the channel's thread send
   // nothing, and those whose bytes went keep their headers, so a channel
   // that drains stays usable for the other transfers on it. One that cannot
   // is ended: its thread aborts it on the way out, and with it every GPU
   // read of ours; the other transfers on it fail (the next ones reconnect).
-  if (route.has_value() && !DrainChannel(*route)) {
-    // The connection first, so the frames the thread hands back fail with
-    // its death (UNAVAILABLE), then the wait for the thread: no GPU read of
-    // ours outlives this call (nor the abandon of any other transfer on it,
-    // which waits for the same thread).
-    const absl::Status ended = EndedBy(transfer->transfer_id(), why);
-    io_.RunSync([&] { route->conn->Fail(ended); });
-    route->thread->Interrupt();
-    route->thread->AwaitStopped();
+  if (route.has_value() && !nccl_.Drain(*route)) {
+    nccl_.EndConnection(*route, transfer->transfer_id(), why);
   } else if (!route.has_value() && control.ok()) {
     io_.RunSync([&] { (*control)->DropTransfer(transfer); });
   }
@@ -565,7 +384,7 @@ absl::Status FramedKvSenderImpl::SendProgress(const KvTransferTarget& target) {
 }
 
 void FramedKvSenderImpl::PostAbortFrame(const ConnPtr& conn, const KvTransferTarget& target,
-                                     absl::string_view reason) {
+                                        absl::string_view reason) {
   v1::KvFrameHeader header = HeaderFor(target, v1::KvFrameHeader::ABORT);
   header.set_error(std::string(reason));
   KvOutFrame frame;
@@ -577,7 +396,7 @@ void FramedKvSenderImpl::PostAbortFrame(const ConnPtr& conn, const KvTransferTar
 void FramedKvSenderImpl::Forget(const KvTransferTarget& target) {
   absl::MutexLock lock(&mu_);
   transfers_.erase(TransferKey{target.endpoint, target.transfer_id});
-  routes_.erase(TransferKey{target.endpoint, target.transfer_id});
+  nccl_.Unbind(target);
 }
 
 }  // namespace
