@@ -3,6 +3,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "common/base/program_flags.h"
 #include "common/rpc/grpc_server.h"
 #include "common/rpc/server_tls_flags.h"
 #include "common/worker/engine_runtime_flags.h"
@@ -31,6 +32,9 @@ ABSL_FLAG(bool, prefix_cache, true, "Reuse cached KV blocks of shared prompt pre
 
 int main(int argc, char** argv) {
   pdserve::BlockTerminationSignals();
+  pdserve::InitProgramFlags(
+      "pdserve-decode --model=M.gguf [--listen=host:port] [--kv_listen=host:port] "
+      "[--kv_advertise=host:port]");
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;

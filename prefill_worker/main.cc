@@ -1,6 +1,7 @@
 // pdserve-prefill: flags -> PrefillWorkerConfig -> RunPrefillWorker().
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "common/base/program_flags.h"
 #include "common/rpc/grpc_server.h"
 #include "common/rpc/server_tls_flags.h"
 #include "common/worker/engine_runtime_flags.h"
@@ -26,6 +27,9 @@ ABSL_FLAG(bool, prefix_cache, true, "Reuse cached KV blocks of shared prompt pre
 
 int main(int argc, char** argv) {
   pdserve::BlockTerminationSignals();
+  pdserve::InitProgramFlags(
+      "pdserve-prefill --model=M.gguf [--listen=host:port] "
+      "[--kv_transport=auto|tcp|cuda_ipc|nccl]");
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
