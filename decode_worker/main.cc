@@ -1,17 +1,14 @@
 // pdserve-decode: flags -> DecodeWorkerConfig -> RunDecodeWorker().
-#include <cstdio>
-
+// The flags both tiers share are common/worker/worker_flags.h's.
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/time/time.h"
+#include "common/base/program_flags.h"
 #include "common/rpc/grpc_server.h"
-#include "common/rpc/server_tls_flags.h"
-#include "common/worker/engine_runtime_flags.h"
+#include "common/worker/worker_flags.h"
 #include "decode_worker/decode_worker.h"
 #include "glog/logging.h"
 
-ABSL_FLAG(std::string, kv_secret_file, "",
-          "Shared secret file of the KV data plane; both tiers need the same one ('' = off)");
-ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model path");
 ABSL_FLAG(std::string, listen, "0.0.0.0:50071", "gRPC listen address");
 ABSL_FLAG(std::string, kv_listen, "0.0.0.0:0", "KV receiver listen address (port 0 = any)");
 ABSL_FLAG(std::string, kv_advertise, "", "KV endpoint told to prefill workers (host:port)");
@@ -22,35 +19,25 @@ ABSL_FLAG(int32_t, prefill_tokens_while_decoding, 0,
           "Most prompt tokens a step prefills locally while other sequences decode: bounds their "
           "longest inter-token gap, at the price of more gaps (0 = --max_batch_tokens)");
 ABSL_FLAG(int32_t, kv_wait_ms, 10000, "Default wait for a reservation's KV commit");
-ABSL_FLAG(int32_t, drain_timeout_ms, 30000, "Longest drain on SIGTERM");
-ABSL_FLAG(int32_t, metrics_port, 0, "Prometheus /metrics HTTP port (0 = off, -1 = any free port)");
-ABSL_FLAG(std::string, port_file, "",
-          "Once serving, write the bound ports here (grpc=, metrics=, kv= lines): start with "
-          "port 0 and read the real ones back");
-ABSL_FLAG(bool, prefix_cache, true, "Reuse cached KV blocks of shared prompt prefixes");
 
 int main(int argc, char** argv) {
   pdserve::BlockTerminationSignals();
+  pdserve::InitProgramFlags(
+      "pdserve-decode --model=M.gguf [--listen=host:port] [--kv_listen=host:port] "
+      "[--kv_advertise=host:port]");
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
   pdserve::decode::DecodeWorkerConfig c;
-  c.model_path = absl::GetFlag(FLAGS_model);
-  c.tls = pdserve::ServerTlsFilesFromFlags();
-  c.kv_secret_file = absl::GetFlag(FLAGS_kv_secret_file);
+  pdserve::WorkerConfigFromFlags(&c);
   c.listen = absl::GetFlag(FLAGS_listen);
   c.kv_listen = absl::GetFlag(FLAGS_kv_listen);
   c.kv_advertise = absl::GetFlag(FLAGS_kv_advertise);
   c.worker_id = absl::GetFlag(FLAGS_worker_id);
-  c.runtime = pdserve::EngineRuntimeFlagsFromFlags();
   c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.max_batch = absl::GetFlag(FLAGS_max_batch);
   c.prefill_tokens_while_decoding = absl::GetFlag(FLAGS_prefill_tokens_while_decoding);
   c.kv_wait = absl::Milliseconds(absl::GetFlag(FLAGS_kv_wait_ms));
-  c.drain_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_drain_timeout_ms));
-  c.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  c.port_file = absl::GetFlag(FLAGS_port_file);
-  c.prefix_cache = absl::GetFlag(FLAGS_prefix_cache);
   absl::Status s = pdserve::decode::RunDecodeWorker(c);
   if (!s.ok()) {
     LOG(ERROR) << "pdserve-decode: " << s;

@@ -1,16 +1,15 @@
 #include "prefill_worker/prefill_worker.h"
 
-#include <unistd.h>
-
 #include <algorithm>
+#include <atomic>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/base/status_macros.h"
+#include "common/kv/kv_auth.h"
 #include "common/kv/kv_path.h"
-#include "common/rpc/port_file.h"
-#include "common/runtime/runtime_factory.h"
-#include "common/worker/worker_drain.h"
+#include "common/runtime/device_spec.h"
 #include "glog/logging.h"
 #include "prefill_worker/prefill_metrics.h"
 
@@ -81,23 +80,20 @@ absl::Status PrefillWorkerConfig::Validate() const {
 absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const PrefillWorkerConfig& c) {
   RETURN_IF_ERROR(c.Validate());
   std::unique_ptr<PrefillWorker> w(new PrefillWorker);
-  w->config_ = c;
-  ASSIGN_OR_RETURN(w->model_, Model::Load(c.model_path));
-  ASSIGN_OR_RETURN(EngineRuntime rt, CreateEngineRuntime(*w->model_, c.runtime));
-  w->cache_ = std::move(rt.cache);
-  w->runner_ = std::move(rt.runner);
+  ASSIGN_OR_RETURN(w->host_, WorkerHost::Load(c, "prefill"));
+  KvCache* cache = w->host_->cache();
   FramedKvSenderOptions kv_options;
   ASSIGN_OR_RETURN(kv_options.auth, LoadKvAuthKey(c.kv_secret_file));
   ASSIGN_OR_RETURN(w->ctx_.kv_transport, ParseKvTransportFlag(c.kv_transport));
-  w->ctx_.kv_local = {w->cache_->on_device(), LocalKvHostId(),
-                      w->cache_->on_device() && w->cache_->device_memory()->SupportsPeerChannels()};
+  w->ctx_.kv_local = {cache->on_device(), LocalKvHostId(),
+                      cache->on_device() && cache->device_memory()->SupportsPeerChannels()};
   // Device paths (CUDA IPC, NCCL) read the pool, unless forced to tcp.
-  if (w->cache_->on_device() && w->ctx_.kv_transport != KvTransportFlag::kTcp) {
-    kv_options.device_pool = w->cache_.get();
+  if (cache->on_device() && w->ctx_.kv_transport != KvTransportFlag::kTcp) {
+    kv_options.device_pool = cache;
   }
   ASSIGN_OR_RETURN(w->sender_, FramedKvSender::Create(kv_options));
   w->ctx_.sender = w->sender_.get();
-  w->exporter_ = std::make_unique<KvExporter>(w->sender_.get(), w->cache_.get(), c.commit_threads);
+  w->exporter_ = std::make_unique<KvExporter>(w->sender_.get(), cache, c.commit_threads);
   KvExporter* exporter = w->exporter_.get();
   Engine::Options eo{.max_batch_tokens = c.max_batch_tokens, .max_running = c.max_batch};
   eo.prefix_cache = c.prefix_cache;
@@ -109,64 +105,39 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
     progress->fetch_add(tokens, std::memory_order_relaxed);
     exporter->OnLayer(layer, chunks);
   };
-  auto engine =
-      std::make_unique<Engine>(&w->model_->tokenizer(), w->runner_.get(), w->cache_.get(), eo);
-  w->loop_ = std::make_unique<EngineLoop>(std::move(engine));
-  w->exporter_->AttachLoop(w->loop_.get());
+  EngineLoop* loop = w->host_->StartEngine(eo);
+  w->exporter_->AttachLoop(loop);
   w->ctx_.admission.set_step_tokens(c.max_batch_tokens);
-  WarmUp(*w->loop_, w->model_->config(), *w->cache_);
-  w->ctx_.model = w->model_.get();
-  w->ctx_.loop = w->loop_.get();
+  WarmUp(*loop, w->host_->model().config(), *cache);
+  w->ctx_.model = &w->host_->model();
+  w->ctx_.loop = loop;
   w->ctx_.exporter = exporter;
-  w->ctx_.layout = w->cache_->layout();
-  w->ctx_.worker_id = c.worker_id.empty() ? absl::StrCat("prefill-", getpid()) : c.worker_id;
+  w->ctx_.layout = cache->layout();
+  w->ctx_.worker_id = w->host_->worker_id();
   w->service_ = std::make_unique<PrefillService>(&w->ctx_);
-  if (c.metrics_port != 0) {
-    RegisterPrefillMetrics(&w->ctx_, &w->metrics_);
-    MetricsHttpServerOptions mo;
-    mo.listen_address = MetricsListenAddress(c.metrics_port);
-    ASSIGN_OR_RETURN(w->metrics_server_, MetricsHttpServer::Start(mo, &w->metrics_));
-  }
-  GrpcServerOptions so;
-  so.listen_address = c.listen;
-  so.services = {w->service_.get()};
-  ASSIGN_OR_RETURN(so.credentials, MakeServerCredentials(c.tls));
-  ASSIGN_OR_RETURN(w->server_, GrpcServer::Start(so));
-  // A lost device ends admission for good: health turns NOT_SERVING and
-  // load reports say draining, so the router places work elsewhere.
-  w->loop_->OnRunnerLost([ctx = &w->ctx_, server = w->server_.get()](const absl::Status&) {
-    ctx->draining.store(true);
-    server->SetServing(false);
-  });
+  const PrefillContext* ctx = &w->ctx_;
+  RETURN_IF_ERROR(w->host_->Serve(w->service_.get(), &w->ctx_.draining,
+                                  [ctx](MetricsRegistry* registry) {
+                                    RegisterPrefillMetrics(ctx, registry);
+                                  }));
   LOG(INFO) << "prefill worker " << w->ctx_.worker_id << " serving on port " << w->port()
             << ", prefix cache " << (c.prefix_cache ? "on" : "off");
   return w;
 }
 
-BoundPorts PrefillWorker::bound_ports() const {
-  return {.grpc = port(), .metrics = metrics_server_ ? metrics_server_->port() : 0};
-}
-
-void PrefillWorker::Drain() { DrainWorker(ctx_.draining, *server_, *loop_, config_.drain_timeout); }
-
-// No more scrapes (they read the loop), no more calls, then no more engine
-// steps (no more sends), then the exporter's commit threads, then the
-// sender they use.
+// No more scrapes, calls or engine steps (no more sends), then the
+// exporter's commit threads, then the sender they use, then the host's
+// engine thread, runtime and model.
 PrefillWorker::~PrefillWorker() {
-  metrics_server_.reset();
-  if (server_) server_->Shutdown(absl::ZeroDuration());
-  if (loop_) loop_->Stop();
+  if (host_) host_->Stop();
   exporter_.reset();
   sender_.reset();
-  loop_.reset();
+  host_.reset();
 }
 
 absl::Status RunPrefillWorker(const PrefillWorkerConfig& config) {
   ASSIGN_OR_RETURN(std::unique_ptr<PrefillWorker> worker, PrefillWorker::Start(config));
-  RETURN_IF_ERROR(WritePortFile(config.port_file, worker->bound_ports()));
-  WaitForTerminationSignal();
-  worker->Drain();
-  return absl::OkStatus();
+  return worker->ServeUntilTerminated();
 }
 
 }  // namespace pdserve::prefill

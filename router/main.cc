@@ -3,13 +3,13 @@
 #include <cstdlib>
 
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "common/base/program_flags.h"
 #include "glog/logging.h"
 #include "router/router_flags.h"
 #include "router/router_server.h"
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  pdserve::InitProgramFlags(
       "pdserve-router --model=M.gguf --decode=host:port,... [--prefill=host:port,...]");
   absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);

@@ -18,6 +18,16 @@ ABSL_FLAG(uint64_t, seed, 0,
 ABSL_FLAG(int32_t, max_tokens, 128, "run, generate, up --demo_prompt: tokens to generate at most");
 ABSL_FLAG(bool, ignore_eos, false, "Keep generating past end-of-generation tokens");
 ABSL_FLAG(std::string, router, "127.0.0.1:50051", "generate, bench: router address");
+// One prompt flag set for every subcommand that sends a prompt, so that
+// each means the same everywhere.
+ABSL_FLAG(std::string, prompt, "",
+          "run, generate: prompt text (a user message with --chat); generate also takes it as "
+          "its arguments");
+ABSL_FLAG(bool, chat, true,
+          "run, generate, up --demo_prompt: send the prompt as a user message in the model's "
+          "chat template (--chat=false: as plain text)");
+ABSL_FLAG(std::string, system, "",
+          "run, generate, up --demo_prompt: system message for --chat (default: the model's own)");
 
 namespace pdserve {
 

@@ -17,6 +17,9 @@ ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(int32_t, max_tokens);
 ABSL_DECLARE_FLAG(bool, ignore_eos);
 ABSL_DECLARE_FLAG(std::string, router);
+ABSL_DECLARE_FLAG(std::string, prompt);
+ABSL_DECLARE_FLAG(bool, chat);
+ABSL_DECLARE_FLAG(std::string, system);
 
 namespace pdserve {
 

@@ -19,23 +19,31 @@ ABSL_FLAG(std::string, kv_transport, "auto",
           "up: the prefill workers' KV path (auto, tcp, cuda_ipc; see pdserve-prefill --help)");
 ABSL_FLAG(int32_t, router_port, 50051, "up: router port on 127.0.0.1 (0 = any free port)");
 ABSL_FLAG(std::string, log_dir, "/tmp/pdserve-up", "up: where each process logs");
-ABSL_FLAG(std::string, demo_prompt, "", "up: stream an answer to this chat prompt once ready");
-ABSL_FLAG(bool, gen_chat, true, "generate: wrap the prompt as a chat user message");
+ABSL_FLAG(std::string, demo_prompt, "",
+          "up: stream an answer to this prompt once ready (a chat message unless --chat=false)");
 ABSL_FLAG(int32_t, gen_timeout_ms, 120000, "generate: deadline");
 
 namespace pdserve {
 namespace {
 
-v1::GenerateRequest ChatRequest(const std::string& prompt, bool chat, int max_tokens) {
+// `prompt` as --chat and --system say, the way `pdserve run` reads them,
+// so the same flags mean the same answer locally and through a router.
+v1::GenerateRequest PromptRequest(const std::string& prompt) {
   v1::GenerateRequest req;
-  if (chat) {
+  if (absl::GetFlag(FLAGS_chat)) {
+    const std::string system = absl::GetFlag(FLAGS_system);
+    if (!system.empty()) {
+      v1::ChatMessage* s = req.mutable_chat()->add_messages();
+      s->set_role("system");
+      s->set_content(system);
+    }
     v1::ChatMessage* m = req.mutable_chat()->add_messages();
     m->set_role("user");
     m->set_content(prompt);
   } else {
     req.set_text(prompt);
   }
-  req.set_max_tokens(max_tokens);
+  req.set_max_tokens(absl::GetFlag(FLAGS_max_tokens));
   req.set_ignore_eos(absl::GetFlag(FLAGS_ignore_eos));
   *req.mutable_sampling() = ToProto(SamplingParamsFromFlags());
   return req;
@@ -105,8 +113,7 @@ absl::Status UpCommand() {
   const std::string demo = absl::GetFlag(FLAGS_demo_prompt);
   if (!demo.empty()) {
     std::fprintf(stderr, "> %s\n", demo.c_str());
-    RETURN_IF_ERROR(StreamAnswer(cluster->router_address(),
-                                 ChatRequest(demo, true, absl::GetFlag(FLAGS_max_tokens))));
+    RETURN_IF_ERROR(StreamAnswer(cluster->router_address(), PromptRequest(demo)));
   }
   std::fprintf(stderr, "pdserve: serving; press Ctrl-C to stop\n");
   // Supervise: a worker or router that dies comes back (same port), as a
@@ -122,10 +129,13 @@ absl::Status UpCommand() {
 }
 
 absl::Status GenerateCommand(const std::vector<std::string>& args) {
-  if (args.empty()) return absl::InvalidArgumentError("usage: pdserve generate [flags] \"prompt\"");
-  return StreamAnswer(absl::GetFlag(FLAGS_router),
-                      ChatRequest(absl::StrJoin(args, " "), absl::GetFlag(FLAGS_gen_chat),
-                                  absl::GetFlag(FLAGS_max_tokens)));
+  const std::string flag_prompt = absl::GetFlag(FLAGS_prompt);
+  if (args.empty() == flag_prompt.empty()) {
+    return absl::InvalidArgumentError(
+        "usage: pdserve generate [flags] \"prompt\" (or --prompt=\"prompt\"; not both)");
+  }
+  const std::string prompt = args.empty() ? flag_prompt : absl::StrJoin(args, " ");
+  return StreamAnswer(absl::GetFlag(FLAGS_router), PromptRequest(prompt));
 }
 
 }  // namespace pdserve

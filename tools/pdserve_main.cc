@@ -10,8 +10,9 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "glog/logging.h"
+#include "common/base/program_flags.h"
 #include "common/rpc/grpc_server.h"
+#include "glog/logging.h"
 #include "tools/bench_command.h"
 #include "tools/bench_engine.h"
 #include "tools/cluster_commands.h"
@@ -19,7 +20,7 @@
 #include "tools/run_command.h"
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  pdserve::InitProgramFlags(
       "pdserve <command> [flags]\n  run           generate in this process\n"
       "  bench-engine  measure engine throughput\n"
       "  up            start router + prefill + decode on loopback\n"

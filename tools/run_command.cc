@@ -12,9 +12,6 @@
 #include "common/text/detokenizer.h"
 #include "tools/cli_flags.h"
 
-ABSL_FLAG(std::string, prompt, "", "Prompt text (a user message with --chat)");
-ABSL_FLAG(std::string, system, "", "System message for --chat (default: the model's own)");
-ABSL_FLAG(bool, chat, false, "Wrap the prompt in the model's chat template");
 ABSL_FLAG(bool, print_token_ids, false, "Print generated token ids (one line) instead of text");
 
 namespace pdserve {

@@ -29,7 +29,7 @@ ALLOWED = {
     'rpc': {'base'},
     'metrics': {'base'},
     'worker': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'engine', 'cpu',
-               'runtime', 'rpc'},
+               'runtime', 'rpc', 'metrics'},
     'gpu': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'engine', 'kv', 'runtime'},
 }
 # Libraries of code the router must not carry.
