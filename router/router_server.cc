@@ -91,14 +91,40 @@ void RouterServer::Shutdown(absl::Duration grace) {
   LOG(INFO) << "router stopped";
 }
 
-absl::Status Run(const RouterConfig& config) {
-  BlockTerminationSignals();
+namespace {
+
+// Bounds the wait for gRPC's shutdown at exit: well inside the grace a
+// supervisor gives a draining process after SIGTERM (LocalCluster: 10 s)
+// beyond the drain itself.
+constexpr absl::Duration kGrpcShutdownTimeout = absl::Seconds(5);
+
+// Serves until SIGTERM or SIGINT, drains, and destroys the server (and with
+// it every gRPC object the router owns) before returning.
+absl::Status Serve(const RouterConfig& config) {
   ASSIGN_OR_RETURN(std::unique_ptr<RouterServer> server, RouterServer::Start(config));
   RETURN_IF_ERROR(
       WritePortFile(config.port_file, {.grpc = server->port(), .metrics = server->metrics_port()}));
   WaitForTerminationSignal();
   server->Shutdown(absl::Milliseconds(config.drain_timeout_ms));
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Run(const RouterConfig& config) {
+  BlockTerminationSignals();
+  const absl::Status status = Serve(config);
+  // The server is gone, but not necessarily gRPC: a call's worker stubs
+  // (and so a channel to a worker) can be released on a gRPC callback
+  // thread a moment after WaitForCalls(), and the library then shuts down
+  // on that thread, joining its threads while main() already runs exit()
+  // (see AwaitGrpcShutdown). Returning only once it is done keeps gRPC's
+  // threads, and the TLS state they hold, from outliving OpenSSL's cleanup.
+  if (!AwaitGrpcShutdown(kGrpcShutdownTimeout)) {
+    LOG(WARNING) << "gRPC did not shut down within " << absl::FormatDuration(kGrpcShutdownTimeout)
+                 << "; exiting anyway";
+  }
+  return status;
 }
 
 }  // namespace pdserve::router

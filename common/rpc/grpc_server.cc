@@ -2,12 +2,18 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
+#include <thread>
 
+#include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "glog/logging.h"
 
 namespace pdserve {
@@ -88,6 +94,34 @@ int WaitForTerminationSignal(absl::Duration timeout) {
   if (sig <= 0) return 0;  // timed out (EAGAIN) or interrupted (EINTR)
   LOG(INFO) << "received signal " << sig << ", draining";
   return sig;
+}
+
+bool AwaitGrpcShutdown(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  struct Poll {
+    absl::Notification done;
+    std::atomic<bool> shut_down{false};
+  };
+  auto poll = std::make_shared<Poll>();
+  // grpc_is_initialized() is false once the last reference is released
+  // and the cleanup that follows (which joins gRPC's threads) is over: the
+  // cleanup holds the lock that call takes. So a cleanup that hangs would
+  // block the caller too; the polling runs on a thread of its own, which
+  // is abandoned at the deadline, so exit is delayed by `timeout` at most.
+  std::thread([poll, deadline] {
+    bool initialized = grpc_is_initialized() != 0;
+    while (initialized && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+      initialized = grpc_is_initialized() != 0;
+    }
+    poll->shut_down = !initialized;
+    poll->done.Notify();
+  }).detach();
+  // A little past the deadline, for the poll in progress at it.
+  if (!poll->done.WaitForNotificationWithDeadline(deadline + absl::Milliseconds(100))) {
+    return false;
+  }
+  return poll->shut_down;
 }
 
 }  // namespace pdserve

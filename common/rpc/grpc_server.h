@@ -55,6 +55,18 @@ int WaitForTerminationSignal();
 // The same for at most `timeout`; 0 when none arrived.
 int WaitForTerminationSignal(absl::Duration timeout);
 
+// Waits until the gRPC library has shut down (every channel, server,
+// completion queue and credentials object of the process is gone and
+// gRPC's own threads are joined), at most `timeout`; false when it had not.
+// A process's serving path calls it after destroying its last gRPC object
+// and before main() returns. Why: the last reference is often dropped on a
+// gRPC thread (a callback that held a channel), so gRPC shuts down there,
+// concurrently with exit(). Its threads then end after OPENSSL_cleanup()
+// (an atexit handler) has deleted OpenSSL's thread-exit hook, and the
+// per-thread RNG state of each thread that ran a TLS handshake is lost: a
+// LeakSanitizer report, now and then.
+bool AwaitGrpcShutdown(absl::Duration timeout);
+
 }  // namespace pdserve
 
 #endif  // PDSERVE_COMMON_RPC_GRPC_SERVER_H_

@@ -4,8 +4,12 @@
 // INVALID_ARGUMENT / OUT_OF_RANGE — never crash, hang or pass something a
 // worker would choke on. The model is a small random GGUF (byte-level BPE
 // vocabulary) written once per process.
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -21,9 +25,14 @@ struct Fixture {
   Fixture() {
     pdserve::RandomModelSpec spec;
     spec.context_length = 256;
-    const std::string path = "/tmp/pdserve_request_fuzz_model.gguf";
+    // A folder of this process's own: two runs on one machine never share it.
+    char dir[] = "/tmp/pdserve-request-fuzz-XXXXXX";
+    if (mkdtemp(dir) == nullptr) __builtin_trap();
+    const std::string path = std::string(dir) + "/model.gguf";
     if (!pdserve::WriteRandomModelGguf(spec, path).ok()) __builtin_trap();
     auto loaded = pdserve::Model::Load(path, {.tokenizer_only = true});
+    std::remove(path.c_str());  // a mapping outlives its name
+    rmdir(dir);
     if (!loaded.ok()) __builtin_trap();
     model = std::move(*loaded);
     config.max_prompt_tokens = 200;

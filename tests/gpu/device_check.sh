@@ -106,7 +106,7 @@ for t in cuda_model_runner_test device_kv_transfer_test nccl_transfer_test gpu_s
 done
 
 # 2. Engine throughput on the GPU, on a random model with SmolLM2's shapes.
-model=/tmp/smollm2-random.gguf
+model="$(mktemp -d)/smollm2-random.gguf"  # a folder of its own per run
 step random_model 120 "$bin/pdserve" random-model --out="$model"
 step bench_engine_cuda 240 "$bin/pdserve" bench-engine --model="$model" --device="$DEVICE" \
   --bench_threads=1 --bench_pp=512 --bench_tg=128 --bench_batches=1,8,64 \

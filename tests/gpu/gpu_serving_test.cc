@@ -18,6 +18,7 @@
 #include "common/model/model.h"
 #include "common/model/random_model.h"
 #include "common/runtime/runtime_factory.h"
+#include "tests/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_test_env.h"
 #include "tests/testing/cluster_test_util.h"
@@ -50,7 +51,7 @@ class GpuServingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!DryRun() && testing::NoGpu()) return;
-    model_path_ = new std::string(::testing::TempDir() + "/pdserve-gpu-serving.gguf");
+    model_path_ = new std::string(testing::TestTempDir("gpu-serving") + "/model.gguf");
     ASSERT_TRUE(WriteRandomModelGguf(RandomModelSpec::SmolLm2Shapes(), *model_path_).ok());
   }
   void SetUp() override {
@@ -84,7 +85,7 @@ class GpuServingTest : public ::testing::Test {
       out.push_back(g.ids);
     }
     EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10))) << tag;
-    if (log_dir != nullptr) *log_dir = ::testing::TempDir() + "/pdserve-" + tag;
+    if (log_dir != nullptr) *log_dir = testing::TestTempDir(tag);
     return out;
   }
 

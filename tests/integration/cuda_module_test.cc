@@ -20,16 +20,18 @@
 #include "common/runtime/cuda_module_loader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace pdserve {
 namespace {
 
 using testing::BinDir;
+using testing::TestTempDir;
 
 class CudaModuleTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_path_ = new std::string(::testing::TempDir() + "/cuda_module_test.gguf");
+    model_path_ = new std::string(TestTempDir("cuda-module-test") + "/model.gguf");
     ASSERT_TRUE(WriteRandomModelGguf(RandomModelSpec(), *model_path_).ok());
   }
   static void TearDownTestSuite() { delete model_path_; }
@@ -38,7 +40,7 @@ class CudaModuleTest : public ::testing::Test {
     LocalClusterOptions o;
     o.bin_dir = BinDir();
     o.model = *model_path_;
-    o.log_dir = ::testing::TempDir() + "/pdserve-cuda-module-" + tag;
+    o.log_dir = TestTempDir("cuda-module-" + tag);
     o.kv_blocks = 64;
     o.start_timeout = absl::Seconds(60);
     return o;
@@ -136,7 +138,7 @@ CommandResult RunWithModule(const std::string& module, const std::string& model)
 }
 
 TEST_F(CudaModuleTest, AMissingModuleIsAClearError) {
-  const std::string missing = ::testing::TempDir() + "/no-such-module.so";
+  const std::string missing = TestTempDir("cuda-module-test") + "/no-such-module.so";
   const CommandResult r = RunWithModule(missing, *model_path_);
   EXPECT_NE(r.status, 0);
   EXPECT_TRUE(

@@ -19,6 +19,7 @@
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "router/router_server.h"
 #include "tests/testing/fake_workers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace pdserve::router {
 namespace {
@@ -42,7 +43,7 @@ struct Outcome {
 class RouterFakeWorkersTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_path_ = new std::string(::testing::TempDir() + "/router_fake_workers_test.gguf");
+    model_path_ = new std::string(pdserve::testing::TestTempDir("router-fake-workers-test") + "/model.gguf");
     RandomModelSpec spec;
     spec.context_length = kContext;  // only the router's tokenizer reads it
     ASSERT_TRUE(WriteRandomModelGguf(spec, *model_path_).ok());

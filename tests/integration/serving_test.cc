@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace pdserve {
 namespace {
@@ -28,6 +29,7 @@ using testing::Generate;
 using testing::GenerateOutcome;
 using testing::PoolsIdle;
 using testing::StartCluster;
+using testing::TestTempDir;
 using testing::TextRequest;
 
 constexpr int kMaxTokens = 24;
@@ -99,7 +101,7 @@ TEST(LocalClusterTest, ExitedProcessIsReportedWithItsLog) {
   LocalClusterOptions o;
   o.bin_dir = testing::BinDir();
   o.model = "/nonexistent/refused-model.gguf";
-  o.log_dir = ::testing::TempDir() + "/pdserve-refused";
+  o.log_dir = TestTempDir("refused");
   auto c = LocalCluster::Start(o);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
@@ -394,7 +396,8 @@ TEST_F(ServingTest, AStalledRouterDoesNotAbandonHealthyWorkers) {
   ASSERT_TRUE(still_decoding) << "the stream ended while the router was stopped";
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_EQ(out.finished.usage().completion_tokens(), 800);
-  std::ifstream log(::testing::TempDir() + "/pdserve-stalled-router/router.log");
+  // StartCluster logs to TestTempDir(tag).
+  std::ifstream log(TestTempDir("stalled-router") + "/router.log");
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, ::testing::HasSubstr("the router was stalled"));
   EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("went silent")));
@@ -517,7 +520,8 @@ TEST_F(DisaggClusterTest, DirectPrefillWithABadTargetIsInvalidArgument) {
 }
 
 TEST_F(ServingTest, IncompatibleWorkersAreNeverPaired) {
-  const std::string other = ::testing::TempDir() + "/other_model.gguf";
+  const testing::ScopedTempDir dir("other-model");  // outlives the cluster below
+  const std::string other = dir.File("other_model.gguf");
   RandomModelSpec spec;
   spec.n_vocab = 49152;  // tokenizer-compatible on ids, different fingerprint and shape
   ASSERT_TRUE(WriteRandomModelGguf(spec, other).ok());

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "tests/testing/cluster_test_util.h"
+#include "tests/testing/temp_dir.h"
 #include "tools/generate_client.h"
 
 namespace pdserve::testing {
@@ -65,15 +66,18 @@ v1::GenerateRequest Chat(const std::string& text, int max_tokens) {
 }
 
 TEST(TlsAuthTest, OnlyAuthenticatedTlsClientsAreServed) {
-  const std::string dir = ::testing::TempDir() + "/pdserve-tls";
-  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
+  // Declared before the cluster, which reads the certificates until it
+  // stops, and so removed after it.
+  const ScopedTempDir certs("tls");
+  const ScopedTempDir logs("tls-logs");
+  const std::string& dir = certs.path();
   if (std::system("command -v openssl >/dev/null") != 0 || !MakeCertificates(dir)) {
     GTEST_SKIP() << "openssl CLI not available to make test certificates";
   }
   LocalClusterOptions o;
   o.bin_dir = BinDir();
   o.model = RealModelPath();
-  o.log_dir = ::testing::TempDir() + "/pdserve-tls-logs";
+  o.log_dir = logs.path();
   o.decode = 1;
   o.colocated = true;
   o.extra_decode_flags = {"--tls_cert=" + dir + "/server.pem", "--tls_key=" + dir + "/server.key",

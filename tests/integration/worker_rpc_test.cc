@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "pdserve/v1/worker.grpc.pb.h"
 #include "prefill_worker/prefill_worker.h"
+#include "tests/testing/temp_dir.h"
 
 namespace pdserve {
 namespace {
@@ -33,7 +34,7 @@ std::chrono::system_clock::time_point In(absl::Duration d) {
 class WorkerRpcTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_path_ = new std::string(::testing::TempDir() + "/worker_rpc_test.gguf");
+    model_path_ = new std::string(testing::TestTempDir("worker-rpc-test") + "/model.gguf");
     ASSERT_TRUE(WriteRandomModelGguf(RandomModelSpec(), *model_path_).ok());
   }
   static void TearDownTestSuite() { delete model_path_; }

@@ -23,6 +23,7 @@
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "pdserve/v1/worker.grpc.pb.h"
 #include "tests/golden/test_model.h"
+#include "tests/testing/temp_dir.h"
 #include "tools/local_cluster.h"
 
 namespace pdserve::testing {
@@ -76,11 +77,12 @@ inline absl::Status AwaitReady(LocalCluster& c, bool has_prefill_tier) {
 // prefilled locally for want of a live prefill worker (one still warming
 // up would make the first requests of a test take the local path by
 // chance). Every process binds port 0, so clusters of tests that ctest runs
-// in parallel cannot collide on ports.
+// in parallel cannot collide on ports; the logs go to TestTempDir(tag), so
+// they cannot collide on files either.
 inline std::unique_ptr<LocalCluster> StartCluster(LocalClusterOptions o, const std::string& tag) {
   o.bin_dir = BinDir();
   if (o.model.empty()) o.model = RealModelPath();
-  o.log_dir = ::testing::TempDir() + "/pdserve-" + tag;
+  o.log_dir = TestTempDir(tag);
   auto c = LocalCluster::Start(o);
   if (!c.ok()) {
     ADD_FAILURE() << "cluster '" << tag << "': " << c.status();

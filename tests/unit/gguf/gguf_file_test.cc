@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace pdserve {
 namespace {
@@ -25,6 +26,7 @@ using ::pdserve::gguf_test::kQ4_K;
 using ::pdserve::gguf_test::kQ8_0;
 using ::pdserve::gguf_test::ParseStatus;
 using ::pdserve::gguf_test::Pattern;
+using ::pdserve::testing::ScopedTempDir;
 using ::testing::HasSubstr;
 
 void AddAllScalars(GgufWriter& w) {
@@ -168,7 +170,8 @@ TEST(GgufFileTest, OpenMapsAWrittenFile) {
   GgufWriter w;
   w.AddString("general.name", "tiny");
   ASSERT_TRUE(w.AddTensor("w", kF32, {8}, Pattern(32, 1)).ok());
-  const std::string path = ::testing::TempDir() + "/gguf_file_test_open.gguf";
+  const ScopedTempDir dir("gguf-file-test");
+  const std::string path = dir.File("open.gguf");
   ASSERT_TRUE(w.WriteFile(path).ok());
   auto f = GgufFile::Open(path);
   ASSERT_TRUE(f.ok()) << f.status();
@@ -176,18 +179,17 @@ TEST(GgufFileTest, OpenMapsAWrittenFile) {
   EXPECT_EQ(*(*f)->GetString("general.name"), "tiny");
   EXPECT_EQ(std::string(reinterpret_cast<const char*>((*f)->tensors()[0].data), 32),
             Pattern(32, 1));
-  std::remove(path.c_str());
 }
 
 TEST(GgufFileTest, OpenReportsMissingAndEmptyFiles) {
   EXPECT_EQ(GgufFile::Open("/nonexistent/x.gguf").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_FALSE(GgufFile::Open(::testing::TempDir()).ok());
-  const std::string path = ::testing::TempDir() + "/gguf_file_test_empty.gguf";
+  const ScopedTempDir dir("gguf-file-test");
+  EXPECT_FALSE(GgufFile::Open(dir.path()).ok());  // a directory
+  const std::string path = dir.File("empty.gguf");
   std::ofstream(path).close();
   absl::Status s = GgufFile::Open(path).status();
   EXPECT_THAT(std::string(s.message()), HasSubstr("truncated magic"));
   EXPECT_THAT(std::string(s.message()), HasSubstr(path));
-  std::remove(path.c_str());
 }
 
 // --- The real model, when a checkout or cache has it.

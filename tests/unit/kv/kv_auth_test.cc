@@ -12,6 +12,7 @@
 #include "common/kv/framed_kv_sender.h"
 #include "gtest/gtest.h"
 #include "tests/testing/kv_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace pdserve {
 namespace {
@@ -21,6 +22,7 @@ using ::pdserve::testing::ExpectGuardBlocksUntouched;
 using ::pdserve::testing::MakeCache;
 using ::pdserve::testing::MakeRandomCache;
 using ::pdserve::testing::SameBlock;
+using ::pdserve::testing::ScopedTempDir;
 
 std::string Hex(const KvMac& mac) {
   return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(mac.data()), mac.size()));
@@ -55,7 +57,8 @@ TEST(KvAuthKeyTest, ShortOrMissingSecretsAreRefused) {
   absl::StatusOr<std::shared_ptr<const KvAuthKey>> none = LoadKvAuthKey("");
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(*none, nullptr);
-  const std::string path = ::testing::TempDir() + "/kv_secret";
+  const ScopedTempDir dir("kv-auth-test");
+  const std::string path = dir.File("kv_secret");
   std::ofstream(path) << "a-long-enough-shared-secret\n";
   absl::StatusOr<std::shared_ptr<const KvAuthKey>> loaded = LoadKvAuthKey(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();

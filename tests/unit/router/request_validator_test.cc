@@ -10,6 +10,7 @@
 #include "common/model/model.h"
 #include "common/model/random_model.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace pdserve::router {
 namespace {
@@ -17,7 +18,8 @@ namespace {
 class RequestValidatorTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = ::testing::TempDir() + "/request_validator_test.gguf";
+    const std::string path =
+        pdserve::testing::TestTempDir("request-validator-test") + "/model.gguf";
     RandomModelSpec spec;  // context 256, vocab 320
     ASSERT_TRUE(WriteRandomModelGguf(spec, path).ok());
     auto model = Model::Load(path, {.tokenizer_only = true});

@@ -8,12 +8,14 @@
 #include "common/rpc/tls_credentials.h"
 #include "router/bearer_auth.h"
 #include "router/client_limiter.h"
+#include "tests/testing/temp_dir.h"
 
 namespace pdserve::router {
 namespace {
 
 std::string WriteFile(const std::string& name, const std::string& contents) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  // The temp directory is shared with other runs on the machine.
+  const std::string path = pdserve::testing::TestTempDir("security-test") + "/" + name;
   std::ofstream(path) << contents;
   return path;
 }

@@ -6,12 +6,15 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace pdserve {
 namespace {
 
+// In a directory of this binary's own: the temp directory is shared with
+// other runs on the machine.
 std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/port_file_test_" + name;
+  return testing::TestTempDir("port-file-test") + "/" + name;
 }
 
 TEST(PortFileTest, RoundTripsEveryPort) {

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace pdserve {
 namespace {
@@ -40,9 +41,7 @@ exec sleep 300
 class LocalClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    root_ = ::testing::TempDir() + "/local_cluster_test_" + name;
-    std::filesystem::remove_all(root_);
+    root_ = root_dir_.path();
     std::filesystem::create_directories(root_ + "/bin");
     for (const char* bin : {"pdserve-prefill", "pdserve-decode", "pdserve-router"}) {
       const std::string path = absl::StrCat(root_, "/bin/", bin);
@@ -70,6 +69,9 @@ class LocalClusterTest : public ::testing::Test {
     return c.processes().front();
   }
 
+  // Each test's stand-ins and logs in a directory of its own, removed after
+  // the test (the clusters, locals of the tests, are stopped by then).
+  const testing::ScopedTempDir root_dir_{"local-cluster-test"};
   std::string root_;
   LocalClusterOptions options_;
 };
