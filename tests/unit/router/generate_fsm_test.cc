@@ -210,6 +210,7 @@ constexpr grpc::StatusCode DEADLINE_EXCEEDED = grpc::StatusCode::DEADLINE_EXCEED
 constexpr grpc::StatusCode INVALID_ARGUMENT = grpc::StatusCode::INVALID_ARGUMENT;
 constexpr grpc::StatusCode NOT_FOUND = grpc::StatusCode::NOT_FOUND;
 constexpr grpc::StatusCode CANCELLED = grpc::StatusCode::CANCELLED;
+constexpr grpc::StatusCode UNAUTHENTICATED = grpc::StatusCode::UNAUTHENTICATED;
 
 // ---------------------------------------------------------------------------
 // Actions, as one line
@@ -306,7 +307,8 @@ std::vector<Case> Cases() {
                    .steps = {{Start(), kDone, "-> UNAVAILABLE", "no live decode worker"}}});
   cases.push_back({.name = "IncompatiblePrefillWorkersAreFailedPrecondition",
                    .prefill = {{"p1", 100, 0, "other"}},
-                   .steps = {{Start(), kDone, "-> FAILED_PRECONDITION", "p1"}}});
+                   .steps = {{Start(), kDone, "-> FAILED_PRECONDITION",
+                              "prefill worker p1 model fingerprint other != decode worker d1"}}});
   cases.push_back({.name = "ADecodeWorkerThatLeftThePoolIsSkipped",
                    .steps = {{Unreachable("d1"), State::kAdmitted, ""},
                              {Start(), kDecodeOpen, "decode(d2,remote) watchdog"}}});
@@ -373,7 +375,8 @@ std::vector<Case> Cases() {
                    .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
                              {DecodeEnd(RESOURCE_EXHAUSTED), kDecodeOpen, "decode(d2,remote)"},
                              {DecodeEnd(RESOURCE_EXHAUSTED), kDone, "-> RESOURCE_EXHAUSTED",
-                              "no decode worker could take the request (d1: RESOURCE_EXHAUSTED"}}});
+                              "no decode worker could take the request (d1: RESOURCE_EXHAUSTED: "
+                              "broke; d2: RESOURCE_EXHAUSTED: broke)"}}});
   cases.push_back({.name = "AnUnreachableDecodeIsPlacedOnAnotherWorker",
                    .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
                              {DecodeEnd(UNAVAILABLE), kDecodeOpen, "decode(d2,remote)"}}});
@@ -427,6 +430,18 @@ std::vector<Case> Cases() {
                              {BackoffFires(), kPrefilling, "retry_transfer(d1)"},
                              {RetryDone(OK, 2), kDecodeOpen, "decode(d1,local) cancel_decode"},
                              {DecodeEnd(CANCELLED, 0), kDecodeOpen, ""},
+                             {Tokens(0, "hi"), kStreaming, "Chunk(hi)"},
+                             {Finished(), kDone,
+                              "Finished(EOS,d1,,attempts=1,failovers=0,local) -> OK"}}});
+  // A KV secret the pair does not share: another prefill worker, or in the
+  // end local prefill, still serves the request.
+  cases.push_back({.name = "AnUnauthenticatedPrefillFallsBackToLocalPrefill",
+                   .prefill = kOnePrefill,
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                             {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
+                             {PrefillDone(UNAUTHENTICATED), kPrefilling, "backoff(20ms)"},
+                             {BackoffFires(), kPrefilling, "retry_transfer(d1)"},
+                             {RetryDone(OK, 2), kDecodeOpen, "decode(d1,local) cancel_decode"},
                              {Tokens(0, "hi"), kStreaming, "Chunk(hi)"},
                              {Finished(), kDone,
                               "Finished(EOS,d1,,attempts=1,failovers=0,local) -> OK"}}});
