@@ -4,7 +4,7 @@
 // moves to another decode worker as if placed there first; each worker is
 // tried at most once, which bounds the retries by the size of the tier.
 //
-// Not thread-safe (GenerateCall serialises access).
+// Not thread-safe (owned by GenerateFsm, which GenerateCall serialises).
 #ifndef PDSERVE_ROUTER_DECODE_ATTEMPTS_H_
 #define PDSERVE_ROUTER_DECODE_ATTEMPTS_H_
 

@@ -5,14 +5,9 @@
 #include <utility>
 
 #include "absl/random/random.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "common/rpc/grpc_status.h"
 #include "glog/logging.h"
-#include "router/routing_policy.h"
-#include "router/worker_failure.h"
-#include "router/worker_requests.h"
 
 namespace pdserve::router {
 namespace {
@@ -37,316 +32,278 @@ GenerateCall* GenerateCall::Create(const Env& env, grpc::CallbackServerContext* 
 }
 
 GenerateCall::GenerateCall(const Env& env, grpc::CallbackServerContext* context)
-    : env_(env),
-      retry_(env.config->retry_options()),
-      server_context_(context),
-      timeline_(absl::Now()) {}
+    : env_(env), server_context_(context), fsm_(FsmEnv(env)) {}
 
 GenerateCall::~GenerateCall() {
   if (env_.on_destroyed) env_.on_destroyed();
 }
 
+GenerateFsm::Env GenerateCall::FsmEnv(const Env& env) {
+  GenerateFsm::Env e;
+  e.config = env.config;
+  e.tokenizer = &env.model->tokenizer();
+  e.model_fingerprint = env.model->fingerprint();
+  e.workers = this;
+  e.decode_ticket = env.decode_ticket;
+  e.prefill_ticket = env.prefill_ticket;
+  e.metrics = env.metrics;
+  e.breaker = env.breaker;
+  e.ledger = env.ledger;
+  e.clock = &clock_;
+  return e;
+}
+
 void GenerateCall::Start(const v1::GenerateRequest& request) {
   const absl::Status id_ok = RequestValidator::ValidateRequestId(request.request_id());
-  id_ = request.request_id().empty() || !id_ok.ok() ? NewRequestId() : request.request_id();
+  const std::string id =
+      request.request_id().empty() || !id_ok.ok() ? NewRequestId() : request.request_id();
   const auto cap =
       std::chrono::system_clock::now() + std::chrono::milliseconds(env_.config->request_timeout_ms);
   deadline_ = std::min(server_context_->deadline(), cap);
   absl::StatusOr<ValidatedRequest> validated = env_.validator->Validate(request);
-  Actions a;
+  Ops ops;
   {
     absl::MutexLock lock(&mu_);
-    if (!validated.ok()) {
-      Fail(ToGrpcStatus(validated.status()), &a);
-    } else {
-      request_ = std::move(*validated);
-      relay_ = std::make_unique<TokenRelay>(
-          env_.model->tokenizer(),
-          TokenRelay::Options{request_.max_tokens, request_.stop, request_.return_token_ids,
-                              request_.ignore_eos});
-      LOG(INFO) << "[" << id_ << "] admitted: " << request_.prompt_tokens.size()
-                << " prompt tokens, max_tokens " << request_.max_tokens;
-      Place(&a);
-    }
-    Pump(&a);
+    Prepare(fsm_.Start(id, std::move(validated), absl::FromChrono(deadline_),
+                       absl::FromChrono(server_context_->deadline())),
+            &ops);
+    Pump(&ops);
   }
-  Run(a);
+  Run(ops);
   Release();
 }
 
-void GenerateCall::Place(Actions* a) {
-  std::shared_ptr<const RegistrySnapshot> snapshot = env_.registry->snapshot();
-  // After a decode failover the new worker continues from the tokens the
-  // client already has: it prefills prompt + those tokens itself.
-  const std::vector<int32_t>& generated = relay_->generated_ids();
-  const absl::Time now = absl::Now();
-  PlacementQuery q;
-  q.decode.policy = env_.config->decode_policy;
-  q.decode.prompt_tokens = static_cast<int32_t>(request_.prompt_tokens.size() + generated.size());
-  q.decode.max_tokens = request_.max_tokens - static_cast<int32_t>(generated.size());
-  q.decode.prompt = request_.prompt_tokens;
-  q.decode.model_fingerprint = env_.model->fingerprint();
-  q.decode.excluded = attempts_.excluded();
-  if (env_.breaker != nullptr) q.decode.ejected = env_.breaker->Ejected(now);
-  q.decode.ticket = env_.decode_ticket->fetch_add(1, std::memory_order_relaxed);
-  q.decode.now = now;
-  q.prefill.policy = env_.config->prefill_policy;
-  q.prefill.prompt = request_.prompt_tokens;
-  q.prefill.ticket = env_.prefill_ticket->load(std::memory_order_relaxed);
-  q.prefill.ejected = q.decode.ejected;
-  q.prefill.now = now;
-  const bool fell_back = local_fallback_why_ != nullptr;
-  q.colocated = env_.config->colocated || !generated.empty() || fell_back;
-  if (!env_.config->colocated && fell_back) {
-    q.forced_why = local_fallback_why_;
-    q.forced_reason = "prefill_fallback";
-  } else if (!env_.config->colocated) {
-    q.forced_why = "a decode failover";
-  }
-  q.local_prefill_max_tokens = env_.config->local_prefill_max_tokens;
-  q.prefill_saturation_tokens = env_.config->prefill_saturation_tokens;
-  // What this router placed since each worker's last report counts too.
-  RegistrySnapshot adjusted;
-  const RegistrySnapshot* view = snapshot.get();
-  if (env_.ledger != nullptr) {
-    adjusted = *snapshot;
-    env_.ledger->Apply(&adjusted);
-    view = &adjusted;
-  }
-  absl::StatusOr<Placement> placement = PlaceRequest(*view, q);
-  if (!placement.ok()) {
-    const grpc::Status failure = attempts_.PlacementFailure(placement.status());
-    if (WaitForDecodeWorker(failure, a)) return;
-    Fail(failure, a);
-    return;
-  }
-  std::shared_ptr<v1::DecodeWorker::Stub> stub =
-      env_.registry->decode_stub(placement->decode->address);
-  if (stub == nullptr) {
-    // It left the pool (DNS) after the snapshot was taken: place again
-    // without it, as if it had refused.
-    attempts_.RecordRefusal(placement->decode->address,
-                            grpc::Status(grpc::StatusCode::UNAVAILABLE, "left the worker pool"));
-    Place(a);
-    return;
-  }
-  ++placement_;
-  if (env_.metrics != nullptr) {
-    env_.metrics->CountRouting(RoutingTier::kDecode, q.decode.policy);
-    env_.metrics->CountPrefillDecision(placement->local_prefill, placement->reason);
-  }
-  decode_worker_ = *placement->decode;
-  local_prefill_ = placement->local_prefill;
-  decode_started_ = now;
-  if (env_.ledger != nullptr) {
-    const int64_t block = std::max(decode_worker_.info.kv_layout().block_size(), 1u);
-    const int64_t tokens = int64_t{q.decode.prompt_tokens} + q.decode.max_tokens;
-    env_.ledger->Record(decode_worker_.address, decode_worker_.last_report,
-                        (tokens + block - 1) / block);
-  }
-  kv_committed_ = false;
-  prefill_ok_ = false;
-  v1::DecodeRequest r =
-      MakeDecodeRequest(id_, request_, local_prefill_, env_.config->kv_wait_ms, generated);
-  DecodeStream::Observer* observer = this;
-  streams_.push_back(
-      std::make_unique<DecodeStream>(observer, decode_worker_.address, std::move(r), deadline_));
-  decode_ = streams_.back().get();
-  decode_active_ = true;
-  event_seen_ = false;
-  ++holds_;
-  timeline_.MarkDecodeAsked(absl::Now());
-  a->start_decode = decode_;
-  a->decode_stub = std::move(stub);
-  last_decode_event_ = absl::Now();
-  ArmWatchdog(a);
-  LOG(INFO) << "[" << id_ << "] decode worker " << decode_worker_.address << ", "
-            << (local_prefill_ ? "local" : "remote") << " prefill ("
-            << (generated.empty() ? placement->why : "continuing after a decode failover")
-            << (generated.empty() ? "" : absl::StrCat(", from token ", generated.size())) << ")";
-}
-
 bool GenerateCall::OnDecodeEvent(DecodeStream* stream, const v1::DecodeEvent& event) {
-  Actions a;
+  Ops ops;
   bool keep_reading = true;
   {
     absl::MutexLock lock(&mu_);
-    // An attempt given up (watchdog, fallback) may still deliver events
-    // while the request waits for a new placement: they are not its own.
-    const bool current = stream == decode_ && decode_active_;
-    if (current) last_decode_event_ = absl::Now();
-    if (current && !terminal_ && !decode_done_) {
-      switch (event.event_case()) {
-        case v1::DecodeEvent::kReserved:
-          HandleReserved(event.reserved(), &a);
-          break;
-        case v1::DecodeEvent::kTokens:
-          HandleTokens(event.tokens(), &a);
-          break;
-        case v1::DecodeEvent::kFinished:
-          HandleFinished(event.finished(), &a);
-          break;
-        case v1::DecodeEvent::EVENT_NOT_SET:
-          FailProtocol("sent an empty event", &a);
-          break;
-      }
-    }
-    if (current && !terminal_ && out_.pending() >= kPauseReadsAt) {
-      VLOG(1) << "[" << id_ << "] client is slow: pausing reads from " << stream->address();
+    const int attempt = AttemptOf(stream);
+    const bool current = fsm_.IsCurrentDecode(attempt);
+    Prepare(fsm_.OnDecodeEvent(attempt, event), &ops);
+    if (current && !fsm_.done() && out_.pending() >= kPauseReadsAt) {
+      VLOG(1) << "[" << fsm_.id() << "] client is slow: pausing reads from " << stream->address();
       keep_reading = false;
-      read_paused_ = true;
+      fsm_.PauseReads();
     }
-    Pump(&a);
+    Pump(&ops);
   }
-  Run(a);
+  Run(ops);
   return keep_reading;
 }
 
 void GenerateCall::OnDecodeDone(DecodeStream* stream, const grpc::Status& status) {
-  Actions a;
+  Ops ops;
   {
     absl::MutexLock lock(&mu_);
-    // The end of an attempt already given up was handled when it was.
-    if (stream == decode_ && decode_active_) {
-      decode_active_ = false;
-      read_paused_ = false;
-      if (!terminal_) HandleDecodeEnd(status, &a);
-    }
-    Pump(&a);
+    Prepare(fsm_.OnDecodeDone(AttemptOf(stream), status), &ops);
+    Pump(&ops);
   }
-  Run(a);
+  Run(ops);
   Release();
 }
 
-void GenerateCall::OnPrefillDone(PrefillCall* call, const grpc::Status& status) {
-  Actions a;
+void GenerateCall::OnPrefillDone(int attempt, const grpc::Status& status) {
+  Ops ops;
   {
     absl::MutexLock lock(&mu_);
-    // A call replaced by a retry or a failover was already accounted for.
-    if (call == prefill_ && prefill_in_flight_) {
-      prefill_in_flight_ = false;
-      prefill_ok_ = status.ok();
-      if (status.ok()) {
-        if (env_.breaker != nullptr) env_.breaker->RecordSuccess(call->address());
-        LOG(INFO) << "[" << id_ << "] prefilled by " << call->address() << " in "
-                  << call->response().compute_ms() << " ms, KV "
-                  << call->response().kv_transfer_bytes() << " bytes in "
-                  << call->response().kv_transfer_ms() << " ms";
-      } else if (!terminal_) {
-        HandlePrefillFailure(status, &a);
-      }
-      MaybeComplete(&a);
-    }
-    Pump(&a);
+    Prepare(fsm_.OnPrefillDone(attempt, status, prefills_[attempt]->response()), &ops);
+    Pump(&ops);
   }
-  Run(a);
+  Run(ops);
+  Release();
+}
+
+void GenerateCall::OnBackoffDone(uint64_t placement) {
+  Ops ops;
+  {
+    absl::MutexLock lock(&mu_);
+    Prepare(fsm_.OnBackoffDone(placement), &ops);
+    Pump(&ops);
+  }
+  Run(ops);
+  Release();
+}
+
+void GenerateCall::OnWatchdog(bool fired) {
+  Ops ops;
+  {
+    absl::MutexLock lock(&mu_);
+    watchdog_ = nullptr;
+    Prepare(fsm_.OnWatchdog(fired), &ops);
+    Pump(&ops);
+  }
+  Run(ops);
+  Release();
+}
+
+void GenerateCall::OnRetryTransferDone(int attempt, uint64_t placement,
+                                       const grpc::Status& status) {
+  Ops ops;
+  {
+    absl::MutexLock lock(&mu_);
+    Prepare(fsm_.OnTransferRetryDone(attempt, placement, status, retries_[attempt]->epoch()),
+            &ops);
+    Pump(&ops);
+  }
+  Run(ops);
   Release();
 }
 
 void GenerateCall::OnWriteDone(bool ok) {
-  Actions a;
+  Ops ops;
   {
     absl::MutexLock lock(&mu_);
     out_.WriteDone();
     if (!ok) {
-      client_gone_ = true;
       out_.DropPending();
-      Fail(grpc::Status(grpc::StatusCode::CANCELLED, "client stream closed"), &a);
+      Prepare(fsm_.OnClientWriteFailed(), &ops);
     }
-    if (read_paused_ && out_.pending() <= kResumeReadsAt) {
-      read_paused_ = false;
-      if (decode_active_) a.resume_decode = decode_;
-    }
-    Pump(&a);
+    if (out_.pending() <= kResumeReadsAt) Prepare(fsm_.OnClientDrained(), &ops);
+    Pump(&ops);
   }
-  Run(a);
+  Run(ops);
 }
 
 void GenerateCall::OnCancel() {
-  Actions a;
+  Ops ops;
   {
     absl::MutexLock lock(&mu_);
-    client_gone_ = true;
     out_.DropPending();
-    // The client's own deadline timer fires a moment before ours (its
-    // deadline reached us as a timeout, measured from our receive time):
-    // a cancel that close to the deadline is the deadline.
-    const bool expired = server_context_->deadline() <=
-                         std::chrono::system_clock::now() + std::chrono::milliseconds(50);
-    Fail(expired ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "client deadline exceeded")
-                 : grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled"),
-         &a);
-    Pump(&a);
+    Prepare(fsm_.OnClientCancel(), &ops);
+    Pump(&ops);
   }
-  Run(a);
+  Run(ops);
 }
 
 void GenerateCall::OnDone() { Release(); }
 
-void GenerateCall::Fail(const grpc::Status& status, Actions* a) {
-  if (terminal_) return;
-  terminal_ = true;
-  out_.Close(status);
-  if (env_.metrics != nullptr) env_.metrics->CountRequest(status.error_code());
-  // Problems the client caused are routine; the rest deserve attention.
-  const grpc::StatusCode code = status.error_code();
-  const bool routine = code == grpc::StatusCode::INVALID_ARGUMENT ||
-                       code == grpc::StatusCode::OUT_OF_RANGE ||
-                       code == grpc::StatusCode::CANCELLED || client_gone_;
-  LOG_IF(INFO, routine) << "[" << id_ << "] " << StatusCodeName(code) << ": "
-                        << status.error_message();
-  LOG_IF(WARNING, !routine) << "[" << id_ << "] " << StatusCodeName(code) << ": "
-                            << status.error_message();
-  if (decode_active_) a->cancel_decode = decode_;
-  StopPrefillSide(a);
+std::shared_ptr<const RegistrySnapshot> GenerateCall::snapshot() const {
+  return env_.registry->snapshot();
 }
 
-void GenerateCall::FailProtocol(absl::string_view what, Actions* a) {
-  Fail(grpc::Status(grpc::StatusCode::INTERNAL,
-                    absl::StrCat("decode worker ", decode_worker_.address, " ", what)),
-       a);
+bool GenerateCall::ReachDecode(const std::string& address) {
+  mu_.AssertHeld();  // the state machine runs under mu_
+  std::shared_ptr<v1::DecodeWorker::Stub> stub = env_.registry->decode_stub(address);
+  if (stub == nullptr) return false;
+  decode_stubs_[address] = std::move(stub);
+  return true;
 }
 
-void GenerateCall::Pump(Actions* a) {
-  ResponseQueue::Next next = out_.TakeNext();
-  a->write = next.write;
-  a->finish = std::move(next.finish);
-  // The stream ends: the watchdog lets go of the call at once.
-  if (a->finish.has_value() && watchdog_ != nullptr) a->cancel_watchdog = watchdog_;
+bool GenerateCall::ReachPrefill(const std::string& address) {
+  mu_.AssertHeld();
+  std::shared_ptr<v1::PrefillWorker::Stub> stub = env_.registry->prefill_stub(address);
+  if (stub == nullptr) return false;
+  prefill_stubs_[address] = std::move(stub);
+  return true;
 }
 
-void GenerateCall::Run(Actions& a) {
-  if (a.start_decode != nullptr) a.start_decode->Start(std::move(a.decode_stub));
-  if (a.start_prefill != nullptr) {
-    PrefillCall* call = a.start_prefill;
-    call->Start(std::move(a.prefill_stub),
-                [this, call](grpc::Status s) { OnPrefillDone(call, s); });
+int GenerateCall::AttemptOf(const DecodeStream* stream) const {
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    if (streams_[i].get() == stream) return static_cast<int>(i);
   }
-  if (a.start_watchdog != nullptr) {
-    a.start_watchdog->Set(
-        std::chrono::system_clock::now() + absl::ToChronoMicroseconds(a.watchdog_delay),
+  return -1;
+}
+
+void GenerateCall::Prepare(GenerateFsm::Actions a, Ops* ops) {
+  if (a.start_decode.has_value()) {
+    GenerateFsm::DecodeStart& start = *a.start_decode;
+    DCHECK_EQ(static_cast<size_t>(start.attempt), streams_.size());
+    DecodeStream::Observer* observer = this;
+    streams_.push_back(std::make_unique<DecodeStream>(observer, start.address,
+                                                      std::move(start.request), deadline_));
+    ++holds_;
+    ops->start_decode = streams_.back().get();
+    ops->decode_stub = decode_stubs_[start.address];
+  }
+  if (a.start_prefill.has_value()) {
+    GenerateFsm::PrefillStart& start = *a.start_prefill;
+    DCHECK_EQ(static_cast<size_t>(start.attempt), prefills_.size());
+    prefills_.push_back(
+        std::make_unique<PrefillCall>(start.address, std::move(start.request), deadline_));
+    ++holds_;
+    ops->start_prefill = prefills_.back().get();
+    ops->prefill_attempt = start.attempt;
+    ops->prefill_stub = prefill_stubs_[start.address];
+  }
+  if (a.start_transfer_retry.has_value()) {
+    GenerateFsm::TransferRetryStart& start = *a.start_transfer_retry;
+    DCHECK_EQ(static_cast<size_t>(start.attempt), retries_.size());
+    retries_.push_back(std::make_unique<TransferRetryCall>(std::move(start.request), deadline_));
+    ++holds_;
+    ops->start_retry = retries_.back().get();
+    ops->retry_attempt = start.attempt;
+    ops->retry_placement = start.placement;
+    ops->retry_stub = decode_stubs_[start.address];
+  }
+  decode_stubs_.clear();
+  prefill_stubs_.clear();
+  if (a.arm_watchdog.has_value()) {
+    std::unique_ptr<grpc::Alarm>& alarm = watchdogs_[watchdog_slot_];
+    watchdog_slot_ ^= 1;
+    alarm = std::make_unique<grpc::Alarm>();
+    watchdog_ = alarm.get();
+    ++holds_;
+    ops->start_watchdog = watchdog_;
+    ops->watchdog_delay = *a.arm_watchdog;
+  }
+  if (a.start_backoff.has_value()) {
+    alarms_.push_back(std::make_unique<grpc::Alarm>());
+    ++holds_;
+    ops->start_backoff = alarms_.back().get();
+    ops->backoff_delay = a.start_backoff->delay;
+    ops->backoff_placement = a.start_backoff->placement;
+  }
+  if (a.cancel_decode.has_value()) ops->cancel_decode = streams_[*a.cancel_decode].get();
+  if (a.cancel_prefill.has_value()) ops->cancel_prefill = prefills_[*a.cancel_prefill].get();
+  if (a.cancel_transfer_retry.has_value()) {
+    ops->cancel_retry = retries_[*a.cancel_transfer_retry].get();
+  }
+  if (a.resume_decode.has_value()) ops->resume_decode = streams_[*a.resume_decode].get();
+  for (const v1::GenerateResponse& response : a.responses) out_.Push(response);
+  if (a.outcome.has_value()) out_.Close(*a.outcome);
+}
+
+void GenerateCall::Pump(Ops* ops) {
+  ResponseQueue::Next next = out_.TakeNext();
+  ops->write = next.write;
+  ops->finish = std::move(next.finish);
+  // The stream ends: the watchdog lets go of the call at once.
+  if (ops->finish.has_value() && watchdog_ != nullptr) ops->cancel_watchdog = watchdog_;
+}
+
+void GenerateCall::Run(Ops& ops) {
+  if (ops.start_decode != nullptr) ops.start_decode->Start(std::move(ops.decode_stub));
+  if (ops.start_prefill != nullptr) {
+    const int attempt = ops.prefill_attempt;
+    ops.start_prefill->Start(std::move(ops.prefill_stub),
+                             [this, attempt](grpc::Status s) { OnPrefillDone(attempt, s); });
+  }
+  if (ops.start_watchdog != nullptr) {
+    ops.start_watchdog->Set(
+        std::chrono::system_clock::now() + absl::ToChronoMicroseconds(ops.watchdog_delay),
         [this](bool fired) { OnWatchdog(fired); });
   }
-  if (a.start_backoff != nullptr) {
-    const uint64_t placement = a.backoff_placement;
-    a.start_backoff->Set(
-        std::chrono::system_clock::now() + absl::ToChronoMicroseconds(a.backoff_delay),
+  if (ops.start_backoff != nullptr) {
+    const uint64_t placement = ops.backoff_placement;
+    ops.start_backoff->Set(
+        std::chrono::system_clock::now() + absl::ToChronoMicroseconds(ops.backoff_delay),
         [this, placement](bool) { OnBackoffDone(placement); });
   }
-  if (a.start_retry != nullptr) {
-    TransferRetryCall* call = a.start_retry;
-    const uint64_t placement = a.retry_placement;
-    call->Start(std::move(a.retry_stub), [this, placement, call](grpc::Status s) {
-      OnRetryTransferDone(placement, call, s);
+  if (ops.start_retry != nullptr) {
+    const int attempt = ops.retry_attempt;
+    const uint64_t placement = ops.retry_placement;
+    ops.start_retry->Start(std::move(ops.retry_stub), [this, attempt, placement](grpc::Status s) {
+      OnRetryTransferDone(attempt, placement, s);
     });
   }
-  if (a.cancel_prefill != nullptr) a.cancel_prefill->Cancel();
-  if (a.cancel_retry != nullptr) a.cancel_retry->Cancel();
-  if (a.cancel_decode != nullptr) a.cancel_decode->Cancel();
-  if (a.resume_decode != nullptr) a.resume_decode->Resume();
-  if (a.cancel_watchdog != nullptr) a.cancel_watchdog->Cancel();
-  if (a.write != nullptr) StartWrite(a.write);
-  if (a.finish.has_value()) Finish(*a.finish);
+  if (ops.cancel_prefill != nullptr) ops.cancel_prefill->Cancel();
+  if (ops.cancel_retry != nullptr) ops.cancel_retry->Cancel();
+  if (ops.cancel_decode != nullptr) ops.cancel_decode->Cancel();
+  if (ops.resume_decode != nullptr) ops.resume_decode->Resume();
+  if (ops.cancel_watchdog != nullptr) ops.cancel_watchdog->Cancel();
+  if (ops.write != nullptr) StartWrite(ops.write);
+  if (ops.finish.has_value()) Finish(*ops.finish);
 }
 
 void GenerateCall::Release() {

@@ -5,7 +5,8 @@
 // its queue, compute and KV transfer, the router its own queueing, TTFT and
 // end-to-end time as the client experiences them (minus the network).
 //
-// A value type; not thread-safe (GenerateCall serialises access).
+// A value type; not thread-safe (owned by GenerateFsm, which GenerateCall
+// serialises).
 #ifndef PDSERVE_ROUTER_REQUEST_TIMELINE_H_
 #define PDSERVE_ROUTER_REQUEST_TIMELINE_H_
 

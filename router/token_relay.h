@@ -10,7 +10,8 @@
 //   - applies stop strings (StopMatcher): text that may begin a stop string
 //     is held back, and on a match the text before it is the last output.
 //
-// One per request; not thread-safe (GenerateCall serialises access).
+// One per request; not thread-safe (owned by GenerateFsm, which
+// GenerateCall serialises).
 #ifndef PDSERVE_ROUTER_TOKEN_RELAY_H_
 #define PDSERVE_ROUTER_TOKEN_RELAY_H_
 

@@ -1,7 +1,11 @@
 // The real router (RouterServer, in process) in front of fake prefill and
-// decode workers on loopback: every path of the request state machine —
-// happy path, stop strings, capacity fallback, compatibility, bad input,
-// cancellation, deadlines, worker failures, admission control.
+// decode workers on loopback: what needs real gRPC — the requests workers
+// receive and the timings they report, cancels reaching the workers, flow
+// control for a slow client, bad input, deadlines, the circuit breaker over
+// many requests, workers that hang, die or restart (load reports, channel
+// reconnects), admission control, DNS targets and the call's lifetime.
+// Each transition of the request state machine itself is table-tested
+// without gRPC in tests/unit/router/generate_fsm_test.cc.
 #include <chrono>
 #include <future>
 #include <memory>
@@ -313,51 +317,6 @@ TEST_F(RouterFakeWorkersTest, StopStringEndsTheStreamAndCancelsDecode) {
   EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
 }
 
-TEST_F(RouterFakeWorkersTest, RefusedDecodeFallsBackToAnotherWorker) {
-  auto full = DecodeOptions("x");
-  full.refuse = true;
-  full.free_blocks = 90;  // looks best, so it is tried first
-  FakeDecodeWorker d1(full, &bus_);
-  auto ok = DecodeOptions("fine");
-  ok.free_blocks = 10;
-  FakeDecodeWorker d2(ok, &bus_);
-  StartRouter({d1.address(), d2.address()}, {});
-  const Outcome out = Generate(Text("go"));
-  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-  EXPECT_EQ(out.started.decode_worker(), d2.address());
-  EXPECT_EQ(out.text, "fine");
-  EXPECT_EQ(d1.decode_calls(), 1);
-}
-
-TEST_F(RouterFakeWorkersTest, EveryDecodeRefusingIsResourceExhausted) {
-  auto full = DecodeOptions("x");
-  full.refuse = true;
-  FakeDecodeWorker d1(full, &bus_);
-  FakeDecodeWorker d2(full, &bus_);
-  StartRouter({d1.address(), d2.address()}, {});
-  const Outcome out = Generate(Text("go"));
-  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_NE(out.status.error_message().find(d1.address()), std::string::npos);
-  EXPECT_NE(out.status.error_message().find(d2.address()), std::string::npos);
-  EXPECT_TRUE(out.responses.empty());  // not even Started
-  EXPECT_EQ(d1.decode_calls() + d2.decode_calls(), 2);
-}
-
-TEST_F(RouterFakeWorkersTest, IncompatiblePrefillWorkerIsFailedPrecondition) {
-  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
-  auto bad = PrefillOptions();
-  bad.fingerprint = "abcdef0123456789";
-  FakePrefillWorker p(bad, &bus_);
-  StartRouter({d.address()}, {p.address()});
-  const Outcome out = Generate(Text("go"));
-  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_NE(out.status.error_message().find("model fingerprint abcdef0123456789 != decode worker"),
-            std::string::npos)
-      << out.status.error_message();
-  EXPECT_EQ(d.decode_calls(), 0);
-  EXPECT_EQ(p.prefill_calls(), 0);
-}
-
 TEST_F(RouterFakeWorkersTest, BadInputIsRejectedAndTheRouterKeepsServing) {
   FakeDecodeWorker d(DecodeOptions("ok"), &bus_);
   StartRouter({d.address()}, {});
@@ -489,26 +448,6 @@ TEST_F(RouterFakeWorkersTest, ClientCancelReachesDecodeWorker) {
   EXPECT_TRUE(Eventually([&] { return router_->service().calls_in_flight() == 0; }));
 }
 
-TEST_F(RouterFakeWorkersTest, ClientCancelDuringPrefillReachesBothTiers) {
-  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
-  auto hang = PrefillOptions();
-  hang.hang = true;
-  FakePrefillWorker p(hang, &bus_);
-  StartRouter({d.address()}, {p.address()});
-  grpc::ClientContext ctx;
-  auto reader = stub_->Generate(&ctx, Text("go"));
-  v1::GenerateResponse r;
-  ASSERT_TRUE(reader->Read(&r));
-  EXPECT_TRUE(r.has_started());
-  ASSERT_TRUE(Eventually([&] { return p.prefill_calls() == 1; }));
-  ctx.TryCancel();
-  while (reader->Read(&r)) {
-  }
-  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  EXPECT_TRUE(Eventually([&] { return p.cancelled_calls() == 1; }));
-  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
-}
-
 TEST_F(RouterFakeWorkersTest, ClientDeadlineEndsAStuckRequestInTime) {
   auto options = DecodeOptions("x");
   options.hang = true;
@@ -543,21 +482,6 @@ TEST_F(RouterFakeWorkersTest, DecodeDyingMidStreamIsUnavailable) {
   EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_NE(out.status.error_message().find("decode worker crashed"), std::string::npos);
   EXPECT_EQ(out.text, "abc");
-}
-
-TEST_F(RouterFakeWorkersTest, FailedPrefillWithoutRetriesIsUnavailableAndReleasesTheReservation) {
-  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
-  auto fail = PrefillOptions();
-  fail.fail = true;
-  FakePrefillWorker p(fail, &bus_);
-  RouterConfig config;
-  config.prefill_retries = 0;
-  StartRouter({d.address()}, {p.address()}, config);
-  const Outcome out = Generate(Text("go"));
-  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_NE(out.status.error_message().find(p.address()), std::string::npos);
-  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
-  EXPECT_EQ(d.retry_calls(), 0);
 }
 
 TEST_F(RouterFakeWorkersTest, FailedPrefillIsRetriedOnAnotherPrefillWorkerUnderANewEpoch) {
@@ -611,25 +535,6 @@ TEST_F(RouterFakeWorkersTest, PrefillFailingAfterItsCommitStillCompletes) {
   EXPECT_EQ(d.decode_calls(), 5);
 }
 
-TEST_F(RouterFakeWorkersTest, NoPrefillWorkerLeftForARetryFallsBackToLocalPrefill) {
-  FakeDecodeWorker d(DecodeOptions("hello"), &bus_);
-  auto fail = PrefillOptions();
-  fail.fail = true;
-  FakePrefillWorker p(fail, &bus_);
-  StartRouter({d.address()}, {p.address()});
-  const Outcome out = Generate(Text("go"));
-  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-  EXPECT_EQ(out.text, "hello");
-  EXPECT_EQ(out.finished.timings().prefill_mode(), "local");
-  EXPECT_EQ(out.started.prefill_worker(), p.address());
-  EXPECT_EQ(out.finished.placement().prefill_worker(), "");
-  EXPECT_EQ(out.finished.placement().prefill_attempts(), 1u);
-  EXPECT_EQ(d.decode_calls(), 2);
-  EXPECT_TRUE(d.last_request().local_prefill());
-  // The remote attempt's reservation was given up.
-  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
-}
-
 // The circuit breaker (3 consecutive failures by default) counts what says
 // the worker broke, not its verdicts on requests: a prefill worker whose
 // pool cannot hold some prompts keeps getting requests.
@@ -637,46 +542,9 @@ TEST_F(RouterFakeWorkersTest, RequestVerdictsDoNotEjectAPrefillWorker) {
   EXPECT_GT(FailingPrefillCalls(grpc::StatusCode::RESOURCE_EXHAUSTED, 12), 3);
 }
 
-// A prefill worker that does not share the decode worker's KV secret
-// (UNAUTHENTICATED) is tried no further for the request: it falls back to
-// local prefill instead of failing.
-TEST_F(RouterFakeWorkersTest, AnUnauthenticatedPrefillFallsBackToLocalPrefill) {
-  FakeDecodeWorker d(DecodeOptions("hello"), &bus_);
-  auto other_secret = PrefillOptions();
-  other_secret.fail = true;
-  other_secret.fail_code = grpc::StatusCode::UNAUTHENTICATED;
-  FakePrefillWorker p(other_secret, &bus_);
-  StartRouter({d.address()}, {p.address()});
-  const Outcome out = Generate(Text("go"));
-  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-  EXPECT_EQ(out.text, "hello");
-  EXPECT_EQ(out.finished.timings().prefill_mode(), "local");
-  EXPECT_EQ(p.prefill_calls(), 1);
-}
-
 // The contrast: one that keeps failing as if it were down is ejected.
 TEST_F(RouterFakeWorkersTest, RepeatedUnavailablePrefillsEjectTheWorker) {
   EXPECT_EQ(FailingPrefillCalls(grpc::StatusCode::UNAVAILABLE, 12), 3);
-}
-
-TEST_F(RouterFakeWorkersTest, HungPrefillWorkerTimesOutWithinTheKvWait) {
-  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
-  auto hang = PrefillOptions();
-  hang.hang = true;
-  FakePrefillWorker p(hang, &bus_);
-  RouterConfig config;
-  // Given up on after 300 ms without progress, long before the decode
-  // worker's KV wait would end the attempt instead.
-  config.kv_wait_ms = 3000;
-  config.prefill_attempt_timeout_ms = 300;
-  config.prefill_retries = 0;
-  StartRouter({d.address()}, {p.address()}, config);
-  const Outcome out = Generate(Text("go"));
-  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_NE(out.status.error_message().find(p.address()), std::string::npos)
-      << out.status.error_message();
-  EXPECT_TRUE(Eventually([&] { return p.cancelled_calls() == 1; }));
-  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
 }
 
 // A prompt whose prefill takes far longer than the attempt timeout is not
@@ -724,29 +592,6 @@ TEST_F(RouterFakeWorkersTest, AStalledPrefillIsGivenUpOnAndRetried) {
   EXPECT_TRUE(Eventually([&] { return p1.cancelled_calls() == 1; }));
 }
 
-// A prefill worker that computes but whose KV never reaches the decode
-// worker: the router sees progress, the decode worker's KV wait expires.
-// That is no reason to fail the request: nothing but Started reached the
-// client, so it is prefilled locally.
-TEST_F(RouterFakeWorkersTest, AnExpiredKvWaitFallsBackToLocalPrefill) {
-  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
-  auto lost = PrefillOptions();
-  lost.compute = absl::Seconds(60);
-  lost.sends_no_kv = true;
-  FakePrefillWorker p(lost, &bus_);
-  RouterConfig config;
-  config.kv_wait_ms = 800;
-  StartRouter({d.address()}, {p.address()}, config);
-  const Outcome out = Generate(Text("go"), absl::Seconds(30));
-  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-  EXPECT_EQ(out.text, "x");
-  EXPECT_EQ(out.finished.timings().prefill_mode(), "local");
-  EXPECT_EQ(p.prefill_calls(), 1);
-  EXPECT_EQ(d.decode_calls(), 2);
-  EXPECT_TRUE(d.last_request().local_prefill());
-  EXPECT_TRUE(Eventually([&] { return p.cancelled_calls() == 1; }));
-}
-
 // A stopped prefill worker (SIGSTOP) is given up on as soon as its load
 // reports stop, not after the attempt timeout, here longer than the
 // client's deadline: the retry on the healthy worker must finish first.
@@ -765,20 +610,6 @@ TEST_F(RouterFakeWorkersTest, ASilentPrefillWorkerIsAbandonedBeforeTheAttemptTim
   EXPECT_EQ(p1.prefill_calls(), 1);
   EXPECT_EQ(p2.prefill_calls(), 1);
   EXPECT_TRUE(Eventually([&] { return p1.cancelled_calls() == 1; }));
-}
-
-TEST_F(RouterFakeWorkersTest, ASilentPrefillWorkerWithoutRetriesIsUnavailable) {
-  FakeDecodeWorker d(DecodeOptions("x"), &bus_);
-  FakePrefillWorker p(FrozenPrefillOptions(), &bus_);
-  RouterConfig config;
-  config.kv_wait_ms = 120000;
-  config.prefill_retries = 0;
-  StartRouter({d.address()}, {p.address()}, config);
-  const Outcome out = Generate(Text("go"), absl::Seconds(30));
-  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_NE(out.status.error_message().find("went silent"), std::string::npos)
-      << out.status.error_message();
-  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
 }
 
 TEST_F(RouterFakeWorkersTest, DecodeDyingMidStreamFailsOverWithoutLostOrRepeatedTokens) {
@@ -827,29 +658,6 @@ TEST_F(RouterFakeWorkersTest, ALostDecodeFinishedCompletesAndCountsAgainstTheWor
   EXPECT_EQ(d1.decode_calls(), 3);
 }
 
-// A decode worker that dies after Reserved, before its first token: the
-// request is placed again from scratch and prefilled remotely once more.
-TEST_F(RouterFakeWorkersTest, AFailoverBeforeTheFirstTokenPrefillsAgain) {
-  auto dying = DecodeOptions("hello");
-  dying.die_after = 0;
-  FakeDecodeWorker d1(dying, &bus_);
-  auto healthy = DecodeOptions("hello");
-  healthy.free_blocks = 50;
-  FakeDecodeWorker d2(healthy, &bus_);
-  FakePrefillWorker p(PrefillOptions(), &bus_);
-  StartRouter({d1.address(), d2.address()}, {p.address()});
-  const Outcome out = Generate(Text("go"));
-  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-  EXPECT_EQ(out.text, "hello");
-  EXPECT_EQ(out.started.decode_worker(), d1.address());
-  const v1::Placement& placed = out.finished.placement();
-  EXPECT_EQ(placed.decode_worker(), d2.address());
-  EXPECT_EQ(placed.decode_failovers(), 1u);
-  EXPECT_EQ(placed.prefill_worker(), p.address());
-  EXPECT_EQ(placed.prefill_attempts(), 2u);
-  EXPECT_EQ(p.prefill_calls(), 2);
-}
-
 // A decode worker that hangs (SIGSTOP) keeps its stream open but silent,
 // load reports included: the watchdog fails the request over within about
 // stale_after instead of leaving it to the client's deadline.
@@ -862,40 +670,6 @@ TEST_F(RouterFakeWorkersTest, AHungDecodeWorkersStreamFailsOver) {
   EXPECT_EQ(run.out.token_ids, std::vector<int32_t>(all.begin(), all.begin() + 6));
   EXPECT_EQ(run.moved.first_index(), 3);
   EXPECT_EQ(run.broken_cancelled, 1);
-}
-
-// With nowhere to fail over to, the hung attempt is given up once: the
-// request waits for a decode worker, then fails with the placement error,
-// not with a failover budget spent twice on one hang.
-TEST_F(RouterFakeWorkersTest, AHungOnlyDecodeWorkerCostsOneFailover) {
-  auto hanging = DecodeOptions("abcdefgh");
-  hanging.freeze_after = 3;
-  FakeDecodeWorker d(hanging, &bus_);
-  RouterConfig config;
-  config.decode_failovers = 1;
-  config.failover_wait_ms = 300;
-  StartRouter({d.address()}, {}, config);
-  const Outcome out = Generate(Text("go", 6));
-  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(out.status.error_message().find("budget"), std::string::npos)
-      << out.status.error_message();
-  EXPECT_TRUE(Eventually([&] { return d.cancelled_calls() == 1; }));
-}
-
-// The watchdog leaves a stream alone while its worker keeps reporting,
-// however long the worker takes between events.
-TEST_F(RouterFakeWorkersTest, ASlowButLiveDecodeWorkerIsNotAbandoned) {
-  auto slow = DecodeOptions("abc");
-  slow.token_delay = absl::Milliseconds(1500);  // > stale_after (3 x 20 ms + 1 s)
-  FakeDecodeWorker d1(slow, &bus_);
-  auto other = DecodeOptions("abc");
-  other.free_blocks = 50;
-  FakeDecodeWorker d2(other, &bus_);
-  StartRouter({d1.address(), d2.address()}, {});
-  const Outcome out = Generate(Text("go", 3));
-  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-  EXPECT_EQ(out.text, "abc");
-  EXPECT_EQ(d2.decode_calls(), 0);
 }
 
 TEST_F(RouterFakeWorkersTest, FailoverWaitsForARestartingDecodeWorker) {
@@ -932,21 +706,6 @@ TEST_F(RouterFakeWorkersTest, FailoverWaitsForARestartingDecodeWorker) {
   const std::vector<int32_t> all = Encode("abcdefgh");
   EXPECT_EQ(out.token_ids, std::vector<int32_t>(all.begin(), all.begin() + 6));
   EXPECT_EQ(d2->last_request().first_index(), 3);
-}
-
-TEST_F(RouterFakeWorkersTest, DecodeFailoverBudgetUsedUpIsUnavailable) {
-  auto dying = DecodeOptions("abcdefgh");
-  dying.die_after = 2;
-  FakeDecodeWorker d1(dying, &bus_);
-  FakeDecodeWorker d2(dying, &bus_);
-  RouterConfig config;
-  config.decode_failovers = 0;
-  StartRouter({d1.address(), d2.address()}, {}, config);
-  const Outcome out = Generate(Text("go"));
-  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_NE(out.status.error_message().find("failover budget"), std::string::npos)
-      << out.status.error_message();
-  EXPECT_EQ(d1.decode_calls() + d2.decode_calls(), 1);
 }
 
 TEST_F(RouterFakeWorkersTest, AdmissionIsBounded) {
