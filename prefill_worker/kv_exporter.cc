@@ -1,12 +1,12 @@
 #include "prefill_worker/kv_exporter.h"
 
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 
@@ -20,19 +20,15 @@ class KvExporter::Lane {
   // Runs the jobs still queued, then joins.
   ~Lane() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stop_ = true;
     }
-    cv_.notify_all();
     for (std::thread& t : threads_) t.join();
   }
 
   void Post(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      jobs_.push_back(std::move(job));
-    }
-    cv_.notify_one();
+    absl::MutexLock lock(&mu_);
+    jobs_.push_back(std::move(job));
   }
 
  private:
@@ -40,8 +36,11 @@ class KvExporter::Lane {
     while (true) {
       std::function<void()> job;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+        absl::MutexLock lock(&mu_);
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stop_ || !jobs_.empty();
+        };
+        mu_.Await(absl::Condition(&ready));
         if (jobs_.empty()) return;
         job = std::move(jobs_.front());
         jobs_.pop_front();
@@ -50,11 +49,10 @@ class KvExporter::Lane {
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;  // set in the constructor, joined in the destructor
 };
 
 KvExporter::KvExporter(KvSender* sender, KvCache* cache, int num_commit_threads,

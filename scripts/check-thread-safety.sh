@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Checks the ABSL_GUARDED_BY-style annotations (make test-thread-safety).
+# GCC ignores them; absl's macros expand to clang attributes only under clang,
+# so every C++ translation unit of the project goes through
+#   clang++ -fsyntax-only -Wthread-safety -Werror=thread-safety
+# with the -I/-D/-std flags of BUILD_DIR/compile_commands.json (no code is
+# generated). CUDA (.cu) files, generated sources (*.pb.cc, anything under
+# BUILD_DIR) and files outside the source tree are skipped; headers are
+# checked through the translation units that include them.
+# Quiet on success (one summary line); otherwise one line per violation, the
+# output of any file clang could not parse, and a non-zero exit.
+# Usage: scripts/check-thread-safety.sh BUILD_DIR [JOBS]
+#   THREAD_SAFETY_ONLY=REGEX checks only the files whose path matches REGEX.
+set -euo pipefail
+
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+  echo "usage: $0 BUILD_DIR [JOBS]" >&2
+  exit 2
+fi
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build_dir="$(cd "$1" && pwd)"
+jobs="${2:-$(nproc)}"
+CLANGXX="${CLANGXX:-clang++}"
+db="$build_dir/compile_commands.json"
+if [ ! -f "$db" ]; then
+  echo "check-thread-safety: $db is missing (configure first)" >&2
+  exit 2
+fi
+if ! command -v "$CLANGXX" >/dev/null; then
+  echo "check-thread-safety: $CLANGXX not found (scripts/setup.sh installs clang)" >&2
+  exit 2
+fi
+
+start=$(date +%s.%N)
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# One shell command line per translation unit: $work/cmd/N.
+python3 - "$db" "$root" "$build_dir" "$work" "$CLANGXX" "${THREAD_SAFETY_ONLY:-}" <<'EOF'
+import json, os, re, shlex, sys
+
+db, root, build_dir, work, clangxx, only = sys.argv[1:]
+os.makedirs(os.path.join(work, "cmd"))
+# GCC-only flags clang rejects or warns about (none of them matter for a
+# syntax-only pass). Flags taking a separate argument are in TAKES_ARG.
+GCC_ONLY_PREFIXES = ("-fno-semantic-interposition", "-fconcepts-diagnostics-depth",
+                     "-fmax-errors", "-fdiagnostics-color", "-fno-tree-", "-ftree-",
+                     "-fipa-", "-fno-ipa-", "-flto", "-fuse-linker-plugin",
+                     "-fvar-tracking", "-fno-var-tracking", "-fcf-protection",
+                     "-fstack-clash-protection", "-Wa,", "-fsanitize", "-fno-sanitize")
+TAKES_ARG = {"-o", "-MF", "-MT", "-MQ"}
+seen = set()
+n = 0
+for entry in json.load(open(db)):
+    d = entry["directory"]
+    f = os.path.realpath(os.path.join(d, entry["file"]))
+    if not f.endswith((".cc", ".cpp", ".cxx")) or f.endswith(".pb.cc"):
+        continue
+    if not f.startswith(root + os.sep) or f.startswith(build_dir + os.sep):
+        continue
+    if not os.path.exists(f):
+        continue  # deleted since the last configure: nothing to check
+    if only and not re.search(only, f):
+        continue
+    if f in seen:
+        continue
+    seen.add(f)
+    args = entry.get("arguments") or shlex.split(entry["command"])
+    out = [clangxx]
+    skip = False
+    for a in args[1:]:
+        if skip:
+            skip = False
+            continue
+        if a in TAKES_ARG:
+            skip = True
+            continue
+        if a in ("-c", "-MD", "-MMD") or a.startswith(("-o", "-W", "-g", "-O")):
+            continue  # outputs, warnings (ours come below), debug info, optimisation
+        if a.startswith(GCC_ONLY_PREFIXES):
+            continue
+        if os.path.realpath(os.path.join(d, a)) == f:
+            continue  # the source file; added back last
+        out.append(a)
+    # clang 14 rejects some feature names GCC's __builtin_cpu_supports knows
+    # ("f16c"); what the runtime CPU check returns does not matter here.
+    out.append("-D__builtin_cpu_supports(feature)=true")
+    out += ["-fsyntax-only", "-fno-color-diagnostics", "-Wno-everything",
+            "-Wthread-safety", "-Werror=thread-safety", f]
+    n += 1
+    with open(os.path.join(work, "cmd", str(n)), "w") as fh:
+        fh.write("cd %s && exec %s\n" % (shlex.quote(d), shlex.join(out)))
+    if n == 1:  # the canary, with the first file's flags
+        with open(os.path.join(work, "canary.sh"), "w") as fh:
+            fh.write("cd %s && exec %s\n" % (shlex.quote(d), shlex.join(
+                out[:-1] + [os.path.join(work, "canary.cc")])))
+EOF
+
+# The canary: a known violation the analysis must report, so a pass that
+# silently checks nothing (absl's macros expanding to nothing, a flag lost)
+# fails instead of passing.
+cat >"$work/canary.cc" <<'EOF'
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+struct Canary {
+  absl::Mutex mu;
+  int n ABSL_GUARDED_BY(mu) = 0;
+  void Unlocked() { ++n; }
+};
+EOF
+if [ ! -f "$work/canary.sh" ]; then
+  echo "check-thread-safety: no C++ source in $db" >&2
+  exit 2
+fi
+if sh "$work/canary.sh" >"$work/canary.out" 2>&1 \
+   || ! grep -q "requires holding mutex 'mu' exclusively \[-Werror,-Wthread-safety-analysis\]" \
+          "$work/canary.out"; then
+  echo "check-thread-safety: clang did not report the canary's violation; the analysis is off:" >&2
+  cat "$work/canary.out" >&2
+  exit 1
+fi
+
+count=$(find "$work/cmd" -type f | wc -l)
+mkdir -p "$work/out"
+# Each file: its clang output in out/N, its exit status in out/N.rc.
+find "$work/cmd" -type f -printf '%f\n' | sort -n \
+  | xargs -P "$jobs" -I{} sh -c 'sh "$1/cmd/$2" >"$1/out/$2" 2>&1; echo $? >"$1/out/$2.rc"' \
+      _ "$work" {}
+
+violations="$work/violations"
+broken=0
+: >"$violations"
+for i in $(seq 1 "$count"); do
+  rc=$(cat "$work/out/$i.rc" 2>/dev/null || echo 1)
+  [ "$rc" -eq 0 ] && continue
+  # Violations: "path:line:col: error: ... [-Werror,-Wthread-safety-...]".
+  if grep -E '\[-Werror,-Wthread-safety[a-z-]*\]$' "$work/out/$i" >>"$violations"; then
+    # Any other error in the same file is reported too.
+    if grep -E ': (fatal )?error: ' "$work/out/$i" | grep -vqE '\[-Werror,-Wthread-safety'; then
+      broken=$((broken + 1))
+      echo "check-thread-safety: clang errors in $(awk '{print $NF}' "$work/cmd/$i"):" >&2
+      grep -E ': (fatal )?error: ' "$work/out/$i" | grep -vE '\[-Werror,-Wthread-safety' | head -20 >&2
+    fi
+  else
+    broken=$((broken + 1))
+    echo "check-thread-safety: clang failed on $(awk '{print $NF}' "$work/cmd/$i") (exit $rc):" >&2
+    head -40 "$work/out/$i" >&2
+  fi
+done
+
+elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }')
+# A header's violation shows up once per file that includes it: once here.
+nviol=0
+if [ -s "$violations" ]; then
+  sort -u "$violations" | sed "s|^$root/||" >"$violations.u"
+  nviol=$(wc -l <"$violations.u")
+  cat "$violations.u"
+fi
+if [ "$nviol" -gt 0 ] || [ "$broken" -gt 0 ]; then
+  echo "check-thread-safety: $nviol violation(s), $broken file(s) clang could not check," \
+       "$count file(s) checked in ${elapsed}s" >&2
+  exit 1
+fi
+echo "check-thread-safety: $count file(s) checked, no violations (${elapsed}s, $jobs jobs)"
