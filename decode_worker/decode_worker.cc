@@ -5,6 +5,7 @@
 #include "common/base/status_macros.h"
 #include "common/kv/kv_auth.h"
 #include "common/kv/kv_path.h"
+#include "common/rpc/grpc_server.h"
 #include "decode_worker/decode_metrics.h"
 #include "glog/logging.h"
 
@@ -91,8 +92,15 @@ DecodeWorker::~DecodeWorker() {
 }
 
 absl::Status RunDecodeWorker(const DecodeWorkerConfig& config) {
-  ASSIGN_OR_RETURN(std::unique_ptr<DecodeWorker> worker, DecodeWorker::Start(config));
-  return worker->ServeUntilTerminated();
+  absl::Status status;
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<DecodeWorker> worker, DecodeWorker::Start(config));
+    status = worker->ServeUntilTerminated();
+  }
+  // gRPC may still be shutting down on one of its own threads (TLS state
+  // outliving OpenSSL's cleanup otherwise; AwaitGrpcShutdown).
+  AwaitGrpcShutdownBeforeExit();
+  return status;
 }
 
 }  // namespace pdserve::decode

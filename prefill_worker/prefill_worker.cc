@@ -9,6 +9,7 @@
 #include "common/base/status_macros.h"
 #include "common/kv/kv_auth.h"
 #include "common/kv/kv_path.h"
+#include "common/rpc/grpc_server.h"
 #include "common/runtime/device_spec.h"
 #include "glog/logging.h"
 #include "prefill_worker/prefill_metrics.h"
@@ -136,8 +137,15 @@ PrefillWorker::~PrefillWorker() {
 }
 
 absl::Status RunPrefillWorker(const PrefillWorkerConfig& config) {
-  ASSIGN_OR_RETURN(std::unique_ptr<PrefillWorker> worker, PrefillWorker::Start(config));
-  return worker->ServeUntilTerminated();
+  absl::Status status;
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<PrefillWorker> worker, PrefillWorker::Start(config));
+    status = worker->ServeUntilTerminated();
+  }
+  // gRPC may still be shutting down on one of its own threads (TLS state
+  // outliving OpenSSL's cleanup otherwise; AwaitGrpcShutdown).
+  AwaitGrpcShutdownBeforeExit();
+  return status;
 }
 
 }  // namespace pdserve::prefill

@@ -32,11 +32,12 @@ GenerateCall* GenerateCall::Create(const Env& env, grpc::CallbackServerContext* 
 }
 
 GenerateCall::GenerateCall(const Env& env, grpc::CallbackServerContext* context)
-    : env_(env), server_context_(context), fsm_(FsmEnv(env)) {}
+    : destroy_notice_{env.on_destroyed},
+      env_(env),
+      server_context_(context),
+      fsm_(FsmEnv(env)) {}
 
-GenerateCall::~GenerateCall() {
-  if (env_.on_destroyed) env_.on_destroyed();
-}
+GenerateCall::~GenerateCall() = default;
 
 GenerateFsm::Env GenerateCall::FsmEnv(const Env& env) {
   GenerateFsm::Env e;

@@ -145,6 +145,17 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // as the last statement of a reaction.
   void Release();
 
+  // Runs a callback when destroyed. Declared first, so destroyed last: the
+  // service hears that a call is gone (on_destroyed) only once its streams,
+  // stubs, client contexts and alarms are, and WaitForCalls() then means no
+  // gRPC object of any call is left for a late thread to release.
+  struct DestroyNotice {
+    std::function<void()> fn;
+    ~DestroyNotice() {
+      if (fn) fn();
+    }
+  };
+  DestroyNotice destroy_notice_;
   const Env env_;
   const SystemClock clock_;
   grpc::CallbackServerContext* const server_context_;

@@ -93,11 +93,6 @@ void RouterServer::Shutdown(absl::Duration grace) {
 
 namespace {
 
-// Bounds the wait for gRPC's shutdown at exit: well inside the grace a
-// supervisor gives a draining process after SIGTERM (LocalCluster: 10 s)
-// beyond the drain itself.
-constexpr absl::Duration kGrpcShutdownTimeout = absl::Seconds(5);
-
 // Serves until SIGTERM or SIGINT, drains, and destroys the server (and with
 // it every gRPC object the router owns) before returning.
 absl::Status Serve(const RouterConfig& config) {
@@ -114,16 +109,10 @@ absl::Status Serve(const RouterConfig& config) {
 absl::Status Run(const RouterConfig& config) {
   BlockTerminationSignals();
   const absl::Status status = Serve(config);
-  // The server is gone, but not necessarily gRPC: a call's worker stubs
-  // (and so a channel to a worker) can be released on a gRPC callback
-  // thread a moment after WaitForCalls(), and the library then shuts down
-  // on that thread, joining its threads while main() already runs exit()
-  // (see AwaitGrpcShutdown). Returning only once it is done keeps gRPC's
-  // threads, and the TLS state they hold, from outliving OpenSSL's cleanup.
-  if (!AwaitGrpcShutdown(kGrpcShutdownTimeout)) {
-    LOG(WARNING) << "gRPC did not shut down within " << absl::FormatDuration(kGrpcShutdownTimeout)
-                 << "; exiting anyway";
-  }
+  // The server is gone, but not necessarily gRPC: the last channel to a
+  // worker can be released on a gRPC thread a moment later, and the library
+  // then shuts down there while main() already runs exit().
+  AwaitGrpcShutdownBeforeExit();
   return status;
 }
 

@@ -12,6 +12,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
@@ -122,6 +123,14 @@ bool AwaitGrpcShutdown(absl::Duration timeout) {
     return false;
   }
   return poll->shut_down;
+}
+
+void AwaitGrpcShutdownBeforeExit() {
+  constexpr absl::Duration kTimeout = absl::Seconds(5);
+  if (!AwaitGrpcShutdown(kTimeout)) {
+    LOG(WARNING) << "gRPC did not shut down within " << absl::FormatDuration(kTimeout)
+                 << "; exiting anyway";
+  }
 }
 
 }  // namespace pdserve

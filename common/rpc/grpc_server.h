@@ -67,6 +67,11 @@ int WaitForTerminationSignal(absl::Duration timeout);
 // LeakSanitizer report, now and then.
 bool AwaitGrpcShutdown(absl::Duration timeout);
 
+// AwaitGrpcShutdown with the bound every binary uses at exit (well inside
+// the grace a supervisor gives a draining process after SIGTERM;
+// LocalCluster: 10 s), logging a warning when it runs out.
+void AwaitGrpcShutdownBeforeExit();
+
 }  // namespace pdserve
 
 #endif  // PDSERVE_COMMON_RPC_GRPC_SERVER_H_
