@@ -57,11 +57,13 @@ BINARIES = {
                        "flag_sources": ["router", "common/rpc/server_tls_flags.cc"]},
     "pdserve-prefill": {"tier": "prefill",
                         "flag_sources": ["prefill_worker", "common/rpc/server_tls_flags.cc",
-                                         "common/worker/engine_runtime_flags.cc"],
+                                         "common/worker/engine_runtime_flags.cc",
+                                         "common/worker/worker_flags.cc"],
                         "hpa_metric": "pdserve_prefill_queued_prompt_tokens"},
     "pdserve-decode": {"tier": "decode",
                        "flag_sources": ["decode_worker", "common/rpc/server_tls_flags.cc",
-                                        "common/worker/engine_runtime_flags.cc"],
+                                        "common/worker/engine_runtime_flags.cc",
+                                        "common/worker/worker_flags.cc"],
                        "hpa_metric": "pdserve_decode_kv_blocks_utilization"},
 }
 METRICS_PORT = 9090

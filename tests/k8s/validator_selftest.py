@@ -97,7 +97,8 @@ def main(argv):
         # The validator reads the binaries' flag definitions and the model name
         # from the source tree two levels above deploy/k8s.
         source_root = os.path.dirname(os.path.dirname(src))
-        for d in ("router", "prefill_worker", "decode_worker", "scripts", "common/rpc"):
+        for d in ("router", "prefill_worker", "decode_worker", "scripts", "common/rpc",
+                  "common/worker"):
             shutil.copytree(os.path.join(source_root, d), os.path.join(tmp, d))
         k8s = os.path.join(tmp, "deploy", "k8s")
         shutil.copytree(src, k8s)

@@ -6,36 +6,14 @@
 
 #include "common/text/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/byte_tokenizer.h"
 
 namespace pdserve::router {
 namespace {
 
-constexpr int32_t kEos = 256;
+constexpr int32_t kEos = testing::kByteTokenizerEos;
 
-// Byte-level vocabulary: token i < 256 is byte i, rendered through the GPT-2
-// byte map; enough to exercise dedup, UTF-8 holding and stop strings.
-std::unique_ptr<Tokenizer> ByteTokenizer() {
-  TokenizerVocab v;
-  int shifted = 0;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-    const char32_t cp = printable ? static_cast<char32_t>(b) : 0x100 + shifted++;
-    std::string utf8;
-    if (cp < 0x80) {
-      utf8 = std::string(1, static_cast<char>(cp));
-    } else {
-      utf8 = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
-    }
-    v.tokens.push_back(utf8);
-    v.token_types.push_back(1);
-  }
-  v.tokens.push_back("<|im_end|>");  // id 256: end of generation
-  v.token_types.push_back(3);
-  v.eos_id = kEos;
-  auto t = Tokenizer::FromVocab(v);
-  EXPECT_TRUE(t.ok()) << t.status();
-  return t.ok() ? std::move(*t) : nullptr;
-}
+using testing::ByteTokenizer;
 
 v1::Tokens Tok(int first, const std::string& bytes) {
   v1::Tokens t;
