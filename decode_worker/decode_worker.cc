@@ -94,8 +94,10 @@ DecodeWorker::~DecodeWorker() {
 absl::Status RunDecodeWorker(const DecodeWorkerConfig& config) {
   absl::Status status;
   {
-    ASSIGN_OR_RETURN(std::unique_ptr<DecodeWorker> worker, DecodeWorker::Start(config));
-    status = worker->ServeUntilTerminated();
+    // A start-up that fails part way may have started gRPC too (TLS
+    // credentials), so the wait below covers that path as well.
+    absl::StatusOr<std::unique_ptr<DecodeWorker>> worker = DecodeWorker::Start(config);
+    status = worker.ok() ? (*worker)->ServeUntilTerminated() : worker.status();
   }
   // gRPC may still be shutting down on one of its own threads (TLS state
   // outliving OpenSSL's cleanup otherwise; AwaitGrpcShutdown).

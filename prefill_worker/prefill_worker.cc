@@ -139,8 +139,10 @@ PrefillWorker::~PrefillWorker() {
 absl::Status RunPrefillWorker(const PrefillWorkerConfig& config) {
   absl::Status status;
   {
-    ASSIGN_OR_RETURN(std::unique_ptr<PrefillWorker> worker, PrefillWorker::Start(config));
-    status = worker->ServeUntilTerminated();
+    // A start-up that fails part way may have started gRPC too (TLS
+    // credentials), so the wait below covers that path as well.
+    absl::StatusOr<std::unique_ptr<PrefillWorker>> worker = PrefillWorker::Start(config);
+    status = worker.ok() ? (*worker)->ServeUntilTerminated() : worker.status();
   }
   // gRPC may still be shutting down on one of its own threads (TLS state
   // outliving OpenSSL's cleanup otherwise; AwaitGrpcShutdown).
