@@ -115,11 +115,11 @@ void GenerateCall::OnPrefillDone(int attempt, const grpc::Status& status) {
   Release();
 }
 
-void GenerateCall::OnBackoffDone(uint64_t placement) {
+void GenerateCall::OnBackoffDone(uint64_t id) {
   Ops ops;
   {
     absl::MutexLock lock(&mu_);
-    Prepare(fsm_.OnBackoffDone(placement), &ops);
+    Prepare(fsm_.OnBackoffDone(id), &ops);
     Pump(&ops);
   }
   Run(ops);
@@ -253,7 +253,7 @@ void GenerateCall::Prepare(GenerateFsm::Actions a, Ops* ops) {
     ++holds_;
     ops->start_backoff = alarms_.back().get();
     ops->backoff_delay = a.start_backoff->delay;
-    ops->backoff_placement = a.start_backoff->placement;
+    ops->backoff_id = a.start_backoff->id;
   }
   if (a.cancel_decode.has_value()) ops->cancel_decode = streams_[*a.cancel_decode].get();
   if (a.cancel_prefill.has_value()) ops->cancel_prefill = prefills_[*a.cancel_prefill].get();
@@ -286,10 +286,10 @@ void GenerateCall::Run(Ops& ops) {
         [this](bool fired) { OnWatchdog(fired); });
   }
   if (ops.start_backoff != nullptr) {
-    const uint64_t placement = ops.backoff_placement;
+    const uint64_t id = ops.backoff_id;
     ops.start_backoff->Set(
         std::chrono::system_clock::now() + absl::ToChronoMicroseconds(ops.backoff_delay),
-        [this, placement](bool) { OnBackoffDone(placement); });
+        [this, id](bool) { OnBackoffDone(id); });
   }
   if (ops.start_retry != nullptr) {
     const int attempt = ops.retry_attempt;

@@ -102,7 +102,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     grpc::Alarm* cancel_watchdog = nullptr;
     grpc::Alarm* start_backoff = nullptr;
     absl::Duration backoff_delay;
-    uint64_t backoff_placement = 0;
+    uint64_t backoff_id = 0;
     DecodeStream* cancel_decode = nullptr;
     PrefillCall* cancel_prefill = nullptr;
     TransferRetryCall* cancel_retry = nullptr;
@@ -120,7 +120,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   bool OnDecodeEvent(DecodeStream* stream, const v1::DecodeEvent& event) override;
   void OnDecodeDone(DecodeStream* stream, const grpc::Status& status) override;
   void OnPrefillDone(int attempt, const grpc::Status& status);
-  void OnBackoffDone(uint64_t placement);
+  void OnBackoffDone(uint64_t id);
   void OnWatchdog(bool fired);
   void OnRetryTransferDone(int attempt, uint64_t placement, const grpc::Status& status);
 

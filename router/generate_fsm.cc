@@ -230,6 +230,9 @@ void GenerateFsm::HandleTokens(const v1::Tokens& tokens, Actions* a) {
   // Tokens on a remote attempt mean its KV arrived: a prefill failure from
   // now on only loses the prefill worker's report.
   kv_committed_ = true;
+  // The KV is in: a transfer retry still waiting out its backoff would only
+  // ask D to move a committed reservation to a new epoch.
+  if (backoff_ == BackoffFor::kTransferRetry) backoff_ = BackoffFor::kNone;
   state_ = State::kStreaming;
   timeline_.MarkTokens(Now(), tokens.ids_size());
   absl::StatusOr<TokenRelay::Output> out = relay_->Push(tokens);
@@ -469,12 +472,16 @@ void GenerateFsm::HandlePrefillFailure(const grpc::Status& status, Actions* a) {
 
 void GenerateFsm::StartBackoff(absl::Duration delay, bool place, Actions* a) {
   backoff_ = place ? BackoffFor::kPlacement : BackoffFor::kTransferRetry;
-  a->start_backoff = Backoff{delay, placement_};
+  backoff_placement_ = placement_;
+  a->start_backoff = Backoff{delay, ++backoff_id_};
 }
 
-GenerateFsm::Actions GenerateFsm::OnBackoffDone(uint64_t placement) {
+GenerateFsm::Actions GenerateFsm::OnBackoffDone(uint64_t id) {
   Actions a;
-  if (placement != placement_ || backoff_ == BackoffFor::kNone || done()) return a;
+  if (id != backoff_id_ || backoff_placement_ != placement_ || backoff_ == BackoffFor::kNone ||
+      done()) {
+    return a;
+  }
   const BackoffFor what = backoff_;
   backoff_ = BackoffFor::kNone;
   if (what == BackoffFor::kPlacement) {

@@ -121,7 +121,10 @@ class GenerateFsm {
   };
   struct Backoff {
     absl::Duration delay;
-    uint64_t placement = 0;  // handed back when it fires
+    // Handed back when it fires. Only the latest backoff's id is current:
+    // an older alarm (its backoff superseded by a failover's placement
+    // poll, say) is ignored rather than acting early.
+    uint64_t id = 0;
   };
 
   // What a transition decided, for GenerateCall to carry out in this order:
@@ -163,7 +166,7 @@ class GenerateFsm {
   Actions OnTransferRetryDone(int attempt, uint64_t placement, const grpc::Status& status,
                               uint64_t epoch);
   // A backoff timer of `placement` fired.
-  Actions OnBackoffDone(uint64_t placement);
+  Actions OnBackoffDone(uint64_t id);
   // The watchdog timer ran (`fired`) or was cancelled.
   Actions OnWatchdog(bool fired);
   // The client cancelled, or a write to it failed: it is gone.
@@ -283,6 +286,8 @@ class GenerateFsm {
   // (superseded placement, stopped prefill side) does nothing.
   enum class BackoffFor { kNone, kTransferRetry, kPlacement };
   BackoffFor backoff_ = BackoffFor::kNone;
+  uint64_t backoff_id_ = 0;         // of the latest backoff started
+  uint64_t backoff_placement_ = 0;  // the placement it was started under
 
   Watchdog watchdog_;
 

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <set>
 #include <string>
 #include <utility>
@@ -169,7 +170,8 @@ Ev PrefillDone(grpc::StatusCode code = grpc::StatusCode::OK, int attempt = -1) {
 Ev RetryDone(grpc::StatusCode code, int64_t epoch = 0) {
   return {.kind = Kind::kRetryDone, .code = code, .n = epoch};
 }
-Ev BackoffFires() { return {Kind::kBackoffFires}; }
+// The latest backoff's alarm, or the `which`-th started in the case (from 0).
+Ev BackoffFires(int which = -1) { return {.kind = Kind::kBackoffFires, .attempt = which}; }
 Ev WatchdogFires() { return {Kind::kWatchdogFires}; }
 Ev Cancel() { return {Kind::kCancel}; }
 Ev WriteFailed() { return {Kind::kWriteFailed}; }
@@ -206,7 +208,9 @@ std::string Describe(const GenerateFsm::Actions& a) {
     const v1::DecodeRequest& r = a.start_decode->request;
     std::string s =
         absl::StrCat("decode(", a.start_decode->address, r.local_prefill() ? ",local" : ",remote");
-    if (r.first_index() > 0) absl::StrAppend(&s, ",from=", r.first_index(), ",max=", r.max_tokens());
+    if (r.first_index() > 0) {
+      absl::StrAppend(&s, ",from=", r.first_index(), ",max=", r.max_tokens());
+    }
     parts.push_back(s + ")");
   }
   if (a.start_prefill.has_value()) {
@@ -219,11 +223,21 @@ std::string Describe(const GenerateFsm::Actions& a) {
   if (a.start_backoff.has_value()) {
     parts.push_back(absl::StrCat("backoff(", absl::FormatDuration(a.start_backoff->delay), ")"));
   }
-  if (a.arm_watchdog.has_value()) parts.push_back("watchdog");
-  if (a.cancel_prefill.has_value()) parts.push_back("cancel_prefill");
-  if (a.cancel_transfer_retry.has_value()) parts.push_back("cancel_retry");
-  if (a.cancel_decode.has_value()) parts.push_back("cancel_decode");
-  if (a.resume_decode.has_value()) parts.push_back("resume");
+  // Timers with their delay and cancels with the attempt they target, so a
+  // table row pins both (the abandoned stream, not the new one).
+  if (a.arm_watchdog.has_value()) {
+    parts.push_back(absl::StrCat("watchdog(", absl::FormatDuration(*a.arm_watchdog), ")"));
+  }
+  if (a.cancel_prefill.has_value()) {
+    parts.push_back(absl::StrCat("cancel_prefill#", *a.cancel_prefill));
+  }
+  if (a.cancel_transfer_retry.has_value()) {
+    parts.push_back(absl::StrCat("cancel_retry#", *a.cancel_transfer_retry));
+  }
+  if (a.cancel_decode.has_value()) {
+    parts.push_back(absl::StrCat("cancel_decode#", *a.cancel_decode));
+  }
+  if (a.resume_decode.has_value()) parts.push_back(absl::StrCat("resume#", *a.resume_decode));
   for (const v1::GenerateResponse& r : a.responses) {
     if (r.has_started()) {
       parts.push_back(absl::StrCat("Started(", r.started().decode_worker(), ",",
@@ -290,18 +304,18 @@ std::vector<Case> Cases() {
                               "prefill worker p1 model fingerprint other != decode worker d1"}}});
   cases.push_back({.name = "ADecodeWorkerThatLeftThePoolIsSkipped",
                    .steps = {{Unreachable("d1"), State::kAdmitted, ""},
-                             {Start(), kDecodeOpen, "decode(d2,remote) watchdog"}}});
+                             {Start(), kDecodeOpen, "decode(d2,remote) watchdog(468.75ms)"}}});
 
   // --- Happy paths -------------------------------------------------------
   cases.push_back({.name = "RemotePrefill",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {PrefillDone(), kPrefilling, ""},
                              {Tokens(0, "hi"), kStreaming, "Chunk(hi)"},
                              {Finished(), kDone,
                               "Finished(EOS,d1,p1,attempts=1,failovers=0,remote) -> OK"}}});
   cases.push_back({.name = "DecodeDoneWaitsForThePrefillCall",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {Tokens(0, "hi"), kStreaming, "Chunk(hi)"},
                              {Finished(), kCompleting, ""},
@@ -310,7 +324,7 @@ std::vector<Case> Cases() {
   cases.push_back({.name = "LocalPrefillWithoutAPrefillTier",
                    .prefill = kNoPrefill,
                    .max_tokens = 2,
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "ab"), kStreaming, "Started(d1,) Chunk(ab)"},
                              {Finished(v1::FINISH_REASON_LENGTH), kDone,
                               "Finished(LENGTH,d1,,attempts=0,failovers=0,local) -> OK"},
@@ -318,51 +332,59 @@ std::vector<Case> Cases() {
   cases.push_back({.name = "StopStringEndsTheStreamAndCancelsDecode",
                    .prefill = kNoPrefill,
                    .stop = {"."},
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "onetwo.more"), kDone,
-                              "cancel_decode Started(d1,) Chunk(onetwo) "
+                              "cancel_decode#0 Started(d1,) Chunk(onetwo) "
                               "Finished(STOP,d1,,attempts=0,failovers=0,local) -> OK"},
                              {DecodeEnd(CANCELLED), kDone, ""}}});
 
   // --- Protocol violations -----------------------------------------------
   cases.push_back({.name = "TokensBeforeReservedAreAProtocolError",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
-                             {Tokens(0, "a"), kDone, "cancel_decode -> INTERNAL",
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
+                             {Tokens(0, "a"), kDone, "cancel_decode#0 -> INTERNAL",
                               "sent output before reserving KV"}}});
   cases.push_back({.name = "ReservedTwiceIsAProtocolError",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
-                             {Reserved(), kDone, "cancel_prefill cancel_decode -> INTERNAL",
+                             {Reserved(), kDone, "cancel_prefill#0 cancel_decode#0 -> INTERNAL",
                               "reserved twice"}}});
   cases.push_back({.name = "AnEmptyEventIsAProtocolError",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
-                             {EmptyEvent(), kDone, "cancel_decode -> INTERNAL",
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
+                             {EmptyEvent(), kDone, "cancel_decode#0 -> INTERNAL",
                               "sent an empty event"}}});
   cases.push_back({.name = "AStreamEndingWithoutDecodeFinishedIsAProtocolError",
                    .prefill = kNoPrefill,
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "a"), kStreaming, "Started(d1,) Chunk(a)"},
                              {DecodeEnd(OK), kDone, "-> INTERNAL",
                               "ended the stream without DecodeFinished"}}});
 
   // --- Decode refusals before any event ------------------------------------
   cases.push_back({.name = "ARefusedDecodeIsPlacedOnAnotherWorker",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {DecodeEnd(RESOURCE_EXHAUSTED), kDecodeOpen, "decode(d2,remote)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d2,p1)"}}});
+  cases.push_back({.name = "ARefusedLocalDecodeCompletesOnAnotherWorker",
+                   .prefill = kNoPrefill,
+                   .max_tokens = 2,
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {DecodeEnd(RESOURCE_EXHAUSTED), kDecodeOpen, "decode(d2,local)"},
+                             {Tokens(0, "ab"), kStreaming, "Started(d2,) Chunk(ab)"},
+                             {Finished(v1::FINISH_REASON_LENGTH), kDone,
+                              "Finished(LENGTH,d2,,attempts=0,failovers=0,local) -> OK"}}});
   cases.push_back({.name = "EveryDecodeRefusingIsResourceExhausted",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {DecodeEnd(RESOURCE_EXHAUSTED), kDecodeOpen, "decode(d2,remote)"},
                              {DecodeEnd(RESOURCE_EXHAUSTED), kDone, "-> RESOURCE_EXHAUSTED",
                               "no decode worker could take the request (d1: RESOURCE_EXHAUSTED: "
                               "broke; d2: RESOURCE_EXHAUSTED: broke)"}}});
   cases.push_back({.name = "AnUnreachableDecodeIsPlacedOnAnotherWorker",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {DecodeEnd(UNAVAILABLE), kDecodeOpen, "decode(d2,remote)"}}});
 
   // --- Prefill attempts ----------------------------------------------------
   cases.push_back({.name = "FailedPrefillIsRetriedOnAnotherWorkerUnderANewEpoch",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {PrefillDone(UNAVAILABLE), kPrefilling, "backoff(20ms)"},
                              {BackoffFires(), kPrefilling, "retry_transfer(d1)"},
@@ -373,27 +395,27 @@ std::vector<Case> Cases() {
                               "Finished(EOS,d1,p2,attempts=2,failovers=0,remote) -> OK"}}});
   cases.push_back({.name = "FailedPrefillWithoutRetriesFailsAndReleasesTheReservation",
                    .configure = [](RouterConfig* c) { c->prefill_retries = 0; },
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
-                             {PrefillDone(UNAVAILABLE), kDone, "cancel_decode -> UNAVAILABLE",
+                             {PrefillDone(UNAVAILABLE), kDone, "cancel_decode#0 -> UNAVAILABLE",
                               "prefill worker p1"}}});
   cases.push_back({.name = "APrefillVerdictOnTheRequestIsNotRetried",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {PrefillDone(INVALID_ARGUMENT), kDone,
-                              "cancel_decode -> INVALID_ARGUMENT", "prefill worker p1"}}});
+                              "cancel_decode#0 -> INVALID_ARGUMENT", "prefill worker p1"}}});
   cases.push_back({.name = "PrefillRetryBudgetUsedUpFails",
                    .configure = [](RouterConfig* c) { c->prefill_retries = 1; },
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {PrefillDone(UNAVAILABLE), kPrefilling, "backoff(20ms)"},
                              {BackoffFires(), kPrefilling, "retry_transfer(d1)"},
                              {RetryDone(OK, 2), kPrefilling, "prefill(p2,epoch=2)"},
-                             {PrefillDone(UNAVAILABLE), kDone, "cancel_decode -> UNAVAILABLE",
+                             {PrefillDone(UNAVAILABLE), kDone, "cancel_decode#0 -> UNAVAILABLE",
                               "(after 1 prefill retries)"}}});
   cases.push_back({.name = "BackoffDoublesWithEachRetry",
                    .prefill = {{"p1"}, {"p2", 100, 1000}, {"p3", 100, 2000}},
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {PrefillDone(UNAVAILABLE), kPrefilling, "backoff(20ms)"},
                              {BackoffFires(), kPrefilling, "retry_transfer(d1)"},
@@ -403,11 +425,11 @@ std::vector<Case> Cases() {
                              {RetryDone(OK, 3), kPrefilling, "prefill(p3,epoch=3)"}}});
   cases.push_back({.name = "NoPrefillWorkerLeftForARetryFallsBackToLocalPrefill",
                    .prefill = kOnePrefill,
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {PrefillDone(UNAVAILABLE), kPrefilling, "backoff(20ms)"},
                              {BackoffFires(), kPrefilling, "retry_transfer(d1)"},
-                             {RetryDone(OK, 2), kDecodeOpen, "decode(d1,local) cancel_decode"},
+                             {RetryDone(OK, 2), kDecodeOpen, "decode(d1,local) cancel_decode#0"},
                              {DecodeEnd(CANCELLED, 0), kDecodeOpen, ""},
                              {Tokens(0, "hi"), kStreaming, "Chunk(hi)"},
                              {Finished(), kDone,
@@ -416,22 +438,22 @@ std::vector<Case> Cases() {
   // end local prefill, still serves the request.
   cases.push_back({.name = "AnUnauthenticatedPrefillFallsBackToLocalPrefill",
                    .prefill = kOnePrefill,
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {PrefillDone(UNAUTHENTICATED), kPrefilling, "backoff(20ms)"},
                              {BackoffFires(), kPrefilling, "retry_transfer(d1)"},
-                             {RetryDone(OK, 2), kDecodeOpen, "decode(d1,local) cancel_decode"},
+                             {RetryDone(OK, 2), kDecodeOpen, "decode(d1,local) cancel_decode#0"},
                              {Tokens(0, "hi"), kStreaming, "Chunk(hi)"},
                              {Finished(), kDone,
                               "Finished(EOS,d1,,attempts=1,failovers=0,local) -> OK"}}});
   cases.push_back({.name = "BusyPrefillWorkersWithRetriesUsedUpFallBackToLocalPrefill",
                    .configure = [](RouterConfig* c) { c->prefill_retries = 0; },
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {PrefillDone(RESOURCE_EXHAUSTED), kDecodeOpen,
-                              "decode(d1,local) cancel_decode"}}});
+                              "decode(d1,local) cancel_decode#0"}}});
   cases.push_back({.name = "AFailedRetryTransferLeavesItToTheDecodeStream",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {PrefillDone(UNAVAILABLE), kPrefilling, "backoff(20ms)"},
                              {BackoffFires(), kPrefilling, "retry_transfer(d1)"},
@@ -440,36 +462,56 @@ std::vector<Case> Cases() {
                              {Finished(), kDone,
                               "Finished(EOS,d1,p1,attempts=1,failovers=0,remote) -> OK"}}});
   cases.push_back({.name = "ADecodeWorkerGoneDuringAPrefillRetryIsUnavailable",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {PrefillDone(UNAVAILABLE), kPrefilling, "backoff(20ms)"},
                              {Unreachable("d1"), kPrefilling, ""},
-                             {BackoffFires(), kDone, "cancel_decode -> UNAVAILABLE",
+                             {BackoffFires(), kDone, "cancel_decode#0 -> UNAVAILABLE",
                               "left the worker pool during a prefill retry"}}});
   cases.push_back({.name = "PrefillFailingAfterItsKvCommittedStillCompletes",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {Tokens(0, "hi"), kStreaming, "Chunk(hi)"},
                              {PrefillDone(UNAVAILABLE), kStreaming, ""},
                              {Finished(), kDone,
                               "Finished(EOS,d1,p1,attempts=1,failovers=0,remote) -> OK"}}});
+  cases.push_back({.name = "TokensEndAPendingTransferRetry",
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
+                             {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
+                             {PrefillDone(UNAVAILABLE), kPrefilling, "backoff(20ms)"},
+                             {Tokens(0, "hi"), kStreaming, "Chunk(hi)"},
+                             // The KV is in: no RetryTransfer for a committed reservation.
+                             {BackoffFires(), kStreaming, ""},
+                             {Finished(), kDone,
+                              "Finished(EOS,d1,p1,attempts=1,failovers=0,remote) -> OK"}}});
+  cases.push_back({.name = "AStaleBackoffAlarmDoesNotPlaceEarly",
+                   .decode = kOneDecode,
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
+                             {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
+                             {PrefillDone(UNAVAILABLE), kPrefilling, "backoff(20ms)"},
+                             {DecodeEnd(UNAVAILABLE), kPlacing, "backoff(200ms)"},
+                             {Advance(20 * ms), kPlacing, ""},
+                             // The transfer retry's alarm, superseded by the placement poll.
+                             {BackoffFires(0), kPlacing, ""},
+                             {Advance(180 * ms), kPlacing, ""},
+                             {BackoffFires(), kDecodeOpen, "decode(d1,remote)"}}});
   cases.push_back({.name = "PrefillFailingWhileCompletingStillCompletes",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {Tokens(0, "hi"), kStreaming, "Chunk(hi)"},
                              {Finished(), kCompleting, ""},
                              {PrefillDone(UNAVAILABLE), kDone,
                               "Finished(EOS,d1,p1,attempts=1,failovers=0,remote) -> OK"}}});
   cases.push_back({.name = "AnExpiredKvWaitFallsBackToLocalPrefill",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {DecodeEnd(DEADLINE_EXCEEDED), kDecodeOpen,
-                              "decode(d1,local) cancel_prefill"},
+                              "decode(d1,local) cancel_prefill#0"},
                              {Tokens(0, "x"), kStreaming, "Chunk(x)"},
                              {Finished(), kDone,
                               "Finished(EOS,d1,,attempts=1,failovers=0,local) -> OK"}}});
   cases.push_back({.name = "CallbacksOfASupersededPlacementAreIgnored",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {PrefillDone(UNAVAILABLE), kPrefilling, "backoff(20ms)"},
                              {DecodeEnd(UNAVAILABLE), kDecodeOpen, "decode(d2,remote)"},
@@ -480,7 +522,7 @@ std::vector<Case> Cases() {
   cases.push_back({.name = "DecodeDyingMidStreamFailsOverFromTheRelayedTokens",
                    .prefill = kNoPrefill,
                    .max_tokens = 6,
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
                              {DecodeEnd(UNAVAILABLE), kDecodeOpen,
                               "decode(d2,local,from=3,max=3)"},
@@ -489,10 +531,10 @@ std::vector<Case> Cases() {
                               "Finished(LENGTH,d2,,attempts=0,failovers=1,local) -> OK"}}});
   cases.push_back({.name = "AFailoverBeforeTheFirstTokenPrefillsAgain",
                    .prefill = kOnePrefill,
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {DecodeEnd(UNAVAILABLE), kDecodeOpen,
-                              "decode(d2,remote) cancel_prefill"},
+                              "decode(d2,remote) cancel_prefill#0"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1)"},
                              {PrefillDone(), kPrefilling, ""},
                              {Tokens(0, "hi"), kStreaming, "Chunk(hi)"},
@@ -501,21 +543,21 @@ std::vector<Case> Cases() {
   cases.push_back({.name = "DecodeFailoverBudgetUsedUpIsUnavailable",
                    .prefill = kNoPrefill,
                    .configure = [](RouterConfig* c) { c->decode_failovers = 0; },
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "ab"), kStreaming, "Started(d1,) Chunk(ab)"},
                              {DecodeEnd(UNAVAILABLE), kDone, "-> UNAVAILABLE",
                               "(decode failover budget of 0 used up)"}}});
   cases.push_back({.name = "ALostDecodeFinishedCompletesOnTheTokens",
                    .prefill = kNoPrefill,
                    .max_tokens = 3,
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
                              {DecodeEnd(UNAVAILABLE), kDone,
                               "Finished(LENGTH,d1,,attempts=0,failovers=0,local) -> OK"}}});
   cases.push_back({.name = "FailoverWaitsForADecodeWorkerToComeBack",
                    .decode = kOneDecode,
                    .prefill = kNoPrefill,
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
                              {DecodeEnd(UNAVAILABLE), kPlacing, "backoff(200ms)"},
                              {Advance(200 * ms), kPlacing, ""},
@@ -524,7 +566,7 @@ std::vector<Case> Cases() {
                    .decode = kOneDecode,
                    .prefill = kNoPrefill,
                    .configure = [](RouterConfig* c) { c->failover_wait_ms = 300; },
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
                              {Silence("d1"), kStreaming, ""},
                              {Advance(1200 * ms), kStreaming, ""},
@@ -537,12 +579,12 @@ std::vector<Case> Cases() {
   cases.push_back({.name = "AHungDecodeWorkerFailsOver",
                    .prefill = kNoPrefill,
                    .max_tokens = 6,
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
                              {Silence("d1"), kStreaming, ""},
                              {Advance(1200 * ms), kStreaming, ""},
                              {WatchdogFires(), kDecodeOpen,
-                              "decode(d2,local,from=3,max=3) watchdog cancel_decode"},
+                              "decode(d2,local,from=3,max=3) watchdog(1s) cancel_decode#0"},
                              {DecodeEnd(CANCELLED, 0), kDecodeOpen, ""}}});
   cases.push_back({.name = "AHungOnlyDecodeWorkerCostsOneFailover",
                    .decode = kOneDecode,
@@ -552,64 +594,72 @@ std::vector<Case> Cases() {
                          c->decode_failovers = 1;
                          c->failover_wait_ms = 300;
                        },
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
                              {Silence("d1"), kStreaming, ""},
                              {Advance(1200 * ms), kStreaming, ""},
-                             {WatchdogFires(), kPlacing, "backoff(200ms) cancel_decode"},
+                             {WatchdogFires(), kPlacing, "backoff(200ms) cancel_decode#0"},
+                             // The abandoned stream's late end is no second failover.
+                             {DecodeEnd(CANCELLED, 0), kPlacing, ""},
                              {Advance(200 * ms), kPlacing, ""},
                              {BackoffFires(), kDone, "-> UNAVAILABLE",
                               "no decode worker could take the request"}}});
   cases.push_back({.name = "ASlowButLiveDecodeWorkerIsNotAbandoned",
                    .prefill = kNoPrefill,
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "a"), kStreaming, "Started(d1,) Chunk(a)"},
                              {Advance(1200 * ms), kStreaming, ""},
-                             {WatchdogFires(), kStreaming, "watchdog"}}});
+                             {WatchdogFires(), kStreaming, "watchdog(1s)"},
+                             {Tokens(1, "b"), kStreaming, "Chunk(b)"},
+                             {Finished(v1::FINISH_REASON_LENGTH), kDone,
+                              "Finished(LENGTH,d1,,attempts=0,failovers=0,local) -> OK"}}});
   cases.push_back({.name = "ALateWatchdogJudgesNoSilence",
                    .prefill = kNoPrefill,
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "a"), kStreaming, "Started(d1,) Chunk(a)"},
                              {Silence("d1"), kStreaming, ""},
                              {Advance(absl::Seconds(5)), kStreaming, ""},
-                             {WatchdogFires(), kStreaming, "watchdog"}}});
+                             {WatchdogFires(), kStreaming, "watchdog(1s)"}}});
   cases.push_back({.name = "PausedReadsAreNotTheWorkersSilence",
                    .prefill = kNoPrefill,
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "a"), kStreaming, "Started(d1,) Chunk(a)"},
                              {PauseReads(), kStreaming, ""},
                              {Silence("d1"), kStreaming, ""},
                              {Advance(1200 * ms), kStreaming, ""},
-                             {WatchdogFires(), kStreaming, "watchdog"},
-                             {Drained(), kStreaming, "resume"},
+                             {WatchdogFires(), kStreaming, "watchdog(1s)"},
+                             {Drained(), kStreaming, "resume#0"},
                              {Drained(), kStreaming, ""}}});
   cases.push_back({.name = "ASilentPrefillWorkerIsRetriedElsewhere",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {Silence("p1"), kPrefilling, ""},
                              {Advance(900 * ms), kPrefilling, ""},
-                             {WatchdogFires(), kPrefilling, "watchdog"},
+                             {WatchdogFires(), kPrefilling, "watchdog(468.75ms)"},
                              {Advance(400 * ms), kPrefilling, ""},
-                             {WatchdogFires(), kPrefilling, "backoff(20ms) watchdog cancel_prefill"},
+                             {WatchdogFires(), kPrefilling,
+                              "backoff(20ms) watchdog(468.75ms) cancel_prefill#0"},
                              {BackoffFires(), kPrefilling, "retry_transfer(d1)"},
                              {RetryDone(OK, 2), kPrefilling, "prefill(p2,epoch=2)"}}});
   cases.push_back({.name = "ASilentPrefillWorkerWithoutRetriesIsUnavailable",
                    .prefill = kOnePrefill,
                    .configure = [](RouterConfig* c) { c->prefill_retries = 0; },
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {Silence("p1"), kPrefilling, ""},
                              {Advance(900 * ms), kPrefilling, ""},
-                             {WatchdogFires(), kPrefilling, "watchdog"},
+                             {WatchdogFires(), kPrefilling, "watchdog(468.75ms)"},
                              {Advance(400 * ms), kPrefilling, ""},
-                             {WatchdogFires(), kDone, "cancel_prefill cancel_decode -> UNAVAILABLE",
+                             {WatchdogFires(), kDone,
+                              "cancel_prefill#0 cancel_decode#0 -> UNAVAILABLE",
                               "went silent"}}});
   cases.push_back({.name = "AStalledPrefillIsGivenUpOnAndRetried",
                    .configure = [](RouterConfig* c) { c->prefill_attempt_timeout_ms = 300; },
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(50ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {Advance(350 * ms), kPrefilling, ""},
-                             {WatchdogFires(), kPrefilling, "backoff(20ms) watchdog cancel_prefill"},
+                             {WatchdogFires(), kPrefilling,
+                              "backoff(20ms) watchdog(50ms) cancel_prefill#0"},
                              {BackoffFires(), kPrefilling, "retry_transfer(d1)"},
                              {RetryDone(OK, 2), kPrefilling, "prefill(p2,epoch=2)"}}});
   cases.push_back({.name = "AStalledPrefillWithoutRetriesIsDeadlineExceeded",
@@ -617,65 +667,65 @@ std::vector<Case> Cases() {
                      c->prefill_attempt_timeout_ms = 300;
                      c->prefill_retries = 0;
                    },
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(50ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {Advance(350 * ms), kPrefilling, ""},
                              {WatchdogFires(), kDone,
-                              "cancel_prefill cancel_decode -> DEADLINE_EXCEEDED",
-                              "computed no prompt token"}}});
+                              "cancel_prefill#0 cancel_decode#0 -> DEADLINE_EXCEEDED",
+                              "prefill worker p1 computed no prompt token"}}});
   cases.push_back({.name = "APrefillThatKeepsComputingIsNotTimedOut",
                    .configure = [](RouterConfig* c) { c->prefill_attempt_timeout_ms = 300; },
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(50ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {Advance(200 * ms), kPrefilling, ""},
                              {Progress("p1"), kPrefilling, ""},
-                             {WatchdogFires(), kPrefilling, "watchdog"},
+                             {WatchdogFires(), kPrefilling, "watchdog(50ms)"},
                              {Advance(200 * ms), kPrefilling, ""},
-                             {WatchdogFires(), kPrefilling, "watchdog"},
+                             {WatchdogFires(), kPrefilling, "watchdog(50ms)"},
                              {Advance(200 * ms), kPrefilling, ""},
                              {Progress("p1"), kPrefilling, ""},
-                             {WatchdogFires(), kPrefilling, "watchdog"}}});
+                             {WatchdogFires(), kPrefilling, "watchdog(50ms)"}}});
 
   // --- The client and the deadline -----------------------------------------
   cases.push_back({.name = "ClientCancelDuringPrefillReachesBothTiers",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
-                             {Cancel(), kDone, "cancel_prefill cancel_decode -> CANCELLED"},
+                             {Cancel(), kDone, "cancel_prefill#0 cancel_decode#0 -> CANCELLED"},
                              {PrefillDone(CANCELLED), kDone, ""},
                              {DecodeEnd(CANCELLED), kDone, ""}}});
   cases.push_back({.name = "ClientCancelDuringARetryStopsItsRpcs",
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {PrefillDone(UNAVAILABLE), kPrefilling, "backoff(20ms)"},
                              {BackoffFires(), kPrefilling, "retry_transfer(d1)"},
-                             {Cancel(), kDone, "cancel_retry cancel_decode -> CANCELLED"},
+                             {Cancel(), kDone, "cancel_retry#0 cancel_decode#0 -> CANCELLED"},
                              {RetryDone(OK, 2), kDone, ""}}});
   cases.push_back({.name = "ACancelAtTheClientsDeadlineIsTheDeadline",
                    .deadline = absl::Seconds(1),
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Advance(980 * ms), kDecodeOpen, ""},
-                             {Cancel(), kDone, "cancel_decode -> DEADLINE_EXCEEDED",
+                             {Cancel(), kDone, "cancel_decode#0 -> DEADLINE_EXCEEDED",
                               "client deadline exceeded"}}});
   cases.push_back({.name = "AFailedWriteIsAGoneClient",
                    .prefill = kNoPrefill,
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "a"), kStreaming, "Started(d1,) Chunk(a)"},
-                             {WriteFailed(), kDone, "cancel_decode -> CANCELLED",
+                             {WriteFailed(), kDone, "cancel_decode#0 -> CANCELLED",
                               "client stream closed"}}});
   cases.push_back({.name = "TheRequestDeadlineIsReportedAsSuch",
                    .deadline = absl::Seconds(1),
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {Advance(absl::Seconds(1)), kPrefilling, ""},
                              {DecodeEnd(DEADLINE_EXCEEDED), kDone,
-                              "cancel_prefill -> DEADLINE_EXCEEDED",
+                              "cancel_prefill#0 -> DEADLINE_EXCEEDED",
                               "waiting for decode worker d1 (0 tokens generated)"}}});
   cases.push_back({.name = "NothingIsRetriedPastTheDeadline",
                    .deadline = absl::Seconds(1),
-                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog"},
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {Advance(absl::Seconds(1)), kPrefilling, ""},
-                             {PrefillDone(UNAVAILABLE), kDone, "cancel_decode -> UNAVAILABLE",
+                             {PrefillDone(UNAVAILABLE), kDone, "cancel_decode#0 -> UNAVAILABLE",
                               "prefill worker p1"}}});
   return cases;
 }
@@ -710,7 +760,7 @@ TEST_P(GenerateFsmTest, FollowsTheScript) {
   int prefill = -1;
   int retry = -1;
   uint64_t retry_placement = 0;
-  uint64_t backoff_placement = 0;
+  std::vector<uint64_t> backoffs;  // ids, in the order started
   for (size_t i = 0; i < c.steps.size(); ++i) {
     const Step& step = c.steps[i];
     SCOPED_TRACE(absl::StrCat("step ", i, ", expecting \"", step.actions, "\""));
@@ -762,7 +812,9 @@ TEST_P(GenerateFsmTest, FollowsTheScript) {
                                     static_cast<uint64_t>(ev.n));
         break;
       case Kind::kBackoffFires:
-        a = fsm.OnBackoffDone(backoff_placement);
+        a = fsm.OnBackoffDone(backoffs.empty() ? 0
+                              : ev.attempt < 0 ? backoffs.back()
+                                               : backoffs.at(ev.attempt));
         break;
       case Kind::kWatchdogFires:
         a = fsm.OnWatchdog(/*fired=*/true);
@@ -798,7 +850,7 @@ TEST_P(GenerateFsmTest, FollowsTheScript) {
       retry = a.start_transfer_retry->attempt;
       retry_placement = a.start_transfer_retry->placement;
     }
-    if (a.start_backoff.has_value()) backoff_placement = a.start_backoff->placement;
+    if (a.start_backoff.has_value()) backoffs.push_back(a.start_backoff->id);
     EXPECT_EQ(GenerateFsm::StateName(fsm.state()), GenerateFsm::StateName(step.state));
     EXPECT_EQ(Describe(a), step.actions);
     if (!step.message.empty()) {
@@ -807,6 +859,9 @@ TEST_P(GenerateFsmTest, FollowsTheScript) {
     }
   }
 }
+
+// A failing case prints its name, not its bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 INSTANTIATE_TEST_SUITE_P(Transitions, GenerateFsmTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
