@@ -206,10 +206,13 @@ int GenerateCall::AttemptOf(const DecodeStream* stream) const {
   return -1;
 }
 
+// The attempt numbers the state machine hands out index streams_,
+// prefills_ and retries_: a mismatch would route callbacks to the wrong
+// RPC, so it is checked in release builds too.
 void GenerateCall::Prepare(GenerateFsm::Actions a, Ops* ops) {
   if (a.start_decode.has_value()) {
     GenerateFsm::DecodeStart& start = *a.start_decode;
-    DCHECK_EQ(static_cast<size_t>(start.attempt), streams_.size());
+    CHECK_EQ(static_cast<size_t>(start.attempt), streams_.size());
     DecodeStream::Observer* observer = this;
     streams_.push_back(std::make_unique<DecodeStream>(observer, start.address,
                                                       std::move(start.request), deadline_));
@@ -219,7 +222,7 @@ void GenerateCall::Prepare(GenerateFsm::Actions a, Ops* ops) {
   }
   if (a.start_prefill.has_value()) {
     GenerateFsm::PrefillStart& start = *a.start_prefill;
-    DCHECK_EQ(static_cast<size_t>(start.attempt), prefills_.size());
+    CHECK_EQ(static_cast<size_t>(start.attempt), prefills_.size());
     prefills_.push_back(
         std::make_unique<PrefillCall>(start.address, std::move(start.request), deadline_));
     ++holds_;
@@ -229,7 +232,7 @@ void GenerateCall::Prepare(GenerateFsm::Actions a, Ops* ops) {
   }
   if (a.start_transfer_retry.has_value()) {
     GenerateFsm::TransferRetryStart& start = *a.start_transfer_retry;
-    DCHECK_EQ(static_cast<size_t>(start.attempt), retries_.size());
+    CHECK_EQ(static_cast<size_t>(start.attempt), retries_.size());
     retries_.push_back(std::make_unique<TransferRetryCall>(std::move(start.request), deadline_));
     ++holds_;
     ops->start_retry = retries_.back().get();
