@@ -1,10 +1,12 @@
-// MetricsHttpServer: a minimal HTTP/1.1 server for Prometheus scrapes.
-// GET /metrics answers 200 with the registry's text exposition; any other
-// path 404, any other method 405, a malformed request 400, a header block
-// over the size limit 431. One request per connection (Connection: close):
-// a scraper reconnects every interval anyway, and it keeps the server tiny.
+// MetricsHttpServer: the /metrics endpoint for Prometheus scrapes, served
+// through HttpServer (common/http). GET (or HEAD) /metrics answers 200 with
+// the registry's text exposition; any other path 404, any other method 405;
+// HttpServer answers a malformed request 400 and a header block over the
+// size limit 431. One request per connection (Connection: close): a scrape
+// every interval needs no persistent connection, and none stays open
+// between scrapes.
 //
-// Runs on its own IoThread so a slow scraper never delays gRPC or the KV
+// Runs on its own I/O thread so a slow scraper never delays gRPC or the KV
 // transport; a connection that does not send its request within the read
 // timeout is closed, so idle sockets cannot pile up.
 //
@@ -18,10 +20,14 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/http/http_request.h"
 #include "common/metrics/metrics_registry.h"
 
 namespace pdserve {
+
+class HttpServer;
 
 struct MetricsHttpServerOptions {
   // "host:port"; port 0 picks a free port (tests).
@@ -40,11 +46,9 @@ class MetricsHttpServer {
 
   int port() const;
 
-  class Impl;
-
  private:
-  explicit MetricsHttpServer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit MetricsHttpServer(std::unique_ptr<HttpServer> server);
+  std::unique_ptr<HttpServer> server_;
 };
 
 // The --metrics_port convention of every pdserve process: 0 = no metrics
@@ -55,9 +59,16 @@ absl::Status ValidateMetricsPort(int metrics_port);
 // "0.0.0.0:<port>" for a metrics_port other than 0.
 std::string MetricsListenAddress(int metrics_port);
 
-// The response to one request head ("GET /metrics HTTP/1.1\r\n..."),
-// exposed for tests.
-std::string MetricsHttpResponse(absl::string_view request_head, const MetricsRegistry& registry);
+// What the server answers a well-formed request; exposed for tests.
+struct MetricsHttpReply {
+  int status = 200;
+  std::string content_type;
+  std::string body;
+  HttpHeaderList headers;
+};
+// HEAD is answered as GET; HttpServer then sends the headers only.
+MetricsHttpReply MetricsHttpAnswer(absl::string_view method, absl::string_view target,
+                                   const MetricsRegistry& registry);
 
 }  // namespace pdserve
 

@@ -19,6 +19,7 @@ ALLOWED = {
     'base': set(),
     'quant': set(),
     'request': set(),
+    'http': {'base'},
     'gguf': {'base', 'quant'},
     'text': {'base', 'gguf', 'quant'},
     'model': {'base', 'gguf', 'quant', 'text'},
@@ -27,9 +28,9 @@ ALLOWED = {
     'kv': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'engine'},
     'runtime': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'engine', 'cpu'},
     'rpc': {'base'},
-    'metrics': {'base'},
+    'metrics': {'base', 'http'},
     'worker': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'engine', 'cpu',
-               'runtime', 'rpc', 'metrics'},
+               'runtime', 'rpc', 'http', 'metrics'},
     'gpu': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'engine', 'kv', 'runtime'},
 }
 # Libraries of code the router must not carry.

@@ -1,4 +1,5 @@
-// The /metrics HTTP server, scraped over loopback with a plain socket.
+// The /metrics HTTP server, scraped over loopback with a plain socket, and
+// its routing (MetricsHttpAnswer).
 #include "common/metrics/metrics_http_server.h"
 
 #include <boost/asio/connect.hpp>
@@ -84,7 +85,9 @@ TEST_F(MetricsHttpServerTest, HeadGetsTheHeadersWithoutTheBody) {
 }
 
 TEST_F(MetricsHttpServerTest, OtherMethodsAndGarbage) {
-  EXPECT_THAT(RoundTrip("POST /metrics HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 405"));
+  const std::string post = RoundTrip("POST /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(post, StartsWith("HTTP/1.1 405"));
+  EXPECT_THAT(post, HasSubstr("Allow: GET, HEAD\r\n"));
   EXPECT_THAT(RoundTrip("hello\r\n\r\n"), StartsWith("HTTP/1.1 400"));
 }
 
@@ -112,6 +115,25 @@ TEST_F(MetricsHttpServerTest, ServesManyScrapesAndStopsCleanly) {
     EXPECT_THAT(RoundTrip("GET /metrics HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 200"));
   }
   server_.reset();
+}
+
+TEST(MetricsHttpAnswerTest, RoutesByPathThenMethod) {
+  MetricsRegistry r;
+  r.GetCounter("pdserve_test_total", "Test counter.")->Increment(1);
+  const MetricsHttpReply get = MetricsHttpAnswer("GET", "/metrics", r);
+  EXPECT_EQ(get.status, 200);
+  EXPECT_THAT(get.content_type, StartsWith("text/plain; version=0.0.4"));
+  EXPECT_EQ(get.body, r.Expose());
+  EXPECT_EQ(MetricsHttpAnswer("HEAD", "/metrics", r).body, r.Expose());  // HttpServer drops it
+  EXPECT_EQ(MetricsHttpAnswer("GET", "/metrics?x=1", r).status, 200);
+  EXPECT_EQ(MetricsHttpAnswer("GET", "/", r).status, 404);
+  EXPECT_EQ(MetricsHttpAnswer("POST", "/other", r).status, 404);
+  const MetricsHttpReply post = MetricsHttpAnswer("POST", "/metrics", r);
+  EXPECT_EQ(post.status, 405);
+  EXPECT_THAT(post.headers,
+              ::testing::Contains(std::make_pair(std::string("Allow"), std::string("GET, HEAD"))));
+  EXPECT_EQ(MetricsHttpAnswer("GET", "*", r).status, 400);
+  EXPECT_EQ(MetricsHttpAnswer("GET", "http://host/metrics", r).status, 400);
 }
 
 TEST(MetricsHttpServerStartTest, BadAddressFails) {
