@@ -1,7 +1,6 @@
 #include "common/kv/framed_kv_sender.h"
 
 #include <algorithm>
-#include <boost/asio/post.hpp>
 #include <optional>
 #include <utility>
 
@@ -87,7 +86,6 @@ class FramedKvSenderImpl final : public FramedKvSender {
   absl::Status Reserve(const ConnPtr& conn, const KvOutFrame& frame);
   // ...and the hand-over to the I/O thread, from any thread. A frame of a
   // failed transfer or a dead connection is released there.
-  void Deliver(const ConnPtr& conn, KvOutFrame frame);
   // Ends a failed transfer: no frame of it references source memory after
   // this, D is told (best effort, over `control`), and its state is
   // forgotten. A nccl transfer's route ends with it: dropping queued headers
@@ -230,15 +228,9 @@ absl::Status FramedKvSenderImpl::Reserve(const ConnPtr& conn, const KvOutFrame& 
   return absl::OkStatus();
 }
 
-void FramedKvSenderImpl::Deliver(const ConnPtr& conn, KvOutFrame frame) {
-  boost::asio::post(io_.context(), [conn, frame = std::move(frame)]() mutable {
-    conn->Enqueue(std::move(frame));
-  });
-}
-
 absl::Status FramedKvSenderImpl::Post(const ConnPtr& conn, KvOutFrame frame) {
   RETURN_IF_ERROR(Reserve(conn, frame));
-  Deliver(conn, std::move(frame));
+  conn->PostEnqueue(std::move(frame));
   return absl::OkStatus();
 }
 
@@ -379,7 +371,7 @@ absl::Status FramedKvSenderImpl::SendProgress(const KvTransferTarget& target) {
   if (!control->TryReserveSpareSlot()) return absl::OkStatus();
   KvOutFrame frame;
   frame.head = EncodeKvMessage(HeaderFor(target, v1::KvFrameHeader::PROGRESS));
-  Deliver(control, std::move(frame));
+  control->PostEnqueue(std::move(frame));
   return absl::OkStatus();
 }
 

@@ -1,7 +1,6 @@
 #include "common/kv/kv_nccl_routes.h"
 
 #include <algorithm>
-#include <boost/asio/post.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -57,7 +56,7 @@ KvNcclRoutes::ConnPtr KvNcclRoutes::Open(const KvTransferTarget& target, const H
       const absl::Status why = conn->dead() ? conn->death() : st;
       raw->SetJoinError(absl::Status(
           why.code(), absl::StrCat("kv send: NCCL channel to ", endpoint, ": ", why.message())));
-      FailConnection(conn, raw->join_error());
+      conn->PostFail(raw->join_error());
       return;
     }
     LOG(INFO) << "kv connection to " << endpoint << " (nccl)";
@@ -70,7 +69,7 @@ KvNcclRoutes::ConnPtr KvNcclRoutes::Open(const KvTransferTarget& target, const H
   KvOutFrame frame;
   frame.head = EncodeKvMessage(hello);
   conn->TryReserveSlot();  // a fresh queue: always room
-  Deliver(conn, std::move(frame));
+  conn->PostEnqueue(std::move(frame));
   absl::MutexLock lock(&mu_);
   channels_.emplace(conn, std::move(thread));
   return conn;
@@ -132,16 +131,16 @@ absl::Status KvNcclRoutes::SendLayer(const Route& route, int layer, KvCache& src
       } else {
         // Bytes that may be half on the channel without their header put
         // the two ends out of step: the connection (and channel) must go.
-        FailConnection(conn, EndedBy(held->transfer->transfer_id(), st));
+        conn->PostFail(EndedBy(held->transfer->transfer_id(), st));
       }
     }
     if (!st.ok()) held->transfer->Fail(st);
-    Deliver(conn, std::move(*held));  // released there when failed
+    conn->PostEnqueue(std::move(*held));  // released there when failed
   };
   if (!route.thread->Submit(std::move(job))) {
     const absl::Status st = StoppedChannel(*route.conn);
     held->transfer->Fail(st);
-    Deliver(route.conn, std::move(*held));
+    route.conn->PostEnqueue(std::move(*held));
     return st;
   }
   return absl::OkStatus();
@@ -152,9 +151,9 @@ absl::Status KvNcclRoutes::Post(const Route& route, KvOutFrame frame) {
   auto held = std::make_shared<KvOutFrame>(std::move(frame));
   auto job = [this, conn = route.conn, held](bool cancelled) {
     if (cancelled && held->transfer != nullptr) held->transfer->Fail(StoppedChannel(*conn));
-    Deliver(conn, std::move(*held));
+    conn->PostEnqueue(std::move(*held));
   };
-  if (!route.thread->Submit(std::move(job))) Deliver(route.conn, std::move(*held));
+  if (!route.thread->Submit(std::move(job))) route.conn->PostEnqueue(std::move(*held));
   return absl::OkStatus();
 }
 
@@ -194,16 +193,6 @@ void KvNcclRoutes::Shutdown() {
   }
   for (const auto& t : threads) t->Interrupt();
   for (const auto& t : threads) t->AwaitStopped();
-}
-
-void KvNcclRoutes::Deliver(const ConnPtr& conn, KvOutFrame frame) {
-  boost::asio::post(io_.context(), [conn, frame = std::move(frame)]() mutable {
-    conn->Enqueue(std::move(frame));
-  });
-}
-
-void KvNcclRoutes::FailConnection(const ConnPtr& conn, const absl::Status& why) {
-  boost::asio::post(io_.context(), [conn, why] { conn->Fail(why); });
 }
 
 }  // namespace pdserve

@@ -99,9 +99,6 @@ class KvNcclRoutes {
  private:
   using TransferKey = std::pair<std::string, uint64_t>;  // endpoint, transfer_id
 
-  void Deliver(const ConnPtr& conn, KvOutFrame frame);
-  void FailConnection(const ConnPtr& conn, const absl::Status& why);
-
   IoThread& io_;
   const KvSendConnectionOptions options_;
   const Reserve reserve_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
@@ -45,6 +46,17 @@ bool KvSendConnection::TryReserveSpareSlot() {
     return false;
   }
   return true;
+}
+
+void KvSendConnection::PostEnqueue(KvOutFrame frame) {
+  boost::asio::post(socket_.get_executor(),
+                    [self = shared_from_this(), frame = std::move(frame)]() mutable {
+                      self->Enqueue(std::move(frame));
+                    });
+}
+
+void KvSendConnection::PostFail(const absl::Status& why) {
+  boost::asio::post(socket_.get_executor(), [self = shared_from_this(), why] { self->Fail(why); });
 }
 
 void KvSendConnection::Enqueue(KvOutFrame frame) {

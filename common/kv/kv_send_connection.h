@@ -103,6 +103,11 @@ class KvSendConnection : public std::enable_shared_from_this<KvSendConnection> {
   // Fails everything and closes; the object may be reused afterwards.
   void Fail(const absl::Status& why);
 
+  // Any thread: Enqueue / Fail on the I/O thread (the connection is kept
+  // alive until then).
+  void PostEnqueue(KvOutFrame frame);
+  void PostFail(const absl::Status& why);
+
  private:
   using Clock = std::chrono::steady_clock;
   using Key = std::pair<uint64_t, uint64_t>;  // transfer_id, epoch
