@@ -22,6 +22,18 @@ std::string NewRequestId() {
   return absl::StrFormat("r-%016x", absl::Uniform<uint64_t>(gen));
 }
 
+// The stub a transition reached `address` with. The state machine starts
+// an RPC only on a worker it reached in the same transition, so a missing
+// one is a bug: a null stub would crash later, far from the cause.
+template <typename Stub>
+std::shared_ptr<Stub> Reached(
+    const absl::flat_hash_map<std::string, std::shared_ptr<Stub>>& stubs,
+    const std::string& address) {
+  auto it = stubs.find(address);
+  CHECK(it != stubs.end()) << "a start on " << address << " that no transition reached";
+  return it->second;
+}
+
 }  // namespace
 
 GenerateCall* GenerateCall::Create(const Env& env, grpc::CallbackServerContext* context,
@@ -218,7 +230,7 @@ void GenerateCall::Prepare(GenerateFsm::Actions a, Ops* ops) {
                                                       std::move(start.request), deadline_));
     ++holds_;
     ops->start_decode = streams_.back().get();
-    ops->decode_stub = decode_stubs_[start.address];
+    ops->decode_stub = Reached(decode_stubs_, start.address);
   }
   if (a.start_prefill.has_value()) {
     GenerateFsm::PrefillStart& start = *a.start_prefill;
@@ -228,7 +240,7 @@ void GenerateCall::Prepare(GenerateFsm::Actions a, Ops* ops) {
     ++holds_;
     ops->start_prefill = prefills_.back().get();
     ops->prefill_attempt = start.attempt;
-    ops->prefill_stub = prefill_stubs_[start.address];
+    ops->prefill_stub = Reached(prefill_stubs_, start.address);
   }
   if (a.start_transfer_retry.has_value()) {
     GenerateFsm::TransferRetryStart& start = *a.start_transfer_retry;
@@ -238,7 +250,7 @@ void GenerateCall::Prepare(GenerateFsm::Actions a, Ops* ops) {
     ops->start_retry = retries_.back().get();
     ops->retry_attempt = start.attempt;
     ops->retry_placement = start.placement;
-    ops->retry_stub = decode_stubs_[start.address];
+    ops->retry_stub = Reached(decode_stubs_, start.address);
   }
   decode_stubs_.clear();
   prefill_stubs_.clear();

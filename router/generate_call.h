@@ -166,8 +166,11 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   int holds_ ABSL_GUARDED_BY(mu_) = 2;  // the server RPC and Start()
   GenerateFsm fsm_ ABSL_GUARDED_BY(mu_);
 
-  // Stubs looked up for the start action that follows (ReachDecode,
-  // ReachPrefill), by worker address.
+  // gRPC stubs that ReachDecode/ReachPrefill found during a transition, by
+  // worker address, for the start actions Prepare turns them into. Kept
+  // rather than looked up again: the worker may leave the registry between
+  // the state machine's check and Prepare, and the start must go to the
+  // worker the check saw. Emptied by every Prepare.
   absl::flat_hash_map<std::string, std::shared_ptr<v1::DecodeWorker::Stub>> decode_stubs_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<v1::PrefillWorker::Stub>> prefill_stubs_
