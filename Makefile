@@ -12,13 +12,18 @@ PROMPT ?= What is the capital of France? Answer in one sentence.
 # Tests the sanitizer pass runs (ctest label regexes).
 ASAN_TEST_LABELS ?= unit|integration
 ASAN_EXCLUDE_LABELS ?= k8s|golden
+# The Python venv with the pinned `openai` SDK that the OpenAI-API integration
+# test runs (tests/integration/openai_sdk_requirements.txt); both test passes
+# use this one, handed to the test as PDSERVE_OPENAI_PYTHON.
+VENV_DIR ?= $(BUILD_DIR)/venv
+OPENAI_PYTHON ?= $(abspath $(VENV_DIR))/bin/python
 # ccache hits from any checkout path (CI builds a fresh clone elsewhere):
 # paths under the checkout are hashed relative to it, and -g builds do not
 # hash the working directory.
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all setup model vocab configure build test test-default test-thread-safety test-asan configure-asan build-asan run bench-engine clean
+.PHONY: all setup venv model vocab configure build test test-default test-thread-safety test-asan configure-asan build-asan run bench-engine clean
 
 all: build
 
@@ -32,6 +37,10 @@ model:
 vocab:
 	@scripts/fetch-vocab.sh
 
+# Quiet and instant when the venv is already there with these pins.
+venv: setup
+	@scripts/setup-venv.sh $(VENV_DIR)
+
 configure: setup
 	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS) >/dev/null
 
@@ -40,8 +49,8 @@ build: configure
 
 test: test-default test-thread-safety test-asan
 
-test-default: build model vocab
-	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
+test-default: build model vocab venv
+	@cd $(BUILD_DIR) && PDSERVE_OPENAI_PYTHON='$(OPENAI_PYTHON)' ctest --output-on-failure -j $(JOBS) --timeout 900
 
 # The ABSL_GUARDED_BY-style annotations, which GCC ignores: every C++ source
 # of $(BUILD_DIR)/compile_commands.json through clang's -Wthread-safety
@@ -59,8 +68,8 @@ configure-asan: setup
 build-asan: configure-asan
 	@ninja -C $(ASAN_BUILD_DIR) -j $(JOBS)
 
-test-asan: build-asan model vocab
-	@scripts/test-sanitized.sh $(ASAN_BUILD_DIR) '$(ASAN_TEST_LABELS)' '$(ASAN_EXCLUDE_LABELS)' $(JOBS)
+test-asan: build-asan model vocab venv
+	@PDSERVE_OPENAI_PYTHON='$(OPENAI_PYTHON)' scripts/test-sanitized.sh $(ASAN_BUILD_DIR) '$(ASAN_TEST_LABELS)' '$(ASAN_EXCLUDE_LABELS)' $(JOBS)
 
 # A local cluster (1 router, 1 prefill, 1 decode on loopback) that streams a
 # sample answer, then keeps serving on 127.0.0.1:50051 until Ctrl-C.

@@ -8,8 +8,10 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgoogle-glog-dev libabsl-dev libboost-dev libboost-system-dev
   libgtest-dev libgmock-dev nlohmann-json3-dev
-  libssl-dev openssl python3 python3-pip unzip clang
+  libssl-dev openssl python3 python3-pip python3-venv unzip clang
 )
+# python3-venv: Debian's python3 has no ensurepip without it, so `python3 -m
+# venv` fails; scripts/setup-venv.sh makes the OpenAI SDK test's venv with it.
 
 # The Kubernetes manifest test (tests/k8s) validates against the Python
 # client's API models (kubernetes 32.x = Kubernetes 1.32). pip, quietly, only
