@@ -86,8 +86,11 @@ void OnTokenEvent(State& st, const TokenEvent& ev) {
       st.first_step_ms = Ms(absl::Now() - st.committed_at);
     }
     v1::DecodeEvent out;
-    out.mutable_tokens()->add_ids(ev.token);
-    out.mutable_tokens()->set_first_index(ev.index);
+    v1::Tokens* tokens = out.mutable_tokens();
+    tokens->add_ids(ev.token);
+    tokens->set_first_index(ev.index);
+    // One event per token, so `logprobs` stays parallel to `ids`.
+    if (ev.logprobs.has_value()) *tokens->add_logprobs() = ToProto(*ev.logprobs);
     st.outbox.Push(SerializeRawMessage(out));
   }
   if (ev.finish == FinishReason::kNone) return;
@@ -146,7 +149,8 @@ void OnKvDone(DecodeContext* ctx, Engine& engine, const std::shared_ptr<State>& 
   s.committed_at = absl::Now();
   s.kv_bytes = commit->total_bytes;
   ctx->kv_bytes_received.fetch_add(commit->total_bytes, std::memory_order_relaxed);
-  absl::Status c = engine.CommitPrefilled(s.seq_id, commit->first_token);
+  absl::Status c =
+      engine.CommitPrefilled(s.seq_id, commit->first_token, commit->first_token_logprobs);
   if (!c.ok()) {
     LOG(WARNING) << "[" << s.request_id << "] commit rejected: " << c;
     s.outbox.Close(ToGrpcStatus(c));

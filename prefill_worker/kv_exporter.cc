@@ -135,7 +135,8 @@ void KvExporter::SendBlocks(Transfer& t, int layer, const std::vector<int32_t>& 
   bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
 }
 
-void KvExporter::Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t> blocks,
+void KvExporter::Finish(int64_t seq_id, int32_t first_token,
+                        std::optional<TokenLogprobs> first_logprobs, std::vector<int32_t> blocks,
                         DoneFn done) {
   auto it = transfers_.find(seq_id);
   if (it == transfers_.end()) {
@@ -150,13 +151,15 @@ void KvExporter::Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t
     committing_[seq_id] = t.target;
   }
   const absl::Time queued = absl::Now();
-  commits_->Post([this, seq_id, t = std::move(t), first_token, blocks = std::move(blocks),
+  commits_->Post([this, seq_id, t = std::move(t), first_token,
+                  first_logprobs = std::move(first_logprobs), blocks = std::move(blocks),
                   done = std::move(done), queued]() mutable {
     absl::Status s = t.error;
     if (s.ok()) {
       KvCommit commit;
       commit.num_layers = num_layers_;
       commit.first_token = first_token;
+      commit.first_token_logprobs = std::move(first_logprobs);
       s = sender_->Commit(t.target, commit);
     }
     if (!s.ok()) sender_->Abort(t.target, std::string(s.message()));

@@ -33,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,6 +42,7 @@
 #include "common/engine/engine.h"
 #include "common/engine/engine_loop.h"
 #include "common/kv/kv_transport.h"
+#include "common/request/token_logprobs.h"
 
 namespace pdserve::prefill {
 
@@ -67,8 +69,11 @@ class KvExporter {
                 int32_t skip_blocks, int32_t cached_blocks, const std::vector<int32_t>& blocks);
   // The engine's layer hook.
   void OnLayer(int layer, const std::vector<Engine::LayerChunk>& chunks);
-  // First token sampled: commit in the background, then free `blocks`.
-  void Finish(int64_t seq_id, int32_t first_token, std::vector<int32_t> blocks, DoneFn done);
+  // First token sampled: commit in the background, then free `blocks`. The
+  // commit carries the token and, when the request asked for them, its
+  // logprobs (the decode worker emits the token).
+  void Finish(int64_t seq_id, int32_t first_token, std::optional<TokenLogprobs> first_logprobs,
+              std::vector<int32_t> blocks, DoneFn done);
   // The request died (cancelled, or its step failed): ends the sequence in
   // `engine` if it still runs, aborts the transfer in the background, then
   // frees the sequence's blocks. An abort may wait for the transport to let

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -93,15 +95,16 @@ absl::Time RpcDeadline(grpc::CallbackServerContext* rpc) {
 }
 
 // Engine thread, after the step that sampled the first token: the blocks
-// are now held; hand them to the exporter for the commit.
+// are now held; hand them to the exporter for the commit, which also
+// carries the token's logprobs when the request asked for them.
 void StartCommit(PrefillContext* ctx, const std::shared_ptr<State>& st, Engine& e,
-                 int32_t first_token) {
+                 int32_t first_token, std::optional<TokenLogprobs> first_logprobs) {
   std::vector<int32_t> blocks = e.TakeHeldBlocks(st->seq_id);
   const double queue_ms = Ms(st->started - st->posted);
   const double compute_ms = Ms(st->computed - st->started);
   const uint32_t cached = static_cast<uint32_t>(st->cached_tokens);
   ctx->exporter->Finish(
-      st->seq_id, first_token, std::move(blocks),
+      st->seq_id, first_token, std::move(first_logprobs), std::move(blocks),
       [st, first_token, queue_ms, compute_ms, cached](absl::StatusOr<KvExportResult> r) {
         st->Finish(r.status(), [&](v1::PrefillResponse* resp) {
           resp->set_first_token(first_token);
@@ -128,7 +131,9 @@ void OnTokenEvent(PrefillContext* ctx, const std::shared_ptr<State>& st, const T
   st->computed = absl::Now();
   st->ReleaseAdmission();
   const int32_t token = ev.token;
-  ctx->loop->Post([ctx, st, token](Engine& e) { StartCommit(ctx, st, e, token); });
+  ctx->loop->Post([ctx, st, token, logprobs = ev.logprobs](Engine& e) mutable {
+    StartCommit(ctx, st, e, token, std::move(logprobs));
+  });
 }
 
 }  // namespace

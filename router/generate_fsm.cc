@@ -51,8 +51,11 @@ GenerateFsm::Actions GenerateFsm::Start(const std::string& id,
   }
   request_ = std::move(*request);
   relay_ = std::make_unique<TokenRelay>(
-      *env_.tokenizer, TokenRelay::Options{request_.max_tokens, request_.stop,
-                                           request_.return_token_ids, request_.ignore_eos});
+      *env_.tokenizer, TokenRelay::Options{.max_tokens = request_.max_tokens,
+                                           .stop = request_.stop,
+                                           .return_token_ids = request_.return_token_ids,
+                                           .ignore_eos = request_.ignore_eos,
+                                           .logprobs = request_.logprobs});
   LOG(INFO) << "[" << id_ << "] admitted: " << request_.prompt_tokens.size()
             << " prompt tokens, max_tokens " << request_.max_tokens;
   Place(&a);

@@ -113,7 +113,8 @@ absl::StatusOr<ValidatedRequest> RequestValidator::Validate(
     const v1::GenerateRequest& request) const {
   ValidatedRequest out;
   RETURN_IF_ERROR(ValidateRequestId(request.request_id()));
-  RETURN_IF_ERROR(ValidateSamplingParams(FromProto(request.sampling())));
+  const SamplingParams sampling = FromProto(request.sampling());
+  RETURN_IF_ERROR(ValidateSamplingParams(sampling));
   RETURN_IF_ERROR(ValidateStops(request));
   ASSIGN_OR_RETURN(out.prompt_tokens, Prompt(request));
   const int32_t n = static_cast<int32_t>(out.prompt_tokens.size());
@@ -126,6 +127,7 @@ absl::StatusOr<ValidatedRequest> RequestValidator::Validate(
   out.stop.assign(request.stop().begin(), request.stop().end());
   out.ignore_eos = request.ignore_eos();
   out.return_token_ids = request.return_token_ids();
+  out.logprobs = sampling.logprobs >= 0;
   return out;
 }
 

@@ -40,6 +40,8 @@ struct ValidatedRequest {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool return_token_ids = false;
+  // sampling.logprobs is set (>= 0): chunks carry token ids and logprobs.
+  bool logprobs = false;
 };
 
 class RequestValidator {

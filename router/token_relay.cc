@@ -12,8 +12,10 @@ TokenRelay::TokenRelay(const Tokenizer& tokenizer, Options options)
       detokenizer_(tokenizer),
       stop_(std::move(options.stop)),
       max_tokens_(options.max_tokens),
-      return_token_ids_(options.return_token_ids),
-      ignore_eos_(options.ignore_eos) {}
+      // A client maps logprobs to tokens by the ids.
+      return_token_ids_(options.return_token_ids || options.logprobs),
+      ignore_eos_(options.ignore_eos),
+      logprobs_(options.logprobs) {}
 
 absl::StatusOr<TokenRelay::Output> TokenRelay::Push(const v1::Tokens& tokens) {
   Output out;
@@ -22,6 +24,10 @@ absl::StatusOr<TokenRelay::Output> TokenRelay::Push(const v1::Tokens& tokens) {
                                             " but ", next_index_,
                                             " tokens were received (tokens lost)"));
   }
+  // Only an event with one logprobs entry per id can be relayed with them
+  // (a worker that predates them sends none): each chunk then has logprobs
+  // for all of its ids or for none.
+  const bool with_logprobs = logprobs_ && tokens.logprobs_size() == tokens.ids_size();
   std::string text;
   for (int i = 0; i < tokens.ids_size(); ++i) {
     const int64_t index = static_cast<int64_t>(tokens.first_index()) + i;
@@ -32,6 +38,7 @@ absl::StatusOr<TokenRelay::Output> TokenRelay::Push(const v1::Tokens& tokens) {
     ids_.push_back(id);
     if (!ignore_eos_ && tokenizer_.IsEog(id)) continue;  // the end marker, not output
     if (return_token_ids_) out.chunk.add_token_ids(id);
+    if (with_logprobs) *out.chunk.add_logprobs() = tokens.logprobs(i);
     StopMatcher::Result r = stop_.Push(detokenizer_.Push(id));
     text += r.text;
     if (r.stopped) {

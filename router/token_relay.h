@@ -8,7 +8,11 @@
 //     ignore_eos makes it an ordinary token; it still counts as generated,
 //   - detokenizes incrementally (only complete UTF-8 leaves the router),
 //   - applies stop strings (StopMatcher): text that may begin a stop string
-//     is held back, and on a match the text before it is the last output.
+//     is held back, and on a match the text before it is the last output,
+//   - with logprobs, puts each relayed token's log-probabilities on the
+//     chunk next to its id, so they follow the ids through every rule above
+//     (a dropped duplicate, the end-of-generation token and tokens past
+//     max_tokens or a stop lose theirs too).
 //
 // One per request; not thread-safe (owned by GenerateFsm, which
 // GenerateCall serialises).
@@ -35,6 +39,9 @@ class TokenRelay {
     std::vector<std::string> stop;
     bool return_token_ids = false;
     bool ignore_eos = false;
+    // The request set sampling.logprobs: chunks carry token_ids (whatever
+    // return_token_ids says) and the worker's logprobs, one per id.
+    bool logprobs = false;
   };
   TokenRelay(const Tokenizer& tokenizer, Options options);
 
@@ -67,6 +74,7 @@ class TokenRelay {
   const int32_t max_tokens_;
   const bool return_token_ids_;
   const bool ignore_eos_;
+  const bool logprobs_;
   int32_t next_index_ = 0;
   std::vector<int32_t> ids_;
 };

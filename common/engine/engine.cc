@@ -1,13 +1,33 @@
 #include "common/engine/engine.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/engine/logprobs.h"
 #include "common/request/block_hash.h"
 #include "glog/logging.h"
 
 namespace pdserve {
+namespace {
+
+// The first token's logprobs as a commit brought them: kept if the sequence
+// asked for logprobs and they are for that token. They come from another
+// worker and only annotate the output, so a mismatch loses them, not the
+// request.
+std::optional<TokenLogprobs> CommittedLogprobs(const Sequence& seq, int32_t first_token,
+                                               std::optional<TokenLogprobs> logprobs) {
+  if (!logprobs.has_value() || seq.options.sampling.logprobs < 0) return std::nullopt;
+  if (logprobs->token != first_token) {
+    LOG(WARNING) << "sequence " << seq.id << ": dropping first-token logprobs for token "
+                 << logprobs->token << ", the commit's token is " << first_token;
+    return std::nullopt;
+  }
+  return logprobs;
+}
+
+}  // namespace
 
 std::string_view FinishReasonName(FinishReason r) {
   switch (r) {
@@ -138,7 +158,8 @@ int32_t Engine::CachedTokensOf(int64_t seq_id) const {
   return it == sequences_.end() ? 0 : it->second->cached_tokens;
 }
 
-absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token) {
+absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token,
+                                     std::optional<TokenLogprobs> first_logprobs) {
   auto it = sequences_.find(seq_id);
   if (it == sequences_.end() || !it->second->awaiting_kv) {
     return absl::NotFoundError(absl::StrCat("no sequence ", seq_id, " is waiting for KV"));
@@ -152,7 +173,7 @@ absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token) {
   seq.awaiting_kv = false;
   seq.num_computed = seq.prompt_len();
   PublishFullBlocks(seq);
-  AcceptToken(seq, first_token);
+  AcceptToken(seq, first_token, CommittedLogprobs(seq, first_token, std::move(first_logprobs)));
   ReapFinished();
   return absl::OkStatus();
 }
@@ -270,11 +291,24 @@ void Engine::RunLayerHook(const ForwardBatch& batch, const std::vector<Sequence*
 }
 
 void Engine::SampleNext(Sequence& seq, absl::Span<float> logits) {
-  const int32_t index = seq.options.first_index + seq.generated();
-  AcceptToken(seq, seq.sampler.Sample(logits, seq.tokens, static_cast<uint64_t>(index)));
+  const uint64_t index = static_cast<uint64_t>(seq.options.first_index + seq.generated());
+  if (seq.options.sampling.logprobs < 0) {  // the common case pays nothing
+    AcceptToken(seq, seq.sampler.Sample(logits, seq.tokens, index), std::nullopt);
+    return;
+  }
+  TokenLogprobs logprobs = SampleWithLogprobs(seq, logits, index);
+  const int32_t token = logprobs.token;
+  AcceptToken(seq, token, std::move(logprobs));
 }
 
-void Engine::AcceptToken(Sequence& seq, int32_t token) {
+TokenLogprobs Engine::SampleWithLogprobs(const Sequence& seq, absl::Span<const float> logits,
+                                         uint64_t index) {
+  sample_scratch_.assign(logits.begin(), logits.end());
+  const int32_t token = seq.sampler.Sample(absl::MakeSpan(sample_scratch_), seq.tokens, index);
+  return ComputeTokenLogprobs(logits, token, seq.options.sampling.logprobs);
+}
+
+void Engine::AcceptToken(Sequence& seq, int32_t token, std::optional<TokenLogprobs> logprobs) {
   const int32_t index = seq.options.first_index + seq.generated();
   seq.tokens.push_back(token);
   FinishReason reason = FinishReason::kNone;
@@ -283,7 +317,11 @@ void Engine::AcceptToken(Sequence& seq, int32_t token) {
   } else if (seq.generated() >= seq.options.max_tokens) {
     reason = FinishReason::kLength;
   }
-  seq.on_event({seq.id, token, index, reason});
+  seq.on_event({.seq_id = seq.id,
+                .token = token,
+                .index = index,
+                .finish = reason,
+                .logprobs = std::move(logprobs)});
   if (reason != FinishReason::kNone) seq.finish = reason;
 }
 

@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,6 +33,7 @@
 #include "common/engine/model_runner.h"
 #include "common/engine/scheduler.h"
 #include "common/engine/sequence.h"
+#include "common/request/token_logprobs.h"
 #include "common/text/tokenizer.h"
 
 namespace pdserve {
@@ -86,7 +88,11 @@ class Engine {
   int32_t CachedTokensOf(int64_t seq_id) const;
   // The prompt's KV is in the reserved blocks and `first_token` was sampled
   // by the prefill worker: emit it and join the running batch.
-  absl::Status CommitPrefilled(int64_t seq_id, int32_t first_token);
+  // `first_logprobs` are the prefill worker's log-probabilities of it; the
+  // event carries them when the sequence asked for logprobs and they belong
+  // to `first_token` (a prefill worker that predates them sends none).
+  absl::Status CommitPrefilled(int64_t seq_id, int32_t first_token,
+                               std::optional<TokenLogprobs> first_logprobs);
   // Prefill side: blocks of ended hold_kv_on_finish sequences (finished,
   // cancelled, or ended by a failed step), now owned by the caller, who
   // returns them with FreeBlocks() after the transfer.
@@ -135,7 +141,12 @@ class Engine {
   void PublishFullBlocks(Sequence& seq);
   void RunLayerHook(const ForwardBatch& batch, const std::vector<Sequence*>& owners, int layer);
   void SampleNext(Sequence& seq, absl::Span<float> logits);
-  void AcceptToken(Sequence& seq, int32_t token);
+  // Sampler::Sample rewrites its row (penalties, temperature), but logprobs
+  // are the model's own: samples from a copy of `logits` and computes the
+  // sequence's logprobs, chosen token included, from the untouched row.
+  TokenLogprobs SampleWithLogprobs(const Sequence& seq, absl::Span<const float> logits,
+                                   uint64_t index);
+  void AcceptToken(Sequence& seq, int32_t token, std::optional<TokenLogprobs> logprobs);
   void Finish(Sequence& seq, FinishReason reason);
   void ReapFinished();
 
@@ -147,6 +158,8 @@ class Engine {
   std::map<int64_t, std::unique_ptr<Sequence>> sequences_;  // admission order
   std::map<int64_t, std::vector<int32_t>> held_blocks_;
   std::vector<float> logits_;
+  // SampleWithLogprobs: the copy of a row that Sampler::Sample rewrites.
+  std::vector<float> sample_scratch_;
   PrefixStats prefix_stats_;
 };
 

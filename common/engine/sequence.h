@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "common/engine/sampler.h"
 #include "common/request/sampling_params.h"
+#include "common/request/token_logprobs.h"
 
 namespace pdserve {
 
@@ -23,6 +25,10 @@ struct TokenEvent {
   int32_t token = -1;  // -1 when the event only reports a finish
   int32_t index = 0;   // 0 for the first generated token
   FinishReason finish = FinishReason::kNone;
+  // The token's log-probabilities, when the sequence asked for them
+  // (SamplingParams::logprobs >= 0); empty otherwise, and on a finish-only
+  // event. A committed first token has them only if its commit carried them.
+  std::optional<TokenLogprobs> logprobs = std::nullopt;
 };
 
 struct SequenceOptions {

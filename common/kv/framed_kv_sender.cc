@@ -16,6 +16,7 @@
 #include "common/kv/kv_out_frames.h"
 #include "common/kv/kv_send_connection.h"
 #include "common/kv/kv_send_transfer.h"
+#include "common/request/sampling_proto.h"
 #include "glog/logging.h"
 
 namespace pdserve {
@@ -302,6 +303,9 @@ absl::Status FramedKvSenderImpl::Commit(const KvTransferTarget& target, const Kv
     header.set_num_layers(static_cast<uint32_t>(commit.num_layers));
     header.set_total_bytes(transfer->queued_bytes());
     header.set_first_token(commit.first_token);
+    if (commit.first_token_logprobs.has_value()) {
+      *header.mutable_first_token_logprobs() = ToProto(*commit.first_token_logprobs);
+    }
     KvOutFrame frame;
     frame.transfer = transfer;
     frame.head = EncodeKvMessage(header);

@@ -2,6 +2,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/request/sampling_proto.h"
 
 namespace pdserve {
 
@@ -83,6 +84,9 @@ absl::StatusOr<KvCommit> KvReservation::CheckCommit(const v1::KvFrameHeader& hea
   commit.num_layers = num_layers_;
   commit.total_bytes = written_bytes_;
   commit.first_token = header.first_token();
+  if (header.has_first_token_logprobs()) {
+    commit.first_token_logprobs = FromProto(header.first_token_logprobs());
+  }
   return commit;
 }
 

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "absl/types/span.h"
 #include "common/engine/kv_cache.h"
 #include "common/kv/kv_path.h"
+#include "common/request/token_logprobs.h"
 
 namespace pdserve {
 
@@ -55,6 +57,9 @@ struct KvCommit {
   uint64_t total_bytes = 0;
   // P's first sampled token; D's first decode step consumes it.
   int32_t first_token = -1;
+  // Its log-probabilities, when the request asked for them: D emits the
+  // first token, so they travel with it.
+  std::optional<TokenLogprobs> first_token_logprobs = std::nullopt;
 };
 
 // Sender side (prefill worker).

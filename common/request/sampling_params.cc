@@ -45,6 +45,11 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "sampling.penalty_last_n = %d is invalid: must be >= 0 (0 = off)", p.penalty_last_n));
   }
+  if (p.logprobs < -1 || p.logprobs > kMaxLogprobs) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("sampling.logprobs = %d is invalid: must be in [0, %d] (unset = none)",
+                        p.logprobs, kMaxLogprobs));
+  }
   return absl::OkStatus();
 }
 

@@ -34,7 +34,18 @@ struct SamplingParams {
   int32_t penalty_last_n = 64;
   // Together with the step index, fully determines every random draw.
   uint64_t seed = 0;
+  // Report the log-probability of each chosen token and of this many most
+  // likely alternatives (0..kMaxLogprobs); -1 reports none. Not a sampling
+  // knob: the values are the model's own (log-softmax of the raw logits,
+  // before penalties and temperature), but like vLLM the request carries it
+  // here, next to the settings of the step that computes it.
+  int32_t logprobs = -1;
 };
+
+// The most alternatives SamplingParams::logprobs may ask for (OpenAI's
+// top_logprobs limit): each costs a partial sort step and wire bytes on
+// every token.
+inline constexpr int32_t kMaxLogprobs = 20;
 
 // INVALID_ARGUMENT naming the offending field, or OK. Runs once per request
 // at the edge so the engine never sees NaN or out-of-range values.

@@ -13,6 +13,7 @@ SamplingParams FromProto(const v1::SamplingParams& p) {
   if (p.has_frequency_penalty()) s.frequency_penalty = p.frequency_penalty();
   if (p.has_penalty_last_n()) s.penalty_last_n = p.penalty_last_n();
   if (p.has_seed()) s.seed = p.seed();
+  if (p.has_logprobs()) s.logprobs = p.logprobs();
   return s;
 }
 
@@ -27,6 +28,30 @@ v1::SamplingParams ToProto(const SamplingParams& s) {
   p.set_frequency_penalty(s.frequency_penalty);
   p.set_penalty_last_n(s.penalty_last_n);
   p.set_seed(s.seed);
+  // -1 (none) stays unset: the wire's "none" is the field's absence.
+  if (s.logprobs >= 0) p.set_logprobs(s.logprobs);
+  return p;
+}
+
+TokenLogprobs FromProto(const v1::TokenLogprobs& p) {
+  TokenLogprobs l;
+  l.token = p.token();
+  l.logprob = p.logprob();
+  l.top.reserve(static_cast<size_t>(p.top_size()));
+  for (const v1::TopLogprob& t : p.top()) l.top.push_back({t.token(), t.logprob()});
+  return l;
+}
+
+v1::TokenLogprobs ToProto(const TokenLogprobs& l) {
+  v1::TokenLogprobs p;
+  p.set_token(l.token);
+  p.set_logprob(l.logprob);
+  p.mutable_top()->Reserve(static_cast<int>(l.top.size()));
+  for (const TopLogprob& t : l.top) {
+    v1::TopLogprob* out = p.add_top();
+    out->set_token(t.token);
+    out->set_logprob(t.logprob);
+  }
   return p;
 }
 

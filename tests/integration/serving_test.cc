@@ -16,6 +16,7 @@
 #include "common/engine/engine.h"
 #include "common/model/model.h"
 #include "common/model/random_model.h"
+#include "common/request/token_logprobs.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_test_util.h"
@@ -555,6 +556,64 @@ TEST_F(ServingTest, Int8KvDisaggregatedEqualsInProcess) {
     EXPECT_EQ(outs[i].finished.timings().prefill_mode(), "remote");
     // Whole int8 blocks (6528 B per layer) of the uncached part of the prompt.
     EXPECT_EQ(outs[i].finished.timings().kv_transfer_bytes() % (30 * 6528), 0u);
+  }
+  EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
+}
+
+// Logprobs asked for on the API come back with every token, the first one
+// included (sampled by the prefill worker, it travels in the KV commit),
+// and match the engine's in-process. Disaggregated only: colocated, the
+// decode engine computes them all (engine_test covers that).
+TEST_F(ServingTest, DisaggregatedLogprobsMatchInProcess) {
+  auto loaded = Model::Load(testing::RealModelPath());
+  ASSERT_TRUE(loaded.ok());
+  const Model& model = **loaded;
+  constexpr int kTop = 3;
+  constexpr int kTokens = 8;
+  const std::vector<int32_t> prompt = TextPrompts(model, 1, 24)[0];
+  std::vector<TokenLogprobs> want;
+  {
+    CpuModelRunner runner(model.config(), &model.weights(), 1);
+    auto cache = KvCache::Create(KvLayout::ForModel(model.config(), 16), 64);
+    ASSERT_TRUE(cache.ok());
+    Engine engine(&model.tokenizer(), &runner, cache->get(), {});
+    SequenceOptions o;
+    o.prompt = prompt;
+    o.max_tokens = kTokens;
+    o.ignore_eos = true;
+    o.sampling.logprobs = kTop;
+    auto on_event = [&want](const TokenEvent& e) {
+      if (e.logprobs.has_value()) want.push_back(*e.logprobs);
+    };
+    ASSERT_TRUE(engine.Add(o, on_event).ok());
+    while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
+  }
+  ASSERT_EQ(want.size(), static_cast<size_t>(kTokens));
+
+  v1::GenerateRequest request;
+  for (int32_t id : prompt) request.mutable_tokens()->add_ids(id);
+  request.set_max_tokens(kTokens);
+  request.set_ignore_eos(true);
+  request.mutable_sampling()->set_logprobs(kTop);  // brings token_ids without return_token_ids
+  auto cluster = StartCluster(LocalClusterOptions{}, "logprobs");
+  ASSERT_NE(cluster, nullptr);
+  const GenerateOutcome out = GenerateAll(*cluster, {request})[0];
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.finished.timings().prefill_mode(), "remote");
+  ASSERT_EQ(out.ids.size(), want.size());
+  ASSERT_EQ(out.logprobs.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(out.ids[i], want[i].token);
+    EXPECT_EQ(out.logprobs[i].token(), want[i].token);
+    EXPECT_NEAR(out.logprobs[i].logprob(), want[i].logprob, 1e-3);
+    ASSERT_EQ(out.logprobs[i].top_size(), kTop);
+    // Values, not ids: a near tie may order two candidates either way.
+    for (int j = 0; j < kTop; ++j) {
+      EXPECT_NEAR(out.logprobs[i].top(j).logprob(), want[i].top[static_cast<size_t>(j)].logprob,
+                  1e-3)
+          << j;
+    }
   }
   EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
 }

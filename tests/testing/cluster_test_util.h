@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -99,6 +100,7 @@ struct GenerateOutcome {
   grpc::Status status;
   std::string text;
   std::vector<int32_t> ids;
+  std::vector<v1::TokenLogprobs> logprobs;  // with sampling.logprobs
   v1::Finished finished;
   int chunks = 0;
 };
@@ -117,6 +119,8 @@ inline GenerateOutcome Generate(v1::Generation::Stub& stub, const v1::GenerateRe
     if (msg.has_chunk()) {
       out.text += msg.chunk().text();
       out.ids.insert(out.ids.end(), msg.chunk().token_ids().begin(), msg.chunk().token_ids().end());
+      out.logprobs.insert(out.logprobs.end(), msg.chunk().logprobs().begin(),
+                          msg.chunk().logprobs().end());
       if (++out.chunks == cancel_after_chunks) ctx.TryCancel();
       if (streaming != nullptr) streaming->store(true);
     }

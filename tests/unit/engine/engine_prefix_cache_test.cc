@@ -5,6 +5,7 @@
 // and a decode-side reservation needs only the blocks it does not hold.
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/cpu/cpu_model_runner.h"
@@ -288,7 +289,7 @@ TEST_F(EnginePrefixCacheTest, DecodeReservationNeedsOnlyTheUncachedBlocks) {
       }
     }
     prefill->FreeBlocks(src);
-    ASSERT_TRUE(decode->CommitPrefilled(*did, first).ok());
+    ASSERT_TRUE(decode->CommitPrefilled(*did, first, std::nullopt).ok());
     while (decode->HasWork()) ASSERT_TRUE(decode->Step().ok());
 
     auto plain_cache = NewCache();

@@ -1,16 +1,21 @@
 #include "common/engine/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/cpu/cpu_model_runner.h"
 #include "common/engine/kv_cache.h"
+#include "common/request/token_logprobs.h"
 #include "common/text/tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/testing/random_model_util.h"
@@ -77,6 +82,63 @@ class FlattenedRunner : public ModelRunner {
   ModelRunner* inner_;
   float divisor_;
 };
+
+// Wraps a runner and keeps a copy of every logits row it returns, so a test
+// can recompute what the engine derived from them.
+class RecordingRunner : public ModelRunner {
+ public:
+  explicit RecordingRunner(ModelRunner* inner) : inner_(inner) {}
+  const ModelConfig& config() const override { return inner_->config(); }
+  absl::Status Forward(const ForwardBatch& batch, KvCache& cache,
+                       std::vector<float>* logits) override {
+    absl::Status s = inner_->Forward(batch, cache, logits);
+    const size_t vocab = static_cast<size_t>(config().n_vocab);
+    for (size_t begin = 0; s.ok() && begin + vocab <= logits->size(); begin += vocab) {
+      rows_.emplace_back(logits->begin() + begin, logits->begin() + begin + vocab);
+    }
+    return s;
+  }
+  const std::vector<std::vector<float>>& rows() const { return rows_; }
+
+ private:
+  ModelRunner* inner_;
+  std::vector<std::vector<float>> rows_;
+};
+
+// log-softmax of a row, computed apart from the engine's code.
+std::vector<double> LogSoftmax(const std::vector<float>& row) {
+  const long double max = *std::max_element(row.begin(), row.end());
+  long double sum = 0;
+  for (float x : row) sum += std::exp(static_cast<long double>(x) - max);
+  const long double lse = max + std::log(sum);
+  std::vector<double> out;
+  for (float x : row) out.push_back(static_cast<double>(static_cast<long double>(x) - lse));
+  return out;
+}
+
+// Checks one event's logprobs against the raw row the model produced: the
+// chosen token's value, and a top of `n` that holds the n largest values,
+// sorted, each right, together no more than the whole mass.
+void ExpectLogprobsOf(const TokenEvent& e, const std::vector<float>& row, size_t n) {
+  ASSERT_TRUE(e.logprobs.has_value());
+  const TokenLogprobs& l = *e.logprobs;
+  const std::vector<double> expected = LogSoftmax(row);
+  EXPECT_EQ(l.token, e.token);
+  EXPECT_LE(l.logprob, 0.0f);
+  EXPECT_NEAR(l.logprob, expected[static_cast<size_t>(e.token)], 1e-4);
+  ASSERT_EQ(l.top.size(), n);
+  std::vector<double> sorted = expected;
+  std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+  double mass = 0;
+  for (size_t j = 0; j < n; ++j) {
+    EXPECT_NEAR(l.top[j].logprob, expected[static_cast<size_t>(l.top[j].token)], 1e-4) << j;
+    EXPECT_NEAR(l.top[j].logprob, sorted[j], 1e-4) << j;
+    if (j > 0) EXPECT_GE(l.top[j - 1].logprob, l.top[j].logprob) << j;
+    if (l.top[j].token == l.token) EXPECT_EQ(l.top[j].logprob, l.logprob) << j;
+    mass += std::exp(static_cast<double>(l.top[j].logprob));
+  }
+  EXPECT_LE(mass, 1.0 + 1e-5);
+}
 
 class EngineTest : public ::testing::Test {
  protected:
@@ -395,6 +457,104 @@ TEST_F(EngineTest, MaxRunningCapsTheBatchAndTheRunningCount) {
   while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
   EXPECT_EQ(tokens[1], 3);
   EXPECT_EQ(engine.num_running() + engine.num_waiting(), 0);
+}
+
+// Greedy: each token's logprob is the log-softmax of its raw logits row,
+// and it is the top entry (the greedy token is the first maximum).
+TEST_F(EngineTest, LogprobsOfGreedyTokens) {
+  RecordingRunner recording(runner_.get());
+  SequenceOptions o = Seq(10, 6, 1);
+  o.sampling.logprobs = 5;
+  const Events ev = Generate({o}, 0, {}, &recording)[0];
+  ASSERT_EQ(ev.size(), 6u);
+  ASSERT_EQ(recording.rows().size(), ev.size());  // one sequence: one row per step
+  for (size_t i = 0; i < ev.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_NO_FATAL_FAILURE(ExpectLogprobsOf(ev[i], recording.rows()[i], 5));
+    EXPECT_EQ(ev[i].logprobs->top[0].token, ev[i].token);
+  }
+}
+
+// Sampled with penalties and a temperature: the logprobs are still those of
+// the raw rows (not of the penalized, scaled ones Sample draws from), and
+// asking for them changes no token.
+TEST_F(EngineTest, LogprobsAreTheModelsAndDoNotChangeSampling) {
+  FlattenedRunner flat(runner_.get(), 16.0f);
+  RecordingRunner recording(&flat);
+  SequenceOptions o = Seq(9, 12, 1);
+  o.sampling.temperature = 0.8f;
+  o.sampling.repetition_penalty = 1.3f;
+  o.sampling.presence_penalty = 0.5f;
+  o.sampling.seed = 7;
+  const std::vector<int32_t> plain = Tokens(Generate({o}, 0, {}, &flat)[0]);
+  o.sampling.logprobs = 3;
+  const Events ev = Generate({o}, 0, {}, &recording)[0];
+  EXPECT_EQ(Tokens(ev), plain);
+  ASSERT_EQ(recording.rows().size(), ev.size());
+  for (size_t i = 0; i < ev.size(); ++i) {
+    SCOPED_TRACE(i);
+    ExpectLogprobsOf(ev[i], recording.rows()[i], 3);
+  }
+}
+
+// Only a sequence that asks pays: in one batch, the other gets none; 0 asks
+// for the chosen token's logprob alone.
+TEST_F(EngineTest, LogprobsOnlyWhenRequested) {
+  SequenceOptions asked = Seq(7, 4, 1);
+  asked.sampling.logprobs = 0;
+  const std::vector<Events> ev = Generate({asked, Seq(12, 4, 2)});
+  ASSERT_EQ(ev[0].size(), 4u);
+  for (const TokenEvent& e : ev[0]) {
+    ASSERT_TRUE(e.logprobs.has_value());
+    EXPECT_EQ(e.logprobs->token, e.token);
+    EXPECT_LE(e.logprobs->logprob, 0.0f);
+    EXPECT_TRUE(e.logprobs->top.empty());
+  }
+  ASSERT_EQ(ev[1].size(), 4u);
+  for (const TokenEvent& e : ev[1]) EXPECT_FALSE(e.logprobs.has_value());
+}
+
+// The prefill worker's logprobs of the first token reach its event, if the
+// sequence asked for them and they are for that token; later tokens get
+// the decode engine's own.
+TEST_F(EngineTest, CommitPrefilledEmitsTheFirstTokensLogprobs) {
+  auto cache = NewCache();
+  Engine engine(tokenizer_.get(), runner_.get(), cache.get(), {});
+  auto reserve = [&](int32_t logprobs, Events* ev) -> int64_t {
+    SequenceOptions o = Seq(8, 2, 1);
+    o.sampling.logprobs = logprobs;
+    absl::StatusOr<int64_t> id = engine.Reserve(o, [ev](const TokenEvent& e) { ev->push_back(e); });
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? *id : 0;
+  };
+  TokenLogprobs first;
+  first.token = 5;
+  first.logprob = -0.5f;
+  first.top = {{5, -0.5f}, {9, -1.25f}};
+  TokenLogprobs other_token = first;
+  other_token.token = 6;
+  Events asked, mismatched, not_asked, none_sent;
+  ASSERT_TRUE(engine.CommitPrefilled(reserve(2, &asked), 5, first).ok());
+  ASSERT_TRUE(engine.CommitPrefilled(reserve(2, &mismatched), 5, other_token).ok());
+  ASSERT_TRUE(engine.CommitPrefilled(reserve(-1, &not_asked), 5, first).ok());
+  ASSERT_TRUE(engine.CommitPrefilled(reserve(2, &none_sent), 5, std::nullopt).ok());
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].token, 5);
+  EXPECT_EQ(asked[0].logprobs, first);
+  for (const Events* ev : {&mismatched, &not_asked, &none_sent}) {
+    ASSERT_EQ(ev->size(), 1u);
+    EXPECT_EQ((*ev)[0].token, 5);
+    EXPECT_FALSE((*ev)[0].logprobs.has_value());
+  }
+  while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
+  ASSERT_EQ(asked.size(), 2u);
+  ASSERT_TRUE(asked[1].logprobs.has_value());
+  EXPECT_EQ(asked[1].logprobs->token, asked[1].token);
+  EXPECT_EQ(asked[1].logprobs->top.size(), 2u);
+  ASSERT_EQ(none_sent.size(), 2u);
+  EXPECT_TRUE(none_sent[1].logprobs.has_value());
+  ASSERT_EQ(not_asked.size(), 2u);
+  EXPECT_FALSE(not_asked[1].logprobs.has_value());
 }
 
 }  // namespace

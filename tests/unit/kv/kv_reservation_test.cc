@@ -1,5 +1,6 @@
 #include "common/kv/kv_reservation.h"
 
+#include "common/request/token_logprobs.h"
 #include "gtest/gtest.h"
 #include "tests/testing/kv_test_util.h"
 
@@ -43,6 +44,28 @@ TEST(KvReservationTest, CompletesWhenEveryCellArrived) {
   ASSERT_TRUE(commit.ok()) << commit.status();
   EXPECT_EQ(commit->total_bytes, static_cast<uint64_t>(4 * kBpl));
   EXPECT_EQ(commit->first_token, 17);
+  EXPECT_FALSE(commit->first_token_logprobs.has_value());
+}
+
+// The first token's logprobs come off the commit header unchanged.
+TEST(KvReservationTest, CommitCarriesTheFirstTokensLogprobs) {
+  KvReservation r(1, 1, {4}, 1, kBpl);
+  ASSERT_TRUE(r.ClaimLayerBlocks(LayerHeader(1, 1, 0, {0}, kBpl)).ok());
+  r.AddWrittenBytes(kBpl);
+  v1::KvFrameHeader header = Commit(1, kBpl);
+  v1::TokenLogprobs* wire = header.mutable_first_token_logprobs();
+  wire->set_token(17);
+  wire->set_logprob(-0.75f);
+  v1::TopLogprob* top = wire->add_top();
+  top->set_token(3);
+  top->set_logprob(-0.5f);
+  top = wire->add_top();
+  top->set_token(17);
+  top->set_logprob(-0.75f);
+  absl::StatusOr<KvCommit> commit = r.CheckCommit(header);
+  ASSERT_TRUE(commit.ok()) << commit.status();
+  const TokenLogprobs expected{17, -0.75f, {{3, -0.5f}, {17, -0.75f}}};
+  EXPECT_EQ(commit->first_token_logprobs, expected);
 }
 
 TEST(KvReservationTest, RejectsFramesThatDoNotFit) {

@@ -8,6 +8,7 @@
 #include "common/cpu/kv_int8.h"
 #include "common/kv/framed_kv_receiver.h"
 #include "common/kv/framed_kv_sender.h"
+#include "common/request/token_logprobs.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/kv_test_util.h"
@@ -92,12 +93,15 @@ TEST_F(FramedKvTransportTest, RoundTripWithNonIdentityBlockMapping) {
   ASSERT_TRUE(sender_->SendLayer(target, 1, {4, 2}, *src_, {11, 9}).ok());
   ASSERT_TRUE(sender_->SendLayer(target, 1, {0, 3, 1}, *src_, {7, 0, 2}).ok());
   ASSERT_TRUE(sender_->SendLayer(target, 2, {0, 1, 2, 3, 4}, *src_, src).ok());
-  ASSERT_TRUE(sender_->Commit(target, KvCommit{kLayers, 0, 42}).ok());
+  KvCommit commit{kLayers, 0, 42};
+  commit.first_token_logprobs = TokenLogprobs{42, -0.125f, {{42, -0.125f}, {7, -2.5f}}};
+  ASSERT_TRUE(sender_->Commit(target, commit).ok());
 
   absl::StatusOr<KvCommit> done = probe.Wait();
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->num_layers, kLayers);
   EXPECT_EQ(done->first_token, 42);
+  EXPECT_EQ(done->first_token_logprobs, commit.first_token_logprobs);
   EXPECT_EQ(done->total_bytes, static_cast<uint64_t>(kLayers * 5 * block_bytes()));
   EXPECT_EQ(receiver_->num_pending(), 0u);
   ExpectCopied(src, dst);
@@ -129,6 +133,7 @@ TEST_F(FramedKvTransportTest, ConcurrentTransfersInterleave) {
     absl::StatusOr<KvCommit> done = probe->Wait();
     ASSERT_TRUE(done.ok()) << done.status();
     EXPECT_EQ(done->first_token, token);
+    EXPECT_FALSE(done->first_token_logprobs.has_value());  // none were sent
   }
   ExpectCopied(src_a, dst_a);
   ExpectCopied(src_b, dst_b);

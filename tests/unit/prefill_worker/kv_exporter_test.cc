@@ -9,6 +9,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -245,10 +246,11 @@ TEST_F(KvExporterTest, CancelDuringTheCommitAbortsIt) {
   ASSERT_TRUE(RunOnEngine([&](Engine& e) {
     id = AddAndRegister(e, o, 11);
     while (e.HasWork()) ASSERT_TRUE(e.Step().ok());
-    exporter_->Finish(id, 0, e.TakeHeldBlocks(id), [&](absl::StatusOr<KvExportResult> r) {
-      result = r.status();
-      finished.Notify();
-    });
+    exporter_->Finish(id, 0, std::nullopt, e.TakeHeldBlocks(id),
+                      [&](absl::StatusOr<KvExportResult> r) {
+                        result = r.status();
+                        finished.Notify();
+                      });
   }));
   EXPECT_FALSE(finished.WaitForNotificationWithTimeout(absl::Milliseconds(100)));  // no ack
   ASSERT_TRUE(RunOnEngine([&](Engine& e) { exporter_->Cancel(e, id, "router gave up"); }));
@@ -292,10 +294,11 @@ TEST_F(KvExporterTest, CancelOfAFinishedPrefillTakesItsHeldBlocks) {
   absl::Notification finished;
   absl::Status late;
   ASSERT_TRUE(RunOnEngine([&](Engine& e) {
-    exporter_->Finish(id, 0, e.TakeHeldBlocks(id), [&](absl::StatusOr<KvExportResult> r) {
-      late = r.status();
-      finished.Notify();
-    });
+    exporter_->Finish(id, 0, std::nullopt, e.TakeHeldBlocks(id),
+                      [&](absl::StatusOr<KvExportResult> r) {
+                        late = r.status();
+                        finished.Notify();
+                      });
   }));
   EXPECT_TRUE(finished.WaitForNotificationWithTimeout(kWait));
   EXPECT_FALSE(late.ok());

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/request/sampling_proto.h"
+#include "common/request/token_logprobs.h"
 #include "gtest/gtest.h"
 
 namespace pdserve {
@@ -72,6 +74,8 @@ std::vector<InvalidCase> InvalidCases() {
       {"frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = -kInf; }},
       {"frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = kNaN; }},
       {"penalty_last_n", [](SamplingParams& p) { p.penalty_last_n = -1; }},
+      {"logprobs", [](SamplingParams& p) { p.logprobs = -2; }},
+      {"logprobs", [](SamplingParams& p) { p.logprobs = kMaxLogprobs + 1; }},
   };
 }
 
@@ -84,6 +88,49 @@ TEST(SamplingParamsTest, EachInvalidFieldIsRejectedByName) {
     EXPECT_NE(s.message().find("sampling." + c.field + " "), std::string::npos)
         << "message should name " << c.field << ": " << s.message();
   }
+}
+
+// -1 is "none"; 0 asks for the chosen token's logprob alone.
+TEST(SamplingParamsTest, LogprobsRange) {
+  SamplingParams p;
+  EXPECT_EQ(p.logprobs, -1);
+  for (int32_t n : {-1, 0, 1, kMaxLogprobs}) {
+    p.logprobs = n;
+    EXPECT_TRUE(ValidateSamplingParams(p).ok()) << n;
+  }
+  EXPECT_EQ(kMaxLogprobs, 20);  // OpenAI's top_logprobs limit
+}
+
+// Unset on the wire is -1 ("none") in the struct and back, and a set value,
+// 0 included, survives the round trip.
+TEST(SamplingParamsTest, LogprobsProtoRoundTrip) {
+  v1::SamplingParams wire;
+  EXPECT_EQ(FromProto(wire).logprobs, -1);
+  EXPECT_FALSE(ToProto(SamplingParams{}).has_logprobs());
+  for (int32_t n : {0, 5, kMaxLogprobs}) {
+    wire.set_logprobs(n);
+    const SamplingParams s = FromProto(wire);
+    EXPECT_EQ(s.logprobs, n);
+    const v1::SamplingParams back = ToProto(s);
+    ASSERT_TRUE(back.has_logprobs()) << n;
+    EXPECT_EQ(back.logprobs(), n);
+  }
+}
+
+TEST(SamplingParamsTest, TokenLogprobsProtoRoundTrip) {
+  TokenLogprobs l;
+  l.token = 7;
+  l.logprob = -0.25f;
+  l.top = {{3, -0.125f}, {7, -0.25f}, {1, -4.5f}};
+  const v1::TokenLogprobs wire = ToProto(l);
+  EXPECT_EQ(wire.token(), 7);
+  EXPECT_EQ(wire.logprob(), -0.25f);
+  ASSERT_EQ(wire.top_size(), 3);
+  EXPECT_EQ(wire.top(0).token(), 3);
+  EXPECT_EQ(wire.top(2).logprob(), -4.5f);
+  EXPECT_EQ(FromProto(wire), l);
+  l.top.clear();  // logprobs = 0: the chosen token only
+  EXPECT_EQ(FromProto(ToProto(l)), l);
 }
 
 }  // namespace

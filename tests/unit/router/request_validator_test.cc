@@ -85,6 +85,22 @@ TEST_F(RequestValidatorTest, DefaultMaxTokensShrinksToTheContext) {
   EXPECT_EQ(v->max_tokens, 56);  // 256 - 200
 }
 
+// Any set count, 0 included, makes the chunks carry logprobs; the
+// request's sampling goes to the workers as sent.
+TEST_F(RequestValidatorTest, LogprobsAreRequestedBySettingTheCount) {
+  absl::StatusOr<ValidatedRequest> v = Validate(Text("hello"));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_FALSE(v->logprobs);
+  for (int32_t n : {0, 20}) {
+    v1::GenerateRequest r = Text("hello");
+    r.mutable_sampling()->set_logprobs(n);
+    v = Validate(r);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_TRUE(v->logprobs) << n;
+    EXPECT_EQ(v->sampling.logprobs(), n);
+  }
+}
+
 struct BadCase {
   std::string name;
   std::function<void(v1::GenerateRequest&)> mutate;
@@ -132,6 +148,8 @@ TEST_F(RequestValidatorTest, RejectsBadInput) {
        StatusCode::kInvalidArgument, "top_p"},
       {"negative top_k", [](auto& r) { r.mutable_sampling()->set_top_k(-1); },
        StatusCode::kInvalidArgument, "top_k"},
+      {"too many logprobs", [](auto& r) { r.mutable_sampling()->set_logprobs(21); },
+       StatusCode::kInvalidArgument, "sampling.logprobs = 21"},
       {"too many stops",
        [](auto& r) {
          r.add_stop("a");

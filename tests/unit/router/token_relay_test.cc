@@ -22,6 +22,30 @@ v1::Tokens Tok(int first, const std::string& bytes) {
   return t;
 }
 
+// Gives every id of `t` a logprobs entry whose value encodes the token's
+// index (-1 - index), so a test can tell whose entry a chunk carries.
+v1::Tokens WithLogprobs(v1::Tokens t) {
+  t.clear_logprobs();
+  for (int i = 0; i < t.ids_size(); ++i) {
+    v1::TokenLogprobs* l = t.add_logprobs();
+    l->set_token(t.ids(i));
+    l->set_logprob(-1.0f - static_cast<float>(t.first_index() + i));
+  }
+  return t;
+}
+
+// The indices encoded in a chunk's logprobs, after checking that they pair
+// with its token ids one for one.
+std::vector<int> LogprobIndices(const v1::Chunk& c) {
+  EXPECT_EQ(c.logprobs_size(), c.token_ids_size());
+  std::vector<int> out;
+  for (int i = 0; i < c.logprobs_size() && i < c.token_ids_size(); ++i) {
+    EXPECT_EQ(c.logprobs(i).token(), c.token_ids(i)) << i;
+    out.push_back(static_cast<int>(-1.0f - c.logprobs(i).logprob()));
+  }
+  return out;
+}
+
 class TokenRelayTest : public ::testing::Test {
  protected:
   std::unique_ptr<Tokenizer> tokenizer_ = ByteTokenizer();
@@ -107,6 +131,75 @@ TEST_F(TokenRelayTest, FlushReleasesHeldText) {
   TokenRelay::Output tail = relay.Flush();
   EXPECT_TRUE(tail.has_chunk);
   EXPECT_EQ(tail.chunk.text(), "EN");
+}
+
+// With logprobs the chunk carries ids (return_token_ids unset) and one
+// entry per id; a resent duplicate and tokens past max_tokens lose theirs
+// with the ids.
+TEST_F(TokenRelayTest, LogprobsFollowIdsThroughDuplicatesAndMaxTokens) {
+  TokenRelay relay(*tokenizer_, {.max_tokens = 5, .logprobs = true});
+  auto out = relay.Push(WithLogprobs(Tok(0, "ab")));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.token_ids_size(), 2);
+  EXPECT_EQ(LogprobIndices(out->chunk), (std::vector<int>{0, 1}));
+  // A failover's worker resends index 1; "f" is the 6th token.
+  out = relay.Push(WithLogprobs(Tok(1, "bcdef")));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.text(), "cde");
+  EXPECT_EQ(LogprobIndices(out->chunk), (std::vector<int>{2, 3, 4}));
+  EXPECT_TRUE(relay.ended());
+}
+
+TEST_F(TokenRelayTest, EndOfGenerationTokenTakesItsLogprobsAlong) {
+  v1::Tokens t = Tok(0, "ab");
+  t.add_ids(kEos);
+  t = WithLogprobs(t);
+  TokenRelay relay(*tokenizer_, {.max_tokens = 100, .logprobs = true});
+  auto out = relay.Push(t);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(LogprobIndices(out->chunk), (std::vector<int>{0, 1}));
+
+  TokenRelay ignoring(*tokenizer_, {.max_tokens = 100, .ignore_eos = true, .logprobs = true});
+  out = ignoring.Push(t);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(LogprobIndices(out->chunk), (std::vector<int>{0, 1, 2}));
+}
+
+// The token that completes a stop string is relayed (its id, and so its
+// logprobs), the ones after it are not.
+TEST_F(TokenRelayTest, LogprobsStopWithTheStopString) {
+  TokenRelay relay(*tokenizer_, {.max_tokens = 100, .stop = {"\n\n"}, .logprobs = true});
+  auto out = relay.Push(WithLogprobs(Tok(0, "one\n")));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(LogprobIndices(out->chunk), (std::vector<int>{0, 1, 2, 3}));
+  out = relay.Push(WithLogprobs(Tok(4, "\ntwo")));
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(out->stopped);
+  EXPECT_EQ(LogprobIndices(out->chunk), (std::vector<int>{4}));
+}
+
+TEST_F(TokenRelayTest, TokensWithoutUsableLogprobsAreRelayedWithout) {
+  TokenRelay relay(*tokenizer_, {.max_tokens = 100, .logprobs = true});
+  auto out = relay.Push(Tok(0, "ab"));  // a worker that predates logprobs
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.token_ids_size(), 2);
+  EXPECT_EQ(out->chunk.logprobs_size(), 0);
+  v1::Tokens partial = Tok(2, "cd");
+  partial.add_logprobs()->set_token('c');  // not one per id: unusable
+  out = relay.Push(partial);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.token_ids_size(), 2);
+  EXPECT_EQ(out->chunk.logprobs_size(), 0);
+  out = relay.Push(WithLogprobs(Tok(4, "e")));  // and with them again
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(LogprobIndices(out->chunk), (std::vector<int>{4}));
+
+  // Not requested: neither logprobs nor ids, whatever the worker sends.
+  TokenRelay plain(*tokenizer_, {.max_tokens = 100});
+  out = plain.Push(WithLogprobs(Tok(0, "ab")));
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->chunk.token_ids_size(), 0);
+  EXPECT_EQ(out->chunk.logprobs_size(), 0);
 }
 
 }  // namespace
