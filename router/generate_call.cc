@@ -60,6 +60,7 @@ GenerateFsm::Env GenerateCall::FsmEnv(const Env& env) {
   e.decode_ticket = env.decode_ticket;
   e.prefill_ticket = env.prefill_ticket;
   e.metrics = env.metrics;
+  e.api = env.api;
   e.breaker = env.breaker;
   e.ledger = env.ledger;
   e.clock = &clock_;

@@ -71,6 +71,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     std::atomic<uint64_t>* decode_ticket = nullptr;
     std::atomic<uint64_t>* prefill_ticket = nullptr;
     RouterMetrics* metrics = nullptr;   // null: no metrics
+    Api api = Api::kGrpc;               // the door the request came in by
     CircuitBreaker* breaker = nullptr;  // null: no circuit breaking
     PlacementLedger* ledger = nullptr;  // null: placements see only load reports
     std::function<void()> on_destroyed;

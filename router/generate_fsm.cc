@@ -699,8 +699,8 @@ void GenerateFsm::MaybeComplete(Actions* a) {
             << " ms, e2e " << finished->timings().e2e_ms() << " ms";
   if (env_.metrics != nullptr) {
     env_.metrics->ObserveFinished(finished->timings(), relay_->completion_tokens(),
-                                  timeline_.inter_token_seconds());
-    env_.metrics->CountRequest(grpc::StatusCode::OK);
+                                  timeline_.inter_token_seconds(), env_.api);
+    env_.metrics->CountRequest(grpc::StatusCode::OK, env_.api);
   }
   a->responses.push_back(std::move(response));
   state_ = State::kDone;
@@ -711,7 +711,7 @@ void GenerateFsm::Fail(const grpc::Status& status, Actions* a) {
   if (done()) return;
   state_ = State::kDone;
   a->outcome = status;
-  if (env_.metrics != nullptr) env_.metrics->CountRequest(status.error_code());
+  if (env_.metrics != nullptr) env_.metrics->CountRequest(status.error_code(), env_.api);
   // Problems the client caused are routine; the rest deserve attention.
   const grpc::StatusCode code = status.error_code();
   const bool routine = code == grpc::StatusCode::INVALID_ARGUMENT ||

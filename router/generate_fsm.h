@@ -96,6 +96,7 @@ class GenerateFsm {
     std::atomic<uint64_t>* decode_ticket = nullptr;
     std::atomic<uint64_t>* prefill_ticket = nullptr;
     RouterMetrics* metrics = nullptr;   // null: no metrics
+    Api api = Api::kGrpc;               // the metrics' label
     CircuitBreaker* breaker = nullptr;  // null: no circuit breaking
     PlacementLedger* ledger = nullptr;  // null: placements see only load reports
     const Clock* clock = nullptr;

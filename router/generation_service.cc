@@ -9,6 +9,7 @@
 #include "common/rpc/rejected_stream.h"
 #include "common/text/detokenizer.h"
 #include "glog/logging.h"
+#include "router/openai/front_metadata.h"
 
 namespace pdserve::router {
 
@@ -33,19 +34,39 @@ GenerationService::GenerationService(const Model& model, const RouterConfig& con
   env_.on_destroyed = [this] { OnCallDestroyed(); };
 }
 
+namespace {
+
+// The first value of metadata `key`, or "".
+std::string MetadataValue(const grpc::CallbackServerContext& context, const char* key) {
+  auto it = context.client_metadata().find(key);
+  if (it == context.client_metadata().end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+}  // namespace
+
+bool GenerationService::FromFront(const grpc::CallbackServerContext& context) const {
+  return !front_key_.empty() && MetadataValue(context, openai::kFrontKeyMetadata) == front_key_;
+}
+
+std::string GenerationService::PeerOf(const grpc::CallbackServerContext& context) const {
+  return FromFront(context) ? MetadataValue(context, openai::kFrontPeerMetadata) : context.peer();
+}
+
 absl::StatusOr<std::string> GenerationService::Identify(
     const grpc::CallbackServerContext& context) const {
-  if (!auth_.has_value()) return PeerHost(context.peer());
+  if (!auth_.has_value()) return PeerHost(PeerOf(context));
   absl::StatusOr<std::string> who = auth_->Check(context);
   if (!who.ok())
-    LOG(WARNING) << "unauthenticated call from " << context.peer() << ": " << who.status();
+    LOG(WARNING) << "unauthenticated call from " << PeerOf(context) << ": " << who.status();
   return who;
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* body) {
-  auto refuse = [this](grpc::Status status) {
-    if (metrics_ != nullptr) metrics_->CountRequest(status.error_code());
+  const Api api = FromFront(*context) ? Api::kOpenAi : Api::kGrpc;
+  auto refuse = [this, api](grpc::Status status) {
+    if (metrics_ != nullptr) metrics_->CountRequest(status.error_code(), api);
     return new RejectedStream(std::move(status));
   };
   absl::StatusOr<std::string> client = Identify(*context);
@@ -71,6 +92,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
   }
   // The call gives its client's slot back when it is destroyed.
   GenerateCall::Env env = env_;
+  env.api = api;
   env.on_destroyed = [this, who = *client] {
     clients_.Release(who);
     OnCallDestroyed();

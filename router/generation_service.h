@@ -56,6 +56,10 @@ class GenerationService final
   // Requires a bearer token on every call from now on; call before the
   // server starts.
   void EnableAuth(BearerAuth auth) { auth_.emplace(std::move(auth)); }
+  // Believes the client address and API of calls carrying `key`: the HTTP
+  // front's (router/openai/front_metadata.h). Call before the server
+  // starts.
+  void TrustFront(std::string key) { front_key_ = std::move(key); }
 
   void WaitForCalls();
   int calls_in_flight() const;
@@ -63,6 +67,11 @@ class GenerationService final
  private:
   // Who is calling (bearer identity, else peer IP), or UNAUTHENTICATED.
   absl::StatusOr<std::string> Identify(const grpc::CallbackServerContext& context) const;
+  // Whether the call came through the HTTP front, which then says who its
+  // client is.
+  bool FromFront(const grpc::CallbackServerContext& context) const;
+  // The caller's address (its HTTP client's, through the front).
+  std::string PeerOf(const grpc::CallbackServerContext& context) const;
   // Authenticates and parses a unary call's body.
   absl::Status Accept(const grpc::CallbackServerContext& context, const grpc::ByteBuffer& body,
                       google::protobuf::Message* request) const;
@@ -82,6 +91,7 @@ class GenerationService final
   PlacementLedger ledger_;
   ClientLimiter clients_;
   std::optional<BearerAuth> auth_;
+  std::string front_key_;  // "" = no front
   GenerateCall::Env env_;
 
   mutable absl::Mutex mu_;

@@ -68,8 +68,8 @@ absl::StatusOr<std::vector<int32_t>> RequestValidator::Prompt(
   return absl::InvalidArgumentError("exactly one of text, chat or tokens must be set");
 }
 
-absl::StatusOr<int32_t> RequestValidator::MaxTokens(int32_t requested,
-                                                    int32_t prompt_tokens) const {
+absl::StatusOr<int32_t> RequestValidator::MaxTokens(int32_t requested, int32_t prompt_tokens,
+                                                    bool until_context) const {
   const int32_t context = model_.config().context_length;
   if (requested < 0) {
     return absl::InvalidArgumentError(absl::StrCat("max_tokens = ", requested,
@@ -81,7 +81,9 @@ absl::StatusOr<int32_t> RequestValidator::MaxTokens(int32_t requested,
         "max_tokens = ", requested, " exceeds the server limit of ", config_.max_tokens_limit));
   }
   const int32_t room = context - prompt_tokens;
-  const int32_t max_tokens = requested == 0 ? std::min(kDefaultMaxTokens, room) : requested;
+  const int32_t default_max =
+      until_context ? std::min(config_.max_tokens_limit, room) : std::min(kDefaultMaxTokens, room);
+  const int32_t max_tokens = requested == 0 ? default_max : requested;
   if (max_tokens < 1 || prompt_tokens + max_tokens > context) {
     return absl::OutOfRangeError(
         absl::StrCat("prompt (", prompt_tokens, " tokens) + max_tokens (", std::max(max_tokens, 1),
@@ -122,7 +124,8 @@ absl::StatusOr<ValidatedRequest> RequestValidator::Validate(
     return absl::OutOfRangeError(
         absl::StrCat("prompt is ", n, " tokens; the server limit is ", config_.max_prompt_tokens));
   }
-  ASSIGN_OR_RETURN(out.max_tokens, MaxTokens(request.max_tokens(), n));
+  ASSIGN_OR_RETURN(out.max_tokens,
+                   MaxTokens(request.max_tokens(), n, request.max_tokens_until_context()));
   out.sampling = request.sampling();
   out.stop.assign(request.stop().begin(), request.stop().end());
   out.ignore_eos = request.ignore_eos();

@@ -12,7 +12,8 @@
 //                     --max_tokens_limit, prompt + max_tokens beyond the
 //                     model's context (the numbers are in the message).
 //
-// When max_tokens is unset (0) the default of 128 is lowered to what the
+// When max_tokens is unset (0) the default of 128 (or, with
+// max_tokens_until_context, --max_tokens_limit) is lowered to what the
 // context still holds, so a long prompt without max_tokens still runs.
 //
 // Holds references to the model and config, which must outlive it.
@@ -63,7 +64,8 @@ class RequestValidator {
 
  private:
   absl::StatusOr<std::vector<int32_t>> Prompt(const v1::GenerateRequest& request) const;
-  absl::StatusOr<int32_t> MaxTokens(int32_t requested, int32_t prompt_tokens) const;
+  absl::StatusOr<int32_t> MaxTokens(int32_t requested, int32_t prompt_tokens,
+                                    bool until_context) const;
   absl::Status ValidateStops(const v1::GenerateRequest& request) const;
 
   const Model& model_;

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/base/host_port.h"
 #include "common/base/status_macros.h"
 #include "common/metrics/metrics_http_server.h"
@@ -58,11 +59,30 @@ const char* PolicyKindName(PolicyKind kind) {
   return "least_loaded";
 }
 
+std::string RouterConfig::ModelName() const {
+  if (!served_model_name.empty()) return served_model_name;
+  absl::string_view name = model_path;
+  if (size_t slash = name.rfind('/'); slash != absl::string_view::npos) {
+    name.remove_prefix(slash + 1);
+  }
+  absl::ConsumeSuffix(&name, ".gguf");
+  return std::string(name);
+}
+
 absl::Status RouterConfig::Validate() const {
   absl::StatusOr<HostPort> listen_hp = ParseHostPort(listen);
   if (!listen_hp.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--listen: ", listen_hp.status().message()));
   }
+  if (http_enabled()) {
+    absl::StatusOr<HostPort> http_hp = ParseHostPort(http_listen);
+    if (!http_hp.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--http_listen: ", http_hp.status().message(), " (or \"none\")"));
+    }
+  }
+  RETURN_IF_ERROR(CheckPositive("http_read_timeout_ms", http_read_timeout_ms));
+  RETURN_IF_ERROR(CheckPositive("http_max_body_bytes", http_max_body_bytes));
   if (model_path.empty()) return absl::InvalidArgumentError("--model is required");
   if (decode_addresses.empty()) {
     return absl::InvalidArgumentError("--decode needs at least one host:port");

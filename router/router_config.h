@@ -37,6 +37,17 @@ struct RouterConfig {
   // Where the public Generation service listens ("host:port"; port 0 picks
   // a free port, which tests use).
   std::string listen = "0.0.0.0:50051";
+  // Where the OpenAI-compatible HTTP API listens ("host:port"; port 0 picks
+  // a free port; "none" = no HTTP API), and the model name it serves
+  // ("" = the GGUF file's name without ".gguf").
+  std::string http_listen = "0.0.0.0:8000";
+  std::string served_model_name;
+  // An HTTP client must send each whole request (headers and body) within
+  // this, counted from the connection or the end of the previous response;
+  // a trickler or an idle keep-alive connection is closed.
+  int64_t http_read_timeout_ms = 30000;
+  // Largest accepted HTTP request body.
+  int64_t http_max_body_bytes = 8 << 20;
   // GGUF file; the router loads only its tokenizer and chat template.
   std::string model_path;
   // Worker targets: "host:port" (one worker) or "dns:///host:port" (one
@@ -117,6 +128,9 @@ struct RouterConfig {
   int32_t max_streams_per_client = 0;
 
   RetryOptions retry_options() const;
+  bool http_enabled() const { return http_listen != "none"; }
+  // served_model_name, or the model file's name.
+  std::string ModelName() const;
   CircuitBreakerOptions breaker_options() const;
 
   // INVALID_ARGUMENT naming the first bad field.

@@ -9,6 +9,16 @@
 #include "common/rpc/server_tls_flags.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "host:port of the public Generation service");
+ABSL_FLAG(std::string, http_listen, "0.0.0.0:8000",
+          "host:port of the OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, "
+          "/v1/models, /health, /ready); none = off");
+ABSL_FLAG(std::string, served_model_name, "",
+          "Model name of the HTTP API (/v1/models; a request's model must match) "
+          "('' = the GGUF file's name without .gguf)");
+ABSL_FLAG(int64_t, http_read_timeout_ms, 30000,
+          "An HTTP client must send each whole request within this (else it is closed)");
+ABSL_FLAG(int64_t, http_max_body_bytes, 8 << 20,
+          "Largest HTTP request body accepted (larger: 413)");
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf",
           "GGUF file; the router loads only its tokenizer and chat template");
 ABSL_FLAG(std::vector<std::string>, prefill, {},
@@ -43,7 +53,7 @@ ABSL_FLAG(int32_t, dns_refresh_ms, 5000,
 
 ABSL_FLAG(int32_t, metrics_port, 0, "Prometheus /metrics HTTP port (0 = off, -1 = any free port)");
 ABSL_FLAG(std::string, port_file, "",
-          "Once serving, write the bound ports here (grpc=, metrics= lines): start with port 0 "
+          "Once serving, write the bound ports here (grpc=, metrics=, http= lines): start with port 0 "
           "and read the real ones back");
 ABSL_FLAG(int32_t, prefill_retries, 2,
           "Times a request's prefill is retried on another prefill worker (new KV epoch)");
@@ -74,6 +84,10 @@ namespace pdserve::router {
 absl::StatusOr<RouterConfig> RouterConfigFromFlags() {
   RouterConfig c;
   c.listen = absl::GetFlag(FLAGS_listen);
+  c.http_listen = absl::GetFlag(FLAGS_http_listen);
+  c.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+  c.http_read_timeout_ms = absl::GetFlag(FLAGS_http_read_timeout_ms);
+  c.http_max_body_bytes = absl::GetFlag(FLAGS_http_max_body_bytes);
   c.model_path = absl::GetFlag(FLAGS_model);
   c.prefill_addresses = absl::GetFlag(FLAGS_prefill);
   c.decode_addresses = absl::GetFlag(FLAGS_decode);

@@ -21,6 +21,8 @@ std::vector<double> KvBytesBuckets() {
   return b;
 }
 
+constexpr Api kApis[] = {Api::kGrpc, Api::kOpenAi};
+
 constexpr PolicyKind kPolicies[] = {PolicyKind::kLeastLoaded, PolicyKind::kRoundRobin,
                                     PolicyKind::kPrefixAware};
 
@@ -36,10 +38,28 @@ constexpr char kPrefillDecisionsHelp[] =
 
 }  // namespace
 
+const char* ApiName(Api api) { return api == Api::kOpenAi ? "openai" : "grpc"; }
+
 RouterMetrics::RouterMetrics(MetricsRegistry* registry) : registry_(registry) {
   const std::vector<double> buckets = LatencySecondsBuckets();
-  ttft_ = registry->GetHistogram("pdserve_router_ttft_seconds",
-                                 "Admission to first token, as the router sees it.", buckets);
+  for (Api api : kApis) {
+    const MetricLabels label = {{"api", ApiName(api)}};
+    const int a = static_cast<int>(api);
+    ttft_[a] = registry->GetHistogram("pdserve_router_ttft_seconds",
+                                      "Admission to first token, as the router sees it.", buckets,
+                                      label);
+    e2e_[a] = registry->GetHistogram("pdserve_router_e2e_seconds",
+                                     "Admission to Finished, for requests that finished OK.",
+                                     buckets, label);
+    completion_tokens_[a] = registry->GetCounter(
+        "pdserve_router_completion_tokens_total",
+        "Tokens generated for requests that finished OK (output throughput).", label);
+    for (int code = 0; code < kNumCodes; ++code) {
+      requests_[a][code] = registry->GetCounter(
+          "pdserve_router_requests_total", "Generate requests by API and final gRPC status code.",
+          {{"api", ApiName(api)}, {"code", StatusCodeName(static_cast<grpc::StatusCode>(code))}});
+    }
+  }
   tpot_ = registry->GetHistogram(
       "pdserve_router_tpot_seconds",
       "Time per output token after the first, per request: (e2e - ttft) / (tokens - 1).",
@@ -48,8 +68,6 @@ RouterMetrics::RouterMetrics(MetricsRegistry* registry) : registry_(registry) {
       "pdserve_router_itl_seconds",
       "Inter-token latency: gap between token events as the router relays them, per token.",
       TokenSecondsBuckets());
-  e2e_ = registry->GetHistogram("pdserve_router_e2e_seconds",
-                                "Admission to Finished, for requests that finished OK.", buckets);
   router_queue_ = registry->GetHistogram(
       "pdserve_router_queue_seconds", "Router admission until a decode worker was asked.", buckets);
   prefill_queue_ = registry->GetHistogram(
@@ -71,14 +89,6 @@ RouterMetrics::RouterMetrics(MetricsRegistry* registry) : registry_(registry) {
   prefill_compute_ = registry->GetHistogram(
       "pdserve_router_prefill_compute_seconds",
       "Forward pass of the prompt, as reported by the worker that ran it.", buckets);
-  completion_tokens_ =
-      registry->GetCounter("pdserve_router_completion_tokens_total",
-                           "Tokens generated for requests that finished OK (output throughput).");
-  for (int code = 0; code < kNumCodes; ++code) {
-    requests_[code] = registry->GetCounter(
-        "pdserve_router_requests_total", "Generate requests by final gRPC status code.",
-        {{"code", StatusCodeName(static_cast<grpc::StatusCode>(code))}});
-  }
   for (int tier = 0; tier < 2; ++tier) {
     for (PolicyKind policy : kPolicies) {
       routing_[tier][static_cast<int>(policy)] = registry->GetCounter(
@@ -100,12 +110,13 @@ Counter* RouterMetrics::PrefillDecisionCounter(bool local, const std::string& re
 }
 
 void RouterMetrics::ObserveFinished(const v1::Timings& t, int32_t completion_tokens,
-                                    absl::Span<const double> inter_token_seconds) {
+                                    absl::Span<const double> inter_token_seconds, Api api) {
+  const int a = static_cast<int>(api);
   // A 0 means "not measured" (no token produced, or a worker that leaves
   // the field unset); counting it would drag the low buckets.
-  if (t.ttft_ms() > 0) ttft_->Observe(t.ttft_ms() / 1e3);
-  e2e_->Observe(t.e2e_ms() / 1e3);
-  if (completion_tokens > 0) completion_tokens_->Increment(completion_tokens);
+  if (t.ttft_ms() > 0) ttft_[a]->Observe(t.ttft_ms() / 1e3);
+  e2e_[a]->Observe(t.e2e_ms() / 1e3);
+  if (completion_tokens > 0) completion_tokens_[a]->Increment(completion_tokens);
   if (t.ttft_ms() > 0 && completion_tokens > 1) {
     tpot_->Observe((t.e2e_ms() - t.ttft_ms()) / 1e3 / (completion_tokens - 1));
   }
@@ -120,9 +131,10 @@ void RouterMetrics::ObserveFinished(const v1::Timings& t, int32_t completion_tok
   if (t.prefill_compute_ms() > 0) prefill_compute_->Observe(t.prefill_compute_ms() / 1e3);
 }
 
-void RouterMetrics::CountRequest(grpc::StatusCode code) {
+void RouterMetrics::CountRequest(grpc::StatusCode code, Api api) {
   const int i = static_cast<int>(code);
-  requests_[(i >= 0 && i < kNumCodes) ? i : grpc::StatusCode::UNKNOWN]->Increment();
+  requests_[static_cast<int>(api)][(i >= 0 && i < kNumCodes) ? i : grpc::StatusCode::UNKNOWN]
+      ->Increment();
 }
 
 void RouterMetrics::CountRouting(RoutingTier tier, PolicyKind policy) {

@@ -24,6 +24,12 @@
 
 namespace pdserve::router {
 
+// The door a request came in by: the gRPC API or the OpenAI HTTP API
+// (router/openai). Request counts, TTFT, end-to-end latency and output
+// tokens carry it as the `api` label.
+enum class Api { kGrpc, kOpenAi };
+const char* ApiName(Api api);
+
 // The tier a routing decision picked a worker for.
 enum class RoutingTier { kDecode, kPrefill };
 
@@ -37,9 +43,9 @@ class RouterMetrics {
   // one inter-token latency per token event after the first
   // (RequestTimeline::inter_token_seconds).
   void ObserveFinished(const v1::Timings& timings, int32_t completion_tokens = 0,
-                       absl::Span<const double> inter_token_seconds = {});
+                       absl::Span<const double> inter_token_seconds = {}, Api api = Api::kGrpc);
   // Every Generate request's final status, admission refusals included.
-  void CountRequest(grpc::StatusCode code);
+  void CountRequest(grpc::StatusCode code, Api api = Api::kGrpc);
   // A worker of `tier` was chosen by `policy`.
   void CountRouting(RoutingTier tier, PolicyKind policy);
   // Where a placed request is prefilled, and Placement::reason.
@@ -48,20 +54,21 @@ class RouterMetrics {
  private:
   static constexpr int kNumCodes = grpc::StatusCode::UNAUTHENTICATED + 1;
   static constexpr int kNumPolicies = 3;
+  static constexpr int kNumApis = 2;
 
   MetricsRegistry* const registry_;
-  Histogram* ttft_;
+  std::array<Histogram*, kNumApis> ttft_;
   Histogram* tpot_;
   Histogram* itl_;
-  Histogram* e2e_;
+  std::array<Histogram*, kNumApis> e2e_;
   Histogram* router_queue_;
   Histogram* prefill_queue_;
   Histogram* decode_admission_;
   Histogram* kv_transfer_;
   Histogram* kv_transfer_bytes_;
   Histogram* prefill_compute_;
-  Counter* completion_tokens_;
-  std::array<Counter*, kNumCodes> requests_;
+  std::array<Counter*, kNumApis> completion_tokens_;
+  std::array<std::array<Counter*, kNumCodes>, kNumApis> requests_;
   std::array<std::array<Counter*, kNumPolicies>, 2> routing_;
   Counter* PrefillDecisionCounter(bool local, const std::string& reason);
 

@@ -33,6 +33,8 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   s->registry_ = std::make_unique<WorkerRegistry>(ro);
   s->service_ =
       std::make_unique<GenerationService>(*s->model_, s->config_, s->registry_.get(), &s->metrics_);
+  const std::string front_key = openai::NewFrontKey();
+  if (config.http_enabled()) s->service_->TrustFront(front_key);
   if (!config.auth_token_file.empty()) {
     ASSIGN_OR_RETURN(BearerAuth auth, BearerAuth::Load(config.auth_token_file));
     s->service_->EnableAuth(std::move(auth));
@@ -49,6 +51,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   so.credentials = std::move(server_credentials);
   ASSIGN_OR_RETURN(s->server_, GrpcServer::Start(so));
   s->port_ = s->server_->port();
+  if (config.http_enabled()) RETURN_IF_ERROR(s->StartHttp(front_key));
   RouterServer* raw = s.get();
   s->UpdateHealth(*s->registry_->snapshot());
   s->registry_->set_change_listener(
@@ -61,8 +64,24 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
             << " prefill=" << PolicyKindName(config.prefill_policy) << "; "
             << DescribeServerTls(config.tls)
             << (config.auth_token_file.empty() ? ", no auth" : ", bearer tokens")
+            << (s->http_ ? absl::StrCat("; HTTP API on port ", s->http_->port()) : "")
             << "; to workers: " << (config.worker_tls.ca.empty() ? "insecure" : "TLS") << ")";
   return s;
+}
+
+absl::Status RouterServer::StartHttp(const std::string& front_key) {
+  openai::OpenAiFrontOptions o;
+  o.http.listen_address = config_.http_listen;
+  o.http.thread_name = "openai-http";
+  o.http.read_timeout = absl::Milliseconds(config_.http_read_timeout_ms);
+  o.http.max_body_bytes = static_cast<size_t>(config_.http_max_body_bytes);
+  o.model_name = config_.ModelName();
+  o.front_key = front_key;
+  o.ready = [this] { return serving_.load() == 1; };
+  ASSIGN_OR_RETURN(http_,
+                   openai::OpenAiFront::Start(std::move(o), server_->InProcessChannel(),
+                                              model_->tokenizer()));
+  return absl::OkStatus();
 }
 
 RouterServer::~RouterServer() { Shutdown(absl::ZeroDuration()); }
@@ -87,6 +106,9 @@ void RouterServer::Shutdown(absl::Duration grace) {
   server_->Shutdown(grace);
   // A call's RPCs to workers may outlive its server-side RPC by a moment.
   service_->WaitForCalls();
+  // Every HTTP request's gRPC call has ended by now; this closes the
+  // connections and waits for the calls' last callbacks.
+  http_.reset();
   registry_->Stop();
   LOG(INFO) << "router stopped";
 }
@@ -98,7 +120,9 @@ namespace {
 absl::Status Serve(const RouterConfig& config) {
   ASSIGN_OR_RETURN(std::unique_ptr<RouterServer> server, RouterServer::Start(config));
   RETURN_IF_ERROR(
-      WritePortFile(config.port_file, {.grpc = server->port(), .metrics = server->metrics_port()}));
+      WritePortFile(config.port_file, {.grpc = server->port(),
+                                       .metrics = server->metrics_port(),
+                                       .http = server->http_port()}));
   WaitForTerminationSignal();
   server->Shutdown(absl::Milliseconds(config.drain_timeout_ms));
   return absl::OkStatus();

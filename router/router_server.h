@@ -1,7 +1,8 @@
 // RouterServer: a running pdserve-router — the tokenizer-only model, the
-// worker registry, the Generation service, and the gRPC server carrying it
+// worker registry, the Generation service, the gRPC server carrying it
 // together with the standard health (grpc.health.v1) and reflection
-// services (common/rpc/grpc_server.h). Health is SERVING while at least one decode worker serving
+// services (common/rpc/grpc_server.h), and the OpenAI-compatible HTTP API
+// in front of it (router/openai). Health is SERVING while at least one decode worker serving
 // the router's model is live.
 //
 // Tests start one in-process on port 0; Run() is the binary's main loop.
@@ -20,6 +21,7 @@
 #include "common/model/model.h"
 #include "common/rpc/grpc_server.h"
 #include "router/generation_service.h"
+#include "router/openai/openai_front.h"
 #include "router/router_config.h"
 #include "router/router_metrics.h"
 #include "router/worker_registry.h"
@@ -39,6 +41,8 @@ class RouterServer {
   int port() const { return port_; }
   // The metrics server's bound port; 0 without one.
   int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+  // The OpenAI-compatible HTTP API's bound port; 0 without one.
+  int http_port() const { return http_ ? http_->port() : 0; }
   const GenerationService& service() const { return *service_; }
   const WorkerRegistry& registry() const { return *registry_; }
 
@@ -50,6 +54,8 @@ class RouterServer {
  private:
   explicit RouterServer(const RouterConfig& config) : config_(config) {}
   void UpdateHealth(const RegistrySnapshot& snapshot);
+  // The OpenAI-compatible HTTP API, a client of server_.
+  absl::Status StartHttp(const std::string& front_key);
 
   const RouterConfig config_;
   // Declared before the service, which records into them until it is gone.
@@ -60,6 +66,8 @@ class RouterServer {
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<GrpcServer> server_;
+  // A client of server_ (in-process), so it goes first.
+  std::unique_ptr<openai::OpenAiFront> http_;
   int port_ = 0;
   bool shut_down_ = false;
   // Last health status published (-1: none yet); avoids re-publishing on

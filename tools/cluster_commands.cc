@@ -18,6 +18,8 @@ ABSL_FLAG(bool, colocated, false, "up: no prefill tier; decode workers prefill l
 ABSL_FLAG(std::string, kv_transport, "auto",
           "up: the prefill workers' KV path (auto, tcp, cuda_ipc; see pdserve-prefill --help)");
 ABSL_FLAG(int32_t, router_port, 50051, "up: router port on 127.0.0.1 (0 = any free port)");
+ABSL_FLAG(std::string, http_listen, "0.0.0.0:8000",
+          "up: host:port of the router's OpenAI-compatible HTTP API (none = off)");
 ABSL_FLAG(std::string, log_dir, "/tmp/pdserve-up", "up: where each process logs");
 ABSL_FLAG(std::string, demo_prompt, "",
           "up: stream an answer to this prompt once ready (a chat message unless --chat=false)");
@@ -86,6 +88,7 @@ absl::Status UpCommand() {
   o.decode = absl::GetFlag(FLAGS_decode);
   o.colocated = absl::GetFlag(FLAGS_colocated);
   o.router_port = absl::GetFlag(FLAGS_router_port);
+  o.router_http_listen = absl::GetFlag(FLAGS_http_listen);
   o.threads_per_worker = absl::GetFlag(FLAGS_threads);
   o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
   o.extra_worker_flags.push_back("--device=" + absl::GetFlag(FLAGS_device));
@@ -110,6 +113,14 @@ absl::Status UpCommand() {
   std::fprintf(stderr, "pdserve: router listening on %s (%d prefill, %d decode%s); logs in %s\n",
                cluster->router_address().c_str(), o.colocated ? 0 : o.prefill, o.decode,
                o.colocated ? ", colocated" : "", o.log_dir.c_str());
+  if (const std::string http = cluster->http_address(); !http.empty()) {
+    std::fprintf(stderr,
+                 "pdserve: OpenAI-compatible API on http://%s/v1; try:\n"
+                 "  curl http://%s/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+                 "    -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], "
+                 "\"max_tokens\": 64}'\n",
+                 http.c_str(), http.c_str());
+  }
   const std::string demo = absl::GetFlag(FLAGS_demo_prompt);
   if (!demo.empty()) {
     std::fprintf(stderr, "> %s\n", demo.c_str());

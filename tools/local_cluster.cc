@@ -57,6 +57,19 @@ std::string LocalCluster::PortFile(const ClusterProcess& p) const {
 namespace {
 
 // Replaces the value of every `--<flag>=` argument with `value`.
+// --flag=host:0 becomes --flag=host:<port>, so a restart binds the same
+// port.
+void PinPort(std::vector<std::string>& args, const std::string& flag, int port) {
+  const std::string prefix = absl::StrCat("--", flag, "=");
+  for (std::string& a : args) {
+    if (a.rfind(prefix, 0) != 0) continue;
+    const size_t colon = a.rfind(':');
+    if (colon != std::string::npos && colon >= prefix.size()) {
+      a = absl::StrCat(a.substr(0, colon + 1), port);
+    }
+  }
+}
+
 void PinFlag(std::vector<std::string>& args, const std::string& flag, const std::string& value) {
   const std::string prefix = absl::StrCat("--", flag, "=");
   for (std::string& a : args) {
@@ -80,6 +93,8 @@ absl::Status LocalCluster::AwaitPorts(absl::Time deadline) {
         p.metrics_port = ports->metrics;
         PinFlag(p.args, "listen", absl::StrCat("127.0.0.1:", p.port));
         if (p.metrics_port != 0) PinFlag(p.args, "metrics_port", absl::StrCat(p.metrics_port));
+        p.http_port = ports->http;
+        if (p.http_port != 0) PinPort(p.args, "http_listen", p.http_port);
         it = pending.erase(it);
         continue;
       }
@@ -137,7 +152,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
 
   std::vector<std::string> router_args = {
       absl::StrCat(o.bin_dir, "/pdserve-router"), "--model=" + o.model,
-      absl::StrCat("--listen=127.0.0.1:", o.router_port),
+      absl::StrCat("--listen=127.0.0.1:", o.router_port), "--http_listen=" + o.router_http_listen,
       "--decode=" + absl::StrJoin(c->addresses("decode"), ","),
       "--prefill=" + absl::StrJoin(c->addresses("prefill"), ",")};
   if (o.colocated) router_args.push_back("--colocated");
@@ -151,6 +166,13 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
 std::string LocalCluster::router_address() const {
   const std::vector<std::string> router = addresses("router");
   return router.empty() ? "" : router.front();
+}
+
+std::string LocalCluster::http_address() const {
+  for (const ClusterProcess& p : processes_) {
+    if (p.name == "router" && p.http_port != 0) return absl::StrCat("127.0.0.1:", p.http_port);
+  }
+  return "";
 }
 
 std::vector<std::string> LocalCluster::addresses(const std::string& prefix) const {

@@ -37,6 +37,9 @@ struct LocalClusterOptions {
   int decode = 1;
   bool colocated = false;  // no prefill workers; decode prefills locally
   int router_port = 0;     // 0 = any free port (router_address() says which)
+  // The router's OpenAI-compatible HTTP API (--http_listen): port 0 = any
+  // free port (http_address() says which); "none" = off.
+  std::string router_http_listen = "127.0.0.1:0";
   int threads_per_worker = 1;
   int kv_blocks = 1024;
   std::vector<std::string> extra_router_flags;
@@ -54,6 +57,7 @@ struct ClusterProcess {
   pid_t pid = -1;
   int port = 0;          // gRPC, as bound
   int metrics_port = 0;  // 0 = no metrics server
+  int http_port = 0;     // the router's HTTP API; 0 = none
   std::vector<std::string> args;
   // Supervision (Supervise()): when it last started, when an exited one is
   // due to start again, and the back-off that got it there.
@@ -71,6 +75,8 @@ class LocalCluster {
   ~LocalCluster();
 
   std::string router_address() const;
+  // "127.0.0.1:<port>" of the router's HTTP API; "" without one.
+  std::string http_address() const;
   // host:port of every process whose name starts with `prefix`.
   std::vector<std::string> addresses(const std::string& prefix) const;
   // The bound /metrics port of process `name`; 0 if it has none (or no such

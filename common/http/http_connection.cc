@@ -297,6 +297,11 @@ void HttpConnection::SendError(uint64_t sequence, int status) {
     return;
   }
   keep_alive_ = false;
+  if (config_.error_body != nullptr) {
+    auto [content_type, body] = (*config_.error_body)(status);
+    SendResponse(sequence, status, std::move(content_type), std::move(body), {});
+    return;
+  }
   const std::string reason(http::obsolete_reason(static_cast<http::status>(status)));
   SendResponse(sequence, status, "text/plain; charset=utf-8",
                absl::StrCat(status, " ", reason, "\n"), {});

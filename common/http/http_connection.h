@@ -49,6 +49,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     size_t max_body_bytes = 0;
     std::chrono::milliseconds read_timeout{0};
     const HttpHandler* handler = nullptr;  // outlives the connection's I/O
+    const HttpErrorBody* error_body = nullptr;  // the same; null = plain text
     std::shared_ptr<HttpPostGate> gate;
     std::function<void(uint64_t id)> on_closed;  // the server forgets it
   };

@@ -8,6 +8,8 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "common/http/http_request.h"
 #include "common/http/http_responder.h"
@@ -16,6 +18,11 @@ namespace pdserve {
 
 using HttpHandler =
     std::function<void(HttpRequest request, std::shared_ptr<HttpResponder> responder)>;
+
+// The content type and body of an error the server answers itself (400 for
+// a malformed request, 413, 431, 500 for a dropped responder), so an API
+// can give them its own error shape. Called on the I/O thread.
+using HttpErrorBody = std::function<std::pair<std::string, std::string>(int status)>;
 
 }  // namespace pdserve
 

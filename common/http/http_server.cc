@@ -22,6 +22,7 @@ HttpServer::HttpServer(const HttpServerOptions& options, HttpHandler handler)
   config_.max_body_bytes = options_.max_body_bytes;
   config_.read_timeout = absl::ToChronoMilliseconds(options_.read_timeout);
   config_.handler = &handler_;
+  config_.error_body = options_.error_body ? &options_.error_body : nullptr;
   config_.gate = gate_;
   config_.on_closed = [this](uint64_t id) { connections_.erase(id); };
 }

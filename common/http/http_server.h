@@ -43,6 +43,8 @@ struct HttpServerOptions {
   // Request line plus header fields.
   size_t max_header_bytes = 16 * 1024;
   size_t max_body_bytes = 1 << 20;
+  // Unset: "<status> <reason>" as plain text.
+  HttpErrorBody error_body;
   // The I/O thread's name (at most 15 characters) in debuggers and top.
   std::string thread_name = "http";
 };

@@ -21,7 +21,8 @@ absl::Status WritePortFile(const std::string& path, const BoundPorts& ports) {
   const std::string tmp = absl::StrCat(path, ".tmp");
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << "grpc=" << ports.grpc << "\nmetrics=" << ports.metrics << "\nkv=" << ports.kv << "\n";
+    out << "grpc=" << ports.grpc << "\nmetrics=" << ports.metrics << "\nkv=" << ports.kv
+        << "\nhttp=" << ports.http << "\n";
     out.flush();
     if (!out) return absl::InternalError(absl::StrCat("--port_file: cannot write ", tmp));
   }
@@ -48,6 +49,7 @@ absl::StatusOr<BoundPorts> ReadPortFile(const std::string& path) {
     if (kv.first == "grpc") ports.grpc = value;
     if (kv.first == "metrics") ports.metrics = value;
     if (kv.first == "kv") ports.kv = value;
+    if (kv.first == "http") ports.http = value;
   }
   if (ports.grpc <= 0) return absl::InvalidArgumentError(absl::StrCat(path, ": no grpc port"));
   return ports;

@@ -7,7 +7,8 @@
 // The file is written once the process serves (model loaded, gRPC server
 // up), so its appearance is also the start-up signal. Format, one
 // `name=port` per line: grpc, metrics (0 = no metrics server), kv (the
-// decode worker's KV receiver; 0 elsewhere). It is written to a temporary
+// decode worker's KV receiver; 0 elsewhere), http (the router's HTTP API;
+// 0 elsewhere). It is written to a temporary
 // name and renamed, so a reader never sees half of it.
 #ifndef PDSERVE_COMMON_RPC_PORT_FILE_H_
 #define PDSERVE_COMMON_RPC_PORT_FILE_H_
@@ -23,6 +24,7 @@ struct BoundPorts {
   int grpc = 0;
   int metrics = 0;
   int kv = 0;
+  int http = 0;  // the router's OpenAI-compatible HTTP API; 0 = none
 };
 
 // No-op for an empty path.

@@ -429,7 +429,11 @@ def check_chat_logprobs(cfg: Config) -> None:
         return
     assert entries is not None
     if resp.usage is not None:
-        check("chat logprobs: one entry per output token", len(entries) == resp.usage.completion_tokens,
+        # usage counts the end-of-generation token the model produced (as
+        # gRPC's Finished.usage does); it has no text, so no entry.
+        eos = 1 if choice.finish_reason == "stop" else 0
+        check("chat logprobs: one entry per output token",
+              len(entries) in (resp.usage.completion_tokens, resp.usage.completion_tokens - eos),
               f"{len(entries)} entries, {resp.usage.completion_tokens} tokens")
     problems: list[str] = []
     for i, e in enumerate(entries):
@@ -559,8 +563,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:PORT/v1")
     parser.add_argument("--api-key", required=True)
     parser.add_argument("--model", required=True, help="the one model the router serves")
-    parser.add_argument("--expect-greedy-text", required=True,
+    greedy = parser.add_mutually_exclusive_group(required=True)
+    greedy.add_argument("--expect-greedy-text",
                         help="gRPC Generate's greedy answer to the prompt rendered as chat")
+    greedy.add_argument("--expect-greedy-text-file",
+                        help="a file holding that answer (UTF-8, no quoting needed)")
     parser.add_argument("--expect-greedy-prompt", required=True, help="the user message of that answer")
     parser.add_argument("--greedy-max-tokens", required=True, type=int, help="its max_tokens")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP request (default 60)")
@@ -569,6 +576,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.expect_greedy_text_file:
+        with open(args.expect_greedy_text_file, encoding="utf-8") as f:
+            args.expect_greedy_text = f.read()
     print(f"openai_sdk_check: openai {openai.__version__}, httpx {httpx.__version__}, {args.base_url}", flush=True)
     client = OpenAI(base_url=args.base_url, api_key=args.api_key, timeout=args.timeout, max_retries=0)
     http = httpx.Client(base_url=args.base_url, timeout=args.timeout,

@@ -136,6 +136,7 @@ def main():
 
     ports = {t: free_port() for t in tiers}
     kv_port = free_port()
+    http_port = free_port()
     # --metrics_port is the same on every pod; here the three share a host.
     metrics_ports = {t: free_port() for t in tiers}
     ncpu = os.cpu_count() or 1
@@ -150,6 +151,8 @@ def main():
         for name, value in flags.items():
             if name == "listen":
                 value = f"127.0.0.1:{ports[tier]}"
+            elif name == "http_listen":
+                value = f"127.0.0.1:{http_port}"
             elif name == "kv_listen":
                 value = f"127.0.0.1:{kv_port}"
             elif name == "kv_advertise":
@@ -223,8 +226,8 @@ def main():
 
             # The /metrics endpoints the ServiceMonitor and the HPAs rely on.
             expected = {
-                "router": ['pdserve_router_requests_total{code="OK"} 1\n',
-                           "pdserve_router_ttft_seconds_count 1\n"],
+                "router": ['pdserve_router_requests_total{api="grpc",code="OK"} 1\n',
+                           'pdserve_router_ttft_seconds_count{api="grpc"} 1\n'],
                 "prefill": ["pdserve_prefill_queued_prompt_tokens "],
                 "decode": ["pdserve_decode_kv_blocks_utilization ",
                            "pdserve_decode_kv_blocks_total "],

@@ -19,8 +19,8 @@ TEST(RouterMetricsTest, EveryCodeIsExportedFromTheStart) {
   RouterMetrics metrics(&registry);
   const std::string text = registry.Expose();
   EXPECT_THAT(text, HasSubstr("# TYPE pdserve_router_requests_total counter\n"));
-  EXPECT_THAT(text, HasSubstr("pdserve_router_requests_total{code=\"OK\"} 0\n"));
-  EXPECT_THAT(text, HasSubstr("pdserve_router_requests_total{code=\"UNAUTHENTICATED\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("pdserve_router_requests_total{api=\"grpc\",code=\"OK\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("pdserve_router_requests_total{api=\"grpc\",code=\"UNAUTHENTICATED\"} 0\n"));
   for (const char* h : {"ttft", "tpot", "itl", "e2e", "queue", "prefill_queue", "decode_admission",
                         "kv_transfer", "prefill_compute"}) {
     EXPECT_THAT(text,
@@ -50,9 +50,9 @@ TEST(RouterMetricsTest, CountsCodes) {
   metrics.CountRequest(grpc::StatusCode::RESOURCE_EXHAUSTED);
   metrics.CountRequest(static_cast<grpc::StatusCode>(99));  // counted as UNKNOWN
   const std::string text = registry.Expose();
-  EXPECT_THAT(text, HasSubstr("pdserve_router_requests_total{code=\"OK\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("pdserve_router_requests_total{code=\"RESOURCE_EXHAUSTED\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("pdserve_router_requests_total{code=\"UNKNOWN\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("pdserve_router_requests_total{api=\"grpc\",code=\"OK\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("pdserve_router_requests_total{api=\"grpc\",code=\"RESOURCE_EXHAUSTED\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("pdserve_router_requests_total{api=\"grpc\",code=\"UNKNOWN\"} 1\n"));
 }
 
 TEST(RouterMetricsTest, ObservesTimingsInSeconds) {
@@ -70,12 +70,12 @@ TEST(RouterMetricsTest, ObservesTimingsInSeconds) {
   local.set_ttft_ms(0);  // no token: not observed
   metrics.ObserveFinished(local);
   const std::string text = registry.Expose();
-  EXPECT_THAT(text, HasSubstr("pdserve_router_ttft_seconds_bucket{le=\"0.025\"} 0\n"));
-  EXPECT_THAT(text, HasSubstr("pdserve_router_ttft_seconds_bucket{le=\"0.05\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("pdserve_router_ttft_seconds_count 1\n"));
-  EXPECT_THAT(text, HasSubstr("pdserve_router_ttft_seconds_sum 0.04\n"));
-  EXPECT_THAT(text, HasSubstr("pdserve_router_e2e_seconds_bucket{le=\"1\"} 2\n"));
-  EXPECT_THAT(text, HasSubstr("pdserve_router_e2e_seconds_count 2\n"));
+  EXPECT_THAT(text, HasSubstr("pdserve_router_ttft_seconds_bucket{api=\"grpc\",le=\"0.025\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("pdserve_router_ttft_seconds_bucket{api=\"grpc\",le=\"0.05\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("pdserve_router_ttft_seconds_count{api=\"grpc\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("pdserve_router_ttft_seconds_sum{api=\"grpc\"} 0.04\n"));
+  EXPECT_THAT(text, HasSubstr("pdserve_router_e2e_seconds_bucket{api=\"grpc\",le=\"1\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("pdserve_router_e2e_seconds_count{api=\"grpc\"} 2\n"));
   // KV transfer only for remote prefill; compute for both.
   EXPECT_THAT(text, HasSubstr("pdserve_router_kv_transfer_seconds_count 1\n"));
   EXPECT_THAT(text, HasSubstr("pdserve_router_kv_transfer_seconds_bucket{le=\"0.005\"} 1\n"));
@@ -100,7 +100,7 @@ TEST(RouterMetricsTest, ObservesPerTokenLatenciesAndPhases) {
   local.set_prefill_mode("local");
   metrics.ObserveFinished(local, 1, {});  // one token: no TPOT
   const std::string text = registry.Expose();
-  EXPECT_THAT(text, HasSubstr("pdserve_router_completion_tokens_total 6\n"));
+  EXPECT_THAT(text, HasSubstr("pdserve_router_completion_tokens_total{api=\"grpc\"} 6\n"));
   EXPECT_THAT(text, HasSubstr("pdserve_router_tpot_seconds_count 1\n"));
   EXPECT_THAT(text, HasSubstr("pdserve_router_tpot_seconds_sum 0.1\n"));
   EXPECT_THAT(text, HasSubstr("pdserve_router_tpot_seconds_bucket{le=\"0.075\"} 0\n"));

@@ -1,0 +1,84 @@
+// A blocking HTTP/1.1 client on Beast for tests of pdserve's HTTP APIs:
+// one request per connection, the whole response read (chunked bodies
+// decoded), and the SSE `data:` payloads of a streamed one split out.
+#ifndef PDSERVE_TESTS_TESTING_HTTP_TEST_CLIENT_H_
+#define PDSERVE_TESTS_TESTING_HTTP_TEST_CLIENT_H_
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace pdserve::testing {
+
+struct HttpResult {
+  int status = 0;  // 0: no response (connection failed or closed)
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  std::string Header(const std::string& name) const {
+    for (const auto& [k, v] : headers) {
+      if (absl::EqualsIgnoreCase(k, name)) return v;
+    }
+    return "";
+  }
+  // The `data:` payloads of a text/event-stream body, in order.
+  std::vector<std::string> Events() const {
+    std::vector<std::string> out;
+    for (absl::string_view line : absl::StrSplit(body, '\n')) {
+      if (absl::ConsumePrefix(&line, "data: ")) out.emplace_back(line);
+    }
+    return out;
+  }
+};
+
+// `address` is "127.0.0.1:port".
+inline HttpResult HttpCall(const std::string& address, const std::string& method,
+                           const std::string& target, const std::string& body = "",
+                           const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+  namespace asio = boost::asio;
+  namespace http = boost::beast::http;
+  HttpResult out;
+  asio::io_context io;
+  asio::ip::tcp::socket socket(io);
+  const size_t colon = address.rfind(':');
+  boost::system::error_code ec;
+  socket.connect({asio::ip::make_address(address.substr(0, colon)),
+                  static_cast<uint16_t>(std::stoi(address.substr(colon + 1)))},
+                 ec);
+  if (ec) return out;
+  http::request<http::string_body> req(http::string_to_verb(method), target, 11);
+  req.set(http::field::host, address);
+  req.set(http::field::connection, "close");
+  for (const auto& [k, v] : headers) req.set(k, v);
+  if (!body.empty() || method == "POST") {
+    req.set(http::field::content_type, "application/json");
+    req.body() = body;
+    req.prepare_payload();
+  }
+  http::write(socket, req, ec);
+  if (ec) return out;
+  boost::beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 << 20);
+  http::read(socket, buffer, parser, ec);
+  if (ec && ec != http::error::end_of_stream) return out;
+  const auto& res = parser.get();
+  out.status = res.result_int();
+  out.body = res.body();
+  for (const auto& f : res) out.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  return out;
+}
+
+}  // namespace pdserve::testing
+
+#endif  // PDSERVE_TESTS_TESTING_HTTP_TEST_CLIENT_H_
