@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
+#include "common/http/http_tls.h"
 #include "common/rpc/port_file.h"
 #include "glog/logging.h"
 
@@ -75,6 +76,10 @@ absl::Status RouterServer::StartHttp(const std::string& front_key) {
   o.http.thread_name = "openai-http";
   o.http.read_timeout = absl::Milliseconds(config_.http_read_timeout_ms);
   o.http.max_body_bytes = static_cast<size_t>(config_.http_max_body_bytes);
+  if (!config_.tls.cert.empty()) {
+    ASSIGN_OR_RETURN(o.http.tls,
+                     MakeHttpTlsContext(config_.tls.cert, config_.tls.key, config_.tls.ca));
+  }
   o.model_name = config_.ModelName();
   o.front_key = front_key;
   o.ready = [this] { return serving_.load() == 1; };

@@ -52,8 +52,11 @@ ABSL_FLAG(std::string, json_out, "", "bench: also write the results as JSON to t
 ABSL_FLAG(std::string, target, "router",
           "bench: what to load — router (pdserve's Generate), decode (a decode worker's Decode "
           "with local prefill, no router) or openai (an OpenAI-compatible /v1/completions "
-          "server streaming SSE, e.g. llama.cpp's)");
+          "server streaming SSE: pdserve's own HTTP API, llama-server, vLLM)");
 ABSL_FLAG(std::string, address, "", "bench: the target's host:port (default: --router)");
+ABSL_FLAG(bool, openai_ban_eos, false,
+          "bench --target=openai: also ban the end-of-generation tokens with logit_bias when "
+          "ignoring EOS, for servers without ignore_eos (llama-cpp-python's)");
 ABSL_FLAG(bool, text_prompts, false,
           "bench: send prompts as text (the decoded synthetic ids; tokenizer from --model) "
           "instead of token ids; implied by --target=openai");
@@ -281,7 +284,8 @@ absl::Status BenchCommand() {
   if (address.empty()) address = absl::GetFlag(FLAGS_router);
   ASSIGN_OR_RETURN(const ClientSecurity security, ClientSecurityFromFlags());
   ASSIGN_OR_RETURN(BenchConnection server,
-                   ConnectBench(kind, address, tokenizer ? &*tokenizer : nullptr, security));
+                   ConnectBench(kind, address, tokenizer ? &*tokenizer : nullptr, security,
+                                absl::GetFlag(FLAGS_openai_ban_eos)));
   wopts.vocab_size = server.vocab_size;
   ASSIGN_OR_RETURN(Workload workload, Workload::Create(std::move(wopts)));
   if (server.context_length > 0 && workload.MaxRequestTokens() > server.context_length) {

@@ -54,9 +54,10 @@ absl::Status ConnectDecode(const std::string& address, const PromptText* tokeniz
 }
 
 absl::Status ConnectOpenAi(const std::string& address, const PromptText* tokenizer,
-                           BenchConnection* c) {
+                           bool ban_eos, BenchConnection* c) {
   ASSIGN_OR_RETURN(std::unique_ptr<OpenAiTarget> target,
-                   OpenAiTarget::Create(address, tokenizer->eog_ids()));
+                   OpenAiTarget::Create(address, ban_eos ? tokenizer->eog_ids()
+                                                         : std::vector<int32_t>{}));
   c->model_name = absl::StrCat("(OpenAI-compatible server at ", address, ")");
   c->vocab_size = tokenizer->vocab_size();
   c->target = std::move(target);
@@ -75,7 +76,7 @@ absl::StatusOr<BenchTargetKind> ParseBenchTargetKind(absl::string_view name) {
 
 absl::StatusOr<BenchConnection> ConnectBench(BenchTargetKind kind, const std::string& address,
                                              const PromptText* tokenizer,
-                                             const ClientSecurity& security) {
+                                             const ClientSecurity& security, bool openai_ban_eos) {
   BenchConnection c;
   if (kind != BenchTargetKind::kRouter && tokenizer == nullptr) {
     return absl::InvalidArgumentError("this target needs the model's tokenizer (--model)");
@@ -88,7 +89,7 @@ absl::StatusOr<BenchConnection> ConnectBench(BenchTargetKind kind, const std::st
       RETURN_IF_ERROR(ConnectDecode(address, tokenizer, &c));
       break;
     case BenchTargetKind::kOpenAi:
-      RETURN_IF_ERROR(ConnectOpenAi(address, tokenizer, &c));
+      RETURN_IF_ERROR(ConnectOpenAi(address, tokenizer, openai_ban_eos, &c));
       break;
   }
   return c;

@@ -32,11 +32,13 @@ struct BenchConnection {
 
 // Connects and asks the server about its model. `tokenizer` (may be null
 // for kRouter) supplies the vocabulary where the server does not report
-// one, and the ids an OpenAI server must ban to ignore EOS.
-// `security` applies to the router target.
+// one, and the end-of-generation ids an OpenAI server without
+// `ignore_eos` must ban (`openai_ban_eos`). `security` applies to the
+// router target.
 absl::StatusOr<BenchConnection> ConnectBench(BenchTargetKind kind, const std::string& address,
                                              const PromptText* tokenizer,
-                                             const ClientSecurity& security = {});
+                                             const ClientSecurity& security = {},
+                                             bool openai_ban_eos = false);
 
 }  // namespace pdserve
 

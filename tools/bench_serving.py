@@ -5,10 +5,14 @@ Starts each system on loopback, drives it with `pdserve bench` (one load
 generator and one set of metric definitions for every system), tears it down,
 and writes the raw JSON, a markdown report and PNG plots:
 
-  disagg     router + 1 prefill worker (core 0) + 1 decode worker (core 1)
-  colocated  router + 2 decode workers prefilling locally (cores 0 and 1)
-  llama.cpp  llama-cpp-python's OpenAI server (cores 0-1, 2 threads)
+  disagg        router + 1 prefill worker (core 0) + 1 decode worker (core 1)
+  colocated     router + 2 decode workers prefilling locally (cores 0 and 1)
+  llama-server  llama.cpp's C++ server, continuous batching (--parallel 8
+                --cont-batching, cores 0-1, 2 threads), built from the
+                llama-cpp-python 0.3.36 sdist by scripts/build-llama-server.sh
 
+Every system is driven over the OpenAI HTTP API (/v1/completions, streamed)
+by the same client, so pdserve's HTTP front is part of what is measured.
 Workload (same seed for every system): mostly short prompts, a share of long
 ones, fixed output length (EOS ignored), Poisson arrivals swept over rates.
 SLOs are slowdowns over an unloaded run: TTFT p90 <= 3x and TPOT p90 <= 1.5x
@@ -79,8 +83,9 @@ def worker(cluster, kind, core, extra=()):
     return f"127.0.0.1:{port}"
 
 
-def start_pdserve(cluster, layout, decode_flags=()):
-    """Returns (router address, first decode worker address)."""
+def start_pdserve(cluster, layout, decode_flags=(), http_port=None):
+    """Returns (router address, first decode worker address). `http_port`:
+    serve the OpenAI HTTP API there (else off)."""
     if layout == "disagg":
         prefill = [worker(cluster, "prefill", 0)]
         decode = [worker(cluster, "decode", 1, decode_flags)]
@@ -92,7 +97,8 @@ def start_pdserve(cluster, layout, decode_flags=()):
         prefill, decode = [], [worker(cluster, "decode", 1, decode_flags)]
     port = free_port()
     args = [os.path.join(BIN, "pdserve-router"), "--model=" + MODEL,
-            f"--listen=127.0.0.1:{port}", "--decode=" + ",".join(decode)]
+            f"--listen=127.0.0.1:{port}", "--decode=" + ",".join(decode),
+            f"--http_listen=127.0.0.1:{http_port}" if http_port else "--http_listen=none"]
     if prefill:
         args.append("--prefill=" + ",".join(prefill))
     else:
@@ -105,12 +111,19 @@ def start_pdserve(cluster, layout, decode_flags=()):
     return f"127.0.0.1:{port}", decode[0]
 
 
-def start_llama_cpp(cluster):
+LLAMA_SLOTS = 8
+
+
+def start_llama_server(cluster):
+    binary = subprocess.run([os.path.join(ROOT, "scripts", "build-llama-server.sh")],
+                            check=True, capture_output=True, text=True).stdout.strip()
     port = free_port()
-    cluster.spawn("llama_cpp_server", [
-        sys.executable, "-m", "llama_cpp.server", "--model", MODEL, "--host", "127.0.0.1",
-        "--port", str(port), "--n_threads", "2", "--n_threads_batch", "2", "--n_ctx", "4096",
-        "--interrupt_requests", "False"], cores="0,1")
+    # Each of the slots gets 1024 tokens of context: the longest request
+    # here is 520 + 64.
+    cluster.spawn("llama_server", [
+        binary, "--model", MODEL, "--host", "127.0.0.1", "--port", str(port),
+        "--threads", "2", "--threads-batch", "2", "--parallel", str(LLAMA_SLOTS),
+        "--cont-batching", "--ctx-size", str(1024 * LLAMA_SLOTS)], cores="0,1")
     return f"127.0.0.1:{port}"
 
 
@@ -148,14 +161,17 @@ def workload(args):
 def run_system(name, args, out_dir, log_dir):
     """Unloaded baseline plus the rate sweep for one system; list of runs."""
     runs = []
-    repeats = args.repeats if name != "llama.cpp" else args.peer_repeats
+    repeats = args.repeats if name != "llama-server" else args.peer_repeats
     for rep in range(repeats):
         cluster = Cluster(log_dir)
         try:
-            if name == "llama.cpp":
-                target, address = "openai", start_llama_cpp(cluster)
+            target = "openai"
+            if name == "llama-server":
+                address = start_llama_server(cluster)
             else:
-                target, address = "router", start_pdserve(cluster, name, args.decode_flags)[0]
+                http_port = free_port()
+                start_pdserve(cluster, name, args.decode_flags, http_port=http_port)
+                address = f"127.0.0.1:{http_port}"
             wait_ready(target, address, out_dir)
             text = ["--text_prompts"] if args.text_prompts else []
             points = [("unloaded", ["--max_concurrency=1", f"--num_requests={args.baseline_requests}"])]
@@ -217,7 +233,7 @@ def main():
     ap.add_argument("--long_fraction", type=float, default=0.2)
     ap.add_argument("--output_len", default="64")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--systems", default="disagg,colocated,llama.cpp")
+    ap.add_argument("--systems", default="disagg,colocated,llama-server")
     ap.add_argument("--decode_flags", default="",
                     help="extra flags for every decode worker, comma-separated, e.g. "
                          "--prefill_tokens_while_decoding=0")

@@ -9,8 +9,8 @@ import json
 import os
 import statistics
 
-SYSTEMS = ["disagg", "colocated", "llama.cpp"]
-COLORS = {"disagg": "tab:blue", "colocated": "tab:orange", "llama.cpp": "tab:green"}
+SYSTEMS = ["disagg", "colocated", "llama-server"]
+COLORS = {"disagg": "tab:blue", "colocated": "tab:orange", "llama-server": "tab:green"}
 
 
 def slo_from_baselines(runs):

@@ -1,73 +1,47 @@
 #include "tools/openai_target.h"
 
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <optional>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <cstdint>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/host_port.h"
-#include "tools/sse_stream.h"
+#include "tools/sse_event_parser.h"
 
 namespace pdserve {
 namespace {
 
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
 using Clock = BenchClock;
 
-absl::Status Errno(absl::string_view what) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+// Runs one asynchronous operation of `io` to completion: the stream's
+// expiry (the request's deadline) bounds each, which Beast's synchronous
+// calls cannot do.
+template <typename Start>
+beast::error_code RunOp(asio::io_context& io, Start start) {
+  beast::error_code result = asio::error::would_block;
+  start([&result](beast::error_code ec, auto&&...) { result = ec; });
+  io.restart();
+  io.run();
+  return result;
 }
 
-// Owns one connected socket.
-class Socket {
- public:
-  explicit Socket(int fd) : fd_(fd) {}
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  ~Socket() {
-    if (fd_ >= 0) close(fd_);
-  }
-
-  absl::Status SendAll(std::string_view bytes) {
-    while (!bytes.empty()) {
-      const ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Errno("send");
-      bytes.remove_prefix(static_cast<size_t>(n));
-    }
-    return absl::OkStatus();
-  }
-
-  // Waits until `deadline` for bytes; "" means the peer closed.
-  absl::StatusOr<std::string> Receive(Clock::time_point deadline) {
-    pollfd p{fd_, POLLIN, 0};
-    while (true) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) return absl::DeadlineExceededError("deadline exceeded");
-      const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return Errno("poll");
-      if (r > 0) break;
-    }
-    char buf[16384];
-    ssize_t n;
-    do {
-      n = recv(fd_, buf, sizeof(buf), 0);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0) return Errno("recv");
-    return std::string(buf, static_cast<size_t>(n));
-  }
-
- private:
-  const int fd_;
-};
+absl::Status Failed(absl::string_view what, const beast::error_code& ec) {
+  if (ec == beast::error::timeout) return absl::DeadlineExceededError("deadline exceeded");
+  return absl::UnavailableError(absl::StrCat(what, ": ", ec.message()));
+}
 
 absl::StatusCode CodeForHttp(int status) {
   switch (status) {
@@ -126,34 +100,47 @@ class EventSink {
   bool done_ = false;
 };
 
-std::string HttpRequest(const std::string& address, const std::string& body) {
-  return absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: ", address,
-                      "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
-                      "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
-}
-
-// Reads the response until the stream ends; fills the record's chunks.
-absl::Status ReadStream(Socket& socket, Clock::time_point sent, Clock::time_point deadline,
+// Reads the response as it arrives: Beast parses the status line and the
+// (chunked or length- or close-delimited) body, SseEventParser the events.
+absl::Status ReadStream(asio::io_context& io, beast::tcp_stream& stream, Clock::time_point sent,
                         RequestRecord* record) {
-  SseStream stream;
+  beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> parser;
+  // A finite limit: Boost 1.74 compares a Content-Length against an unset
+  // (boost::none) limit as if it were exceeded.
+  parser.body_limit(std::uint64_t{1} << 40);
+  if (beast::error_code ec = RunOp(io, [&](auto done) {
+        http::async_read_header(stream, buffer, parser, std::move(done));
+      });
+      ec) {
+    return Failed("read response header", ec);
+  }
+  const int status = parser.get().result_int();
+  SseEventParser events_parser;
   EventSink sink(record, sent);
   std::vector<std::string> events;
   bool open = true;
-  while (open) {
-    absl::StatusOr<std::string> bytes = socket.Receive(deadline);
-    if (!bytes.ok()) return bytes.status();
+  char chunk[16384];
+  while (!parser.is_done() && open) {
+    parser.get().body().data = chunk;
+    parser.get().body().size = sizeof(chunk);
+    beast::error_code ec = RunOp(io, [&](auto done) {
+      http::async_read_some(stream, buffer, parser, std::move(done));
+    });
+    if (ec == http::error::need_buffer) ec = {};
     const Clock::time_point now = Clock::now();
-    if (bytes->empty()) break;
+    const size_t n = sizeof(chunk) - parser.get().body().size;
     events.clear();
-    if (absl::Status s = stream.Feed(*bytes, &events); !s.ok()) return s;
-    if (stream.headers_done() && stream.http_status() != 200) continue;  // error body
-    for (const std::string& e : events) open = open && sink.Take(e, now);
-    if (stream.finished()) break;
+    events_parser.Feed(absl::string_view(chunk, n), &events);
+    if (status == 200) {
+      for (const std::string& e : events) open = open && sink.Take(e, now);
+    }
+    if (ec == http::error::end_of_stream || ec == http::error::partial_message) break;
+    if (ec) return Failed("read response", ec);
   }
-  if (stream.http_status() != 200) {
-    return absl::Status(CodeForHttp(stream.http_status()),
-                        absl::StrCat("HTTP ", stream.http_status(), ": ",
-                                     stream.body().substr(0, 300)));
+  if (status != 200) {
+    return absl::Status(CodeForHttp(status), absl::StrCat("HTTP ", status, ": ",
+                                                          events_parser.body().substr(0, 300)));
   }
   if (!sink.complete()) return absl::UnavailableError("stream ended before the completion did");
   sink.Finish();
@@ -175,11 +162,16 @@ std::string OpenAiCompletionBody(const BenchRequestSpec& spec,
       {"top_k", s.has_top_k() ? s.top_k() : 0},
       {"top_p", s.has_top_p() ? s.top_p() : 1.0f},
       {"min_p", s.has_min_p() ? s.min_p() : 0.0f},
+      // llama.cpp's name and vLLM's (pdserve's) for the same knob.
       {"repeat_penalty", s.has_repetition_penalty() ? s.repetition_penalty() : 1.0f},
+      {"repetition_penalty", s.has_repetition_penalty() ? s.repetition_penalty() : 1.0f},
       {"presence_penalty", s.presence_penalty()},
       {"frequency_penalty", s.frequency_penalty()},
       {"seed", s.seed()},
   };
+  if (spec.ignore_eos) body["ignore_eos"] = true;
+  // For servers without ignore_eos (llama-cpp-python's): ban the
+  // end-of-generation tokens instead.
   if (spec.ignore_eos && !ban_ids.empty()) {
     nlohmann::json bias = nlohmann::json::object();
     for (int32_t id : ban_ids) bias[std::to_string(id)] = -100.0;
@@ -188,23 +180,19 @@ std::string OpenAiCompletionBody(const BenchRequestSpec& spec,
   return body.dump();
 }
 
-absl::StatusOr<std::unique_ptr<OpenAiTarget>> OpenAiTarget::Create(const std::string& address,
-                                                                   std::vector<int32_t> ban_ids) {
+absl::StatusOr<std::unique_ptr<OpenAiTarget>> OpenAiTarget::Create(
+    const std::string& address, std::vector<int32_t> ban_ids) {
   absl::StatusOr<HostPort> hp = ParseHostPort(address);
   if (!hp.ok()) return hp.status();
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const int rc = getaddrinfo(hp->host.c_str(), std::to_string(hp->port).c_str(), &hints, &res);
-  if (rc != 0 || res == nullptr) {
-    return absl::UnavailableError(absl::StrCat("resolve ", address, ": ", gai_strerror(rc)));
+  asio::io_context io;
+  asio::ip::tcp::resolver resolver(io);
+  beast::error_code ec;
+  auto results = resolver.resolve(hp->host, std::to_string(hp->port), ec);
+  if (ec || results.empty()) {
+    return absl::UnavailableError(absl::StrCat("resolve ", address, ": ", ec.message()));
   }
-  sockaddr_storage addr{};
-  std::memcpy(&addr, res->ai_addr, res->ai_addrlen);
-  const socklen_t len = res->ai_addrlen;
-  freeaddrinfo(res);
-  return std::unique_ptr<OpenAiTarget>(new OpenAiTarget(address, addr, len, std::move(ban_ids)));
+  return std::unique_ptr<OpenAiTarget>(
+      new OpenAiTarget(address, results.begin()->endpoint(), std::move(ban_ids)));
 }
 
 void OpenAiTarget::Start(const BenchRequestSpec& spec, RequestRecord record,
@@ -233,17 +221,30 @@ void OpenAiTarget::Run(BenchRequestSpec spec, RequestRecord record, Clock::time_
     if (spec.text.empty()) {
       return absl::InvalidArgumentError("the openai target sends text: set a prompt tokenizer");
     }
-    const int fd = socket(addr_.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return Errno("socket");
-    Socket socket(fd);
-    if (connect(fd, reinterpret_cast<const sockaddr*>(&addr_), addr_len_) != 0) {
-      return Errno(absl::StrCat("connect ", address_));
+    asio::io_context io;
+    beast::tcp_stream stream(io);
+    stream.expires_at(deadline);
+    if (beast::error_code ec = RunOp(io, [&](auto done) {
+          stream.async_connect(endpoint_, std::move(done));
+        });
+        ec) {
+      return Failed(absl::StrCat("connect ", address_), ec);
     }
-    const std::string request = HttpRequest(address_, OpenAiCompletionBody(spec, ban_ids_));
+    http::request<http::string_body> request(http::verb::post, "/v1/completions", 11);
+    request.set(http::field::host, address_);
+    request.set(http::field::content_type, "application/json");
+    request.set(http::field::accept, "text/event-stream");
+    request.body() = OpenAiCompletionBody(spec, ban_ids_);
+    request.prepare_payload();
     sent = Clock::now();
     record.send_s = MsBetween(bench_start, sent) / 1000.0;
-    if (absl::Status s = socket.SendAll(request); !s.ok()) return s;
-    return ReadStream(socket, sent, deadline, &record);
+    if (beast::error_code ec = RunOp(io, [&](auto done) {
+          http::async_write(stream, request, std::move(done));
+        });
+        ec) {
+      return Failed("send request", ec);
+    }
+    return ReadStream(io, stream, sent, &record);
   }();
   const Clock::time_point end = Clock::now();
   record.e2e_ms = MsBetween(sent, end);

@@ -7,12 +7,13 @@
 // may hold back a token or two, e.g. an incomplete UTF-8 character, and
 // send them together).
 //
-// A blocking socket on a thread per request in flight: simple, and the
-// loads compared here keep at most a few hundred requests in flight.
+// HTTP on Boost.Beast, one connection and thread per request in flight:
+// simple, and the loads compared here keep at most a few hundred requests
+// in flight. Each request's deadline bounds every network operation.
 #ifndef PDSERVE_TOOLS_OPENAI_TARGET_H_
 #define PDSERVE_TOOLS_OPENAI_TARGET_H_
 
-#include <sys/socket.h>
+#include <boost/asio/ip/tcp.hpp>
 
 #include <memory>
 #include <string>
@@ -25,8 +26,9 @@
 
 namespace pdserve {
 
-// The JSON body for `spec`. `ban_ids` get a -100 logit bias when the spec
-// ignores EOS (OpenAI's API has no ignore_eos).
+// The JSON body for `spec`. Ignoring EOS sends `ignore_eos` (vLLM's,
+// llama-server's and pdserve's extension); `ban_ids`, if any, also get a
+// -100 logit bias, for servers without it.
 std::string OpenAiCompletionBody(const BenchRequestSpec& spec, const std::vector<int32_t>& ban_ids);
 
 class OpenAiTarget final : public BenchTarget {
@@ -41,17 +43,15 @@ class OpenAiTarget final : public BenchTarget {
   void Quiesce() override;
 
  private:
-  OpenAiTarget(std::string address, sockaddr_storage addr, socklen_t addr_len,
+  OpenAiTarget(std::string address, boost::asio::ip::tcp::endpoint endpoint,
                std::vector<int32_t> ban_ids)
-      : address_(std::move(address)), addr_(addr), addr_len_(addr_len),
-        ban_ids_(std::move(ban_ids)) {}
+      : address_(std::move(address)), endpoint_(endpoint), ban_ids_(std::move(ban_ids)) {}
 
   void Run(BenchRequestSpec spec, RequestRecord record, BenchClock::time_point bench_start,
            BenchDoneFn done) const;
 
   const std::string address_;
-  const sockaddr_storage addr_;
-  const socklen_t addr_len_;
+  const boost::asio::ip::tcp::endpoint endpoint_;
   const std::vector<int32_t> ban_ids_;
   absl::Mutex mu_;
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);

@@ -43,13 +43,35 @@ void SetHeaders(http::response<Body>& res, int status, const std::string& conten
 }  // namespace
 
 HttpConnection::HttpConnection(asio::ip::tcp::socket socket, uint64_t id, const Config& config)
-    : socket_(std::move(socket)), timer_(socket_.get_executor()), id_(id), config_(config) {
+    : stream_(std::move(socket), config.tls),
+      timer_(stream_.socket().get_executor()),
+      id_(id),
+      config_(config) {
   error_code ec;
-  const asio::ip::tcp::endpoint peer = socket_.remote_endpoint(ec);
+  const asio::ip::tcp::endpoint peer = stream_.socket().remote_endpoint(ec);
   peer_ = ec ? "unknown peer" : FormatHostPort(peer.address().to_string(), peer.port());
 }
 
-void HttpConnection::Start() { AwaitRequest(); }
+void HttpConnection::Start() {
+  if (!stream_.tls()) {
+    AwaitRequest();
+    return;
+  }
+  // The read timeout bounds the handshake too: a client that opens a
+  // connection and says nothing is closed.
+  phase_ = Phase::kAwaitRequest;
+  parser_.emplace();
+  ArmTimer();
+  stream_.Handshake([self = shared_from_this()](const error_code& ec) {
+    if (self->phase_ == Phase::kClosed) return;
+    if (ec) {
+      LOG(INFO) << "TLS handshake with " << self->peer_ << " failed: " << ec.message();
+      self->Close();
+      return;
+    }
+    self->AwaitRequest();
+  });
+}
 
 void HttpConnection::AwaitRequest() {
   phase_ = Phase::kAwaitRequest;
@@ -63,14 +85,16 @@ void HttpConnection::AwaitRequest() {
     // A pipelined request is already buffered; the read still pending from
     // the response may wait forever, so cancel it (OnWatch then reads).
     error_code ignored;
-    socket_.cancel(ignored);
+    stream_.socket().cancel(ignored);
   }
   // Else the pending read continues into this request (OnWatch).
 }
 
 void HttpConnection::ReadRequest() {
-  http::async_read(socket_, buffer_, *parser_,
-                   [self = shared_from_this()](const error_code& ec, size_t) { self->OnRead(ec); });
+  stream_.Visit([&](auto& s) {
+    http::async_read(s, buffer_, *parser_, [self = shared_from_this()](const error_code& ec,
+                                                                        size_t) { self->OnRead(ec); });
+  });
 }
 
 void HttpConnection::ArmTimer() {
@@ -152,9 +176,12 @@ void HttpConnection::Watch() {
   // until the next write).
   if (phase_ == Phase::kResponding && buffer_.size() >= config_.max_header_bytes) return;
   watching_ = true;
-  socket_.async_read_some(
-      buffer_.prepare(4096),
-      [self = shared_from_this()](const error_code& ec, size_t n) { self->OnWatch(ec, n); });
+  stream_.Visit([&](auto& s) {
+    s.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](const error_code& ec,
+                                                                         size_t n) {
+      self->OnWatch(ec, n);
+    });
+  });
 }
 
 void HttpConnection::OnWatch(const error_code& ec, size_t n) {
@@ -195,9 +222,11 @@ void HttpConnection::Close() {
   phase_ = Phase::kClosed;
   ++timer_generation_;
   timer_.cancel();
+  // TLS gets no close_notify: a peer that is gone or misbehaving would
+  // hold the close up, and HTTP framing already says where a response ends.
   error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  stream_.socket().close(ignored);
   writes_.clear();
   if (responding) {
     if (std::shared_ptr<HttpResponder> r = responder_.lock()) r->ConnectionClosed();
@@ -226,9 +255,10 @@ void HttpConnection::SendResponse(uint64_t sequence, int status, std::string con
   }
   Enqueue(
       [this, res](WriteDone done) {
-        http::async_write(
-            socket_, *res,
-            [res, done = std::move(done)](const error_code& ec, size_t) { done(ec); });
+        stream_.Visit([&](auto& s) {
+          http::async_write(
+              s, *res, [res, done = std::move(done)](const error_code& ec, size_t) { done(ec); });
+        });
       },
       /*last=*/true);
 }
@@ -245,9 +275,11 @@ void HttpConnection::SendStreamHead(uint64_t sequence, int status, std::string c
   auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
   Enqueue(
       [this, res, serializer](WriteDone done) {
-        http::async_write_header(
-            socket_, *serializer,
-            [res, serializer, done = std::move(done)](const error_code& ec, size_t) { done(ec); });
+        stream_.Visit([&](auto& s) {
+          http::async_write_header(s, *serializer,
+                                   [res, serializer, done = std::move(done)](
+                                       const error_code& ec, size_t) { done(ec); });
+        });
       },
       /*last=*/false);
 }
@@ -261,14 +293,16 @@ void HttpConnection::SendChunk(uint64_t sequence, std::string chunk) {
         auto on_written = [data, done = std::move(done)](const error_code& ec, size_t) {
           done(ec);
         };
-        if (chunked_) {
-          auto framed = std::make_shared<http::chunk_body<asio::const_buffer>>(bytes);
-          asio::async_write(socket_, *framed,
-                            [framed, on_written = std::move(on_written)](
-                                const error_code& ec, size_t n) { on_written(ec, n); });
-        } else {
-          asio::async_write(socket_, bytes, std::move(on_written));
-        }
+        stream_.Visit([&](auto& s) {
+          if (chunked_) {
+            auto framed = std::make_shared<http::chunk_body<asio::const_buffer>>(bytes);
+            asio::async_write(s, *framed,
+                              [framed, on_written = std::move(on_written)](
+                                  const error_code& ec, size_t n) { on_written(ec, n); });
+          } else {
+            asio::async_write(s, bytes, std::move(on_written));
+          }
+        });
       },
       /*last=*/false);
 }
@@ -279,13 +313,15 @@ void HttpConnection::SendStreamEnd(uint64_t sequence) {
       [this](WriteDone done) {
         if (!chunked_ || head_) {
           // Nothing to frame: the stream ends here (HTTP/1.0: at the close).
-          asio::post(socket_.get_executor(), [done = std::move(done)] { done(error_code()); });
+          asio::post(stream_.socket().get_executor(),
+                     [done = std::move(done)] { done(error_code()); });
           return;
         }
         auto last = std::make_shared<http::chunk_last<http::chunk_crlf>>();
-        asio::async_write(
-            socket_, *last,
-            [last, done = std::move(done)](const error_code& ec, size_t) { done(ec); });
+        stream_.Visit([&](auto& s) {
+          asio::async_write(
+              s, *last, [last, done = std::move(done)](const error_code& ec, size_t) { done(ec); });
+        });
       },
       /*last=*/true);
 }
@@ -354,7 +390,7 @@ void HttpConnection::ResponseWritten() {
   // read timeout.
   phase_ = Phase::kDraining;
   error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
   ArmTimer();
   Watch();
 }

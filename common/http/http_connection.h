@@ -36,6 +36,7 @@
 
 #include "common/http/http_handler.h"
 #include "common/http/http_request.h"
+#include "common/http/http_stream.h"
 
 namespace pdserve {
 
@@ -50,6 +51,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     std::chrono::milliseconds read_timeout{0};
     const HttpHandler* handler = nullptr;  // outlives the connection's I/O
     const HttpErrorBody* error_body = nullptr;  // the same; null = plain text
+    boost::asio::ssl::context* tls = nullptr;   // the same; null = plaintext
     std::shared_ptr<HttpPostGate> gate;
     std::function<void(uint64_t id)> on_closed;  // the server forgets it
   };
@@ -95,7 +97,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void ResponseWritten();
   bool Current(uint64_t sequence) const;
 
-  boost::asio::ip::tcp::socket socket_;
+  HttpStream stream_;
   boost::asio::steady_timer timer_;
   const uint64_t id_;
   const Config& config_;

@@ -23,6 +23,7 @@ HttpServer::HttpServer(const HttpServerOptions& options, HttpHandler handler)
   config_.read_timeout = absl::ToChronoMilliseconds(options_.read_timeout);
   config_.handler = &handler_;
   config_.error_body = options_.error_body ? &options_.error_body : nullptr;
+  config_.tls = options_.tls.get();
   config_.gate = gate_;
   config_.on_closed = [this](uint64_t id) { connections_.erase(id); };
 }

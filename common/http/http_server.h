@@ -45,6 +45,9 @@ struct HttpServerOptions {
   size_t max_body_bytes = 1 << 20;
   // Unset: "<status> <reason>" as plain text.
   HttpErrorBody error_body;
+  // HTTPS when set (http_tls.h); the handshake counts against
+  // read_timeout.
+  std::shared_ptr<boost::asio::ssl::context> tls;
   // The I/O thread's name (at most 15 characters) in debuggers and top.
   std::string thread_name = "http";
 };

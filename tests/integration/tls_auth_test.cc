@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "tests/testing/cluster_test_util.h"
+#include "tests/testing/http_test_client.h"
 #include "tests/testing/temp_dir.h"
 #include "tools/generate_client.h"
 
@@ -150,6 +151,37 @@ TEST(TlsAuthTest, OnlyAuthenticatedTlsClientsAreServed) {
     }
   }
   EXPECT_TRUE(again.ok()) << again;
+
+  // The HTTP API: the same certificate, tokens and per-client limit.
+  const std::string http = (*cluster)->http_address();
+  const std::vector<std::pair<std::string, std::string>> token = {
+      {"Authorization", "Bearer good-token"}};
+  const std::string chat = R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})";
+  HttpResult https = HttpsCall(http, dir + "/ca.pem", "POST", "/v1/chat/completions", chat, token);
+  EXPECT_EQ(https.status, 200) << https.body;
+  EXPECT_EQ(HttpsCall(http, dir + "/ca.pem", "GET", "/v1/models", "", token).status, 200);
+  EXPECT_EQ(HttpsCall(http, dir + "/ca.pem", "POST", "/v1/chat/completions", chat).status, 401);
+  EXPECT_EQ(HttpsCall(http, dir + "/ca.pem", "POST", "/v1/chat/completions", chat,
+                      {{"Authorization", "Bearer bad-token"}})
+                .status,
+            401);
+  // Plain HTTP on the TLS port gets no HTTP answer.
+  EXPECT_EQ(HttpCall(http, "GET", "/health").status, 0);
+  // gRPC and HTTP streams of one client count against one limit.
+  absl::Notification http_first_chunk;
+  std::thread http_holder([&] {
+    GenerateClient c(router, Client(dir, "good-token"));
+    (void)c.Generate(Chat("Tell me a long story.", 64), absl::Seconds(120),
+                     [&](const std::string&) {
+                       if (!http_first_chunk.HasBeenNotified()) http_first_chunk.Notify();
+                     });
+  });
+  ASSERT_TRUE(http_first_chunk.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  HttpResult limited =
+      HttpsCall(http, dir + "/ca.pem", "POST", "/v1/chat/completions", chat, token);
+  EXPECT_EQ(limited.status, 429) << limited.body;
+  EXPECT_EQ(limited.Header("Retry-After"), "1");
+  http_holder.join();
   (*cluster)->Stop();
 }
 

@@ -1,5 +1,5 @@
 // The pieces `pdserve bench` uses to load servers other than the router:
-// the SSE response parser, the OpenAI-compatible target against a scripted
+// the SSE event parser, the OpenAI-compatible target against a scripted
 // in-process HTTP server (token accounting, HTTP errors, cut streams), and
 // text prompts whose recorded length is what the text really encodes to.
 #include <netinet/in.h>
@@ -19,7 +19,7 @@
 #include "tools/bench_client.h"
 #include "tools/openai_target.h"
 #include "tools/prompt_text.h"
-#include "tools/sse_stream.h"
+#include "tools/sse_event_parser.h"
 
 namespace pdserve {
 namespace {
@@ -33,35 +33,23 @@ std::string Chunked(const std::vector<std::string>& pieces) {
 constexpr char kSseHead[] =
     "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
 
-TEST(SseStreamTest, ChunkedEventsFedByteByByte) {
-  const std::string response =
-      kSseHead + Chunked({"data: one\r\n\r\n: ping\r\n\r\ndata: two", "\r\ndata: lines\r\n\r\n",
-                          "data: [DONE]\r\n\r\n"});
-  SseStream stream;
+TEST(SseEventParserTest, EventsFedByteByByte) {
+  const std::string body = "data: one\r\n\r\n: ping\r\n\r\ndata: two\r\ndata: lines\r\n\r\n"
+                           "event: x\ndata:[DONE]\n\n";
+  SseEventParser parser;
   std::vector<std::string> events;
-  for (char c : response) ASSERT_TRUE(stream.Feed(std::string(1, c), &events).ok());
-  EXPECT_EQ(stream.http_status(), 200);
-  EXPECT_TRUE(stream.finished());
+  for (char c : body) parser.Feed(std::string(1, c), &events);
   EXPECT_EQ(events, (std::vector<std::string>{"one", "two\nlines", "[DONE]"}));
 }
 
-TEST(SseStreamTest, UnchunkedBodyWithLfLineEnds) {
-  SseStream stream;
+TEST(SseEventParserTest, AnIncompleteEventWaits) {
+  SseEventParser parser;
   std::vector<std::string> events;
-  ASSERT_TRUE(stream.Feed("HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\ndata:a\n\ndata: b\n\n",
-                          &events).ok());
+  parser.Feed("data: a\n\ndata: b\n", &events);
+  EXPECT_EQ(events, (std::vector<std::string>{"a"}));
+  parser.Feed("\n", &events);
   EXPECT_EQ(events, (std::vector<std::string>{"a", "b"}));
-  EXPECT_FALSE(stream.finished());  // ends with the connection
-}
-
-TEST(SseStreamTest, RejectsGarbage) {
-  SseStream a;
-  std::vector<std::string> events;
-  EXPECT_FALSE(a.Feed("SSH-2.0-OpenSSH\r\n\r\n", &events).ok());
-  SseStream b;
-  EXPECT_FALSE(b.Feed(std::string(kSseHead) + "zz\r\n", &events).ok());
-  SseStream c;
-  EXPECT_FALSE(c.Feed(std::string(kSseHead) + "2\r\nabXY", &events).ok());
+  EXPECT_EQ(parser.body(), "data: a\n\ndata: b\n\n");
 }
 
 // Accepts connections on loopback and answers each with `reply`, after
@@ -165,6 +153,23 @@ TEST(OpenAiTargetTest, CountsTokensAndCreditsHeldBackOnesOnLength) {
   EXPECT_NE(server.last_request().find("\"logit_bias\":{\"0\":-100.0,\"2\":-100.0}"),
             std::string::npos)
       << server.last_request();
+  EXPECT_NE(server.last_request().find("\"ignore_eos\":true"), std::string::npos)
+      << server.last_request();
+}
+
+TEST(OpenAiTargetTest, UnchunkedBodyUntilClose) {
+  ScriptedHttpServer server({"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n",
+                             Event("a"), Event("b", "length")});
+  const RequestRecord r = RunOne(server.address(), 2);
+  EXPECT_EQ(r.code, absl::StatusCode::kOk) << r.error;
+  EXPECT_EQ(OutputTokens(r), 2);
+}
+
+TEST(OpenAiTargetTest, GarbageIsAnError) {
+  ScriptedHttpServer server({"SSH-2.0-OpenSSH\r\n\r\n"});
+  EXPECT_NE(RunOne(server.address(), 2).code, absl::StatusCode::kOk);
+  ScriptedHttpServer bad_chunk({kSseHead, "zz\r\n"});
+  EXPECT_NE(RunOne(bad_chunk.address(), 2).code, absl::StatusCode::kOk);
 }
 
 TEST(OpenAiTargetTest, StopFinishIsNotPadded) {
