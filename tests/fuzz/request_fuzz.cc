@@ -14,27 +14,15 @@
 #include <string>
 
 #include "common/model/model.h"
-#include "common/model/random_model.h"
 #include "google/protobuf/stubs/logging.h"
 #include "router/request_validator.h"
 #include "router/router_config.h"
+#include "tests/fuzz/fuzz_model.h"
 
 namespace {
 
 struct Fixture {
-  Fixture() {
-    pdserve::RandomModelSpec spec;
-    spec.context_length = 256;
-    // A folder of this process's own: two runs on one machine never share it.
-    char dir[] = "/tmp/pdserve-request-fuzz-XXXXXX";
-    if (mkdtemp(dir) == nullptr) __builtin_trap();
-    const std::string path = std::string(dir) + "/model.gguf";
-    if (!pdserve::WriteRandomModelGguf(spec, path).ok()) __builtin_trap();
-    auto loaded = pdserve::Model::Load(path, {.tokenizer_only = true});
-    std::remove(path.c_str());  // a mapping outlives its name
-    rmdir(dir);
-    if (!loaded.ok()) __builtin_trap();
-    model = std::move(*loaded);
+  Fixture() : model(pdserve::fuzz::LoadFuzzModel()) {
     config.max_prompt_tokens = 200;
     config.max_tokens_limit = 128;
     validator = std::make_unique<pdserve::router::RequestValidator>(*model, config);

@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "router/router_server.h"
 #include "tests/testing/cluster_test_util.h"
 #include "tests/testing/http_test_client.h"
 
@@ -349,6 +350,27 @@ TEST_F(OpenAiApiTest, OfficialPythonSdk) {
   const std::string out((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(PoolsIdle(*cluster_, absl::Seconds(20)));
+}
+
+// A router with no live decode worker: not ready, and a request is a 503
+// the client may retry.
+TEST(OpenAiApiNoWorkerTest, NotReadyAndRetryable) {
+  router::RouterConfig config;
+  config.listen = "127.0.0.1:0";
+  config.http_listen = "127.0.0.1:0";
+  config.model_path = RealModelPath();
+  config.decode_addresses = {"127.0.0.1:1"};  // nothing listens there
+  config.failover_wait_ms = 0;
+  auto server = router::RouterServer::Start(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string http = absl::StrCat("127.0.0.1:", (*server)->http_port());
+  EXPECT_EQ(HttpCall(http, "GET", "/health").status, 200);
+  ExpectError(HttpCall(http, "GET", "/ready"), 503, "service_unavailable");
+  HttpResult r = HttpCall(http, "POST", "/v1/chat/completions",
+                          R"({"messages": [{"role": "user", "content": "Hi"}]})");
+  ExpectError(r, 503, "service_unavailable");
+  EXPECT_EQ(r.Header("Retry-After"), "1");
+  (*server)->Shutdown(absl::ZeroDuration());
 }
 
 }  // namespace
