@@ -62,7 +62,8 @@ def run_aiperf(python, address, tokenizer, rate, args, out):
            "--use-legacy-max-tokens",
            "--request-rate", str(rate), "--request-rate-mode", "constant",
            "--request-count", str(args.requests), "--warmup-request-count", "2",
-           "--random-seed", "0", "--artifact-dir", artifacts, "--ui", "none"]
+           "--random-seed", "0", "--artifact-dir", artifacts, "--ui", "none",
+           "--no-server-metrics", "--no-gpu-telemetry"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800,
                        cwd=out)
     if r.returncode != 0:
@@ -75,7 +76,8 @@ def run_pdserve_bench(address, rate, args, out):
     extra = [f"--input_len={args.input_len}", f"--output_len={args.output_len}",
              f"--request_rate={rate}", "--burstiness=1000", f"--num_requests={args.requests}",
              "--warmup_requests=2", "--seed=0"]
-    return bs.bench("openai", address, os.path.join(out, f"pdserve-bench-rate{rate}.json"), extra)
+    doc = bs.bench("openai", address, os.path.join(out, f"pdserve-bench-rate{rate}.json"), extra)
+    return doc["summary"]
 
 
 def aiperf_metric(doc, key, stat):
@@ -109,17 +111,19 @@ def main():
                 rows.append((rate, a, p))
         finally:
             cluster.close()
-    print("| rate (req/s) | client | TTFT p50 | TTFT p90 | ITL p50 | ITL p99 | output tok/s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| rate (req/s) | client | TTFT p50 | TTFT p90 | ITL p50 | ITL p99 | output tok/s | "
+          "server prompt tokens (mean) |")
+    print("|---|---|---|---|---|---|---|---|")
     for rate, a, p in rows:
         print(f"| {rate:g} | aiperf | {aiperf_metric(a, 'time_to_first_token', 'p50'):.1f} | "
               f"{aiperf_metric(a, 'time_to_first_token', 'p90'):.1f} | "
               f"{aiperf_metric(a, 'inter_token_latency', 'p50'):.1f} | "
               f"{aiperf_metric(a, 'inter_token_latency', 'p99'):.1f} | "
-              f"{aiperf_metric(a, 'output_token_throughput', 'avg'):.1f} |")
+              f"{aiperf_metric(a, 'output_token_throughput', 'avg'):.1f} | "
+              f"{aiperf_metric(a, 'usage_prompt_tokens', 'avg'):.1f} |")
         print(f"| {rate:g} | pdserve bench | {p['ttft_ms']['p50']:.1f} | {p['ttft_ms']['p90']:.1f} | "
               f"{p['itl_ms']['p50']:.1f} | {p['itl_ms']['p99']:.1f} | "
-              f"{p['output_token_throughput']:.1f} |")
+              f"{p['output_token_throughput']:.1f} | {p['input_tokens'] / p['completed']:.1f} |")
 
 
 if __name__ == "__main__":

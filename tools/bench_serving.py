@@ -119,11 +119,13 @@ def start_llama_server(cluster):
                             check=True, capture_output=True, text=True).stdout.strip()
     port = free_port()
     # Each of the slots gets 1024 tokens of context: the longest request
-    # here is 520 + 64.
+    # here is 520 + 64. Prompt caching is off, as pdserve's prefix cache is:
+    # every rate point replays the same seeded prompts.
     cluster.spawn("llama_server", [
         binary, "--model", MODEL, "--host", "127.0.0.1", "--port", str(port),
         "--threads", "2", "--threads-batch", "2", "--parallel", str(LLAMA_SLOTS),
-        "--cont-batching", "--ctx-size", str(1024 * LLAMA_SLOTS)], cores="0,1")
+        "--cont-batching", "--ctx-size", str(1024 * LLAMA_SLOTS), "--no-cache-prompt",
+        "--cache-ram", "0"], cores="0,1")
     return f"127.0.0.1:{port}"
 
 
