@@ -3,7 +3,8 @@
 # LLaMA 2 (SentencePiece, "llama") and LLaMA 3 (byte-level BPE, "llama-bpe")
 # tokenizers, each with llama.cpp's test strings (.inp) and the ids Hugging
 # Face's tokenizers gives for them (.out), and GPT-NeoX's (byte-level BPE
-# without tokenizer.ggml.pre: llama.cpp's "default" pre-tokenizer) -- from
+# without tokenizer.ggml.pre: llama.cpp's "default" pre-tokenizer) and
+# Qwen2's (byte-level BPE, pre-tokenizer "qwen2") -- from
 # the llama.cpp sources that
 # the PyPI sdist llama-cpp-python==0.3.7 vendors. Caches them outside the
 # repository, verifies every sha256 and links them at models/vocab/ for
@@ -23,6 +24,9 @@ FILES=(
   "ef7a25a263fba141f64a8a842ceb1c572cdb8e1313f592d974f7a06bbd3a4934 ggml-vocab-llama-bpe.gguf.inp"
   "5c92e3c68163aa74c73a6128c0598c1dfad31dde068a0a48be496d3046816ec1 ggml-vocab-llama-bpe.gguf.out"
   "ae593a7f9b8bb174ed4f5019e41530463e4dac7aa06e42dee8aa650d2bdac53d ggml-vocab-gpt-neox.gguf"
+  "44c2f46b715f585c6ab513970e8a006bfa5badd6108560054921cf598d154d8c ggml-vocab-qwen2.gguf"
+  "ef7a25a263fba141f64a8a842ceb1c572cdb8e1313f592d974f7a06bbd3a4934 ggml-vocab-qwen2.gguf.inp"
+  "4fdf5ff70fcfbb819642b522a47b8f61522fa20d938fa7470a8497bc52773cd4 ggml-vocab-qwen2.gguf.out"
 )
 
 verify() { echo "$1  $2" | sha256sum --check --status 2>/dev/null; }

@@ -92,9 +92,11 @@ class Gpt2Matcher {
 // unicode_regex_split_custom_llama3), over units [begin, end):
 //   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 //    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// and, with max_digits 1, Qwen2's, which differs only in \p{N}.
 class Llama3Matcher {
  public:
-  Llama3Matcher(const std::vector<Unit>& units, size_t end) : units_(units), end_(end) {}
+  Llama3Matcher(const std::vector<Unit>& units, size_t end, size_t max_digits)
+      : units_(units), end_(end), max_digits_(max_digits) {}
 
   size_t MatchAt(size_t pos) const {
     if (const size_t n = MatchContraction(pos); n != 0) return n;
@@ -108,9 +110,9 @@ class Llama3Matcher {
       while (Is(i, CodepointClass::kLetter)) ++i;
       return i;
     }
-    if (Is(pos, CodepointClass::kNumber)) {  // \p{N}{1,3}
+    if (Is(pos, CodepointClass::kNumber)) {  // \p{N}{1,max_digits}
       size_t i = pos;
-      while (i - pos < 3 && Is(i, CodepointClass::kNumber)) ++i;
+      while (i - pos < max_digits_ && Is(i, CodepointClass::kNumber)) ++i;
       return i;
     }
     // " ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -156,6 +158,7 @@ class Llama3Matcher {
 
   const std::vector<Unit>& units_;
   size_t end_;
+  size_t max_digits_;
 };
 
 void AppendPiece(std::string_view text, const std::vector<Unit>& units, size_t begin, size_t end,
@@ -228,10 +231,10 @@ void SplitDefault(std::string_view text, const std::vector<Unit>& units,
       0, units.size() - 1, [&](size_t i) { return IsDefaultPunctuation(units[i]); }, 0, gpt2);
 }
 
-void SplitLlama3(std::string_view text, const std::vector<Unit>& units,
+void SplitLlama3(std::string_view text, const std::vector<Unit>& units, size_t max_digits,
                  std::vector<std::string_view>* pieces) {
   const size_t end = units.size() - 1;  // without the sentinel
-  const Llama3Matcher matcher(units, end);
+  const Llama3Matcher matcher(units, end, max_digits);
   for (size_t pos = 0; pos < end;) {
     const size_t next = matcher.MatchAt(pos);
     AppendPiece(text, units, pos, next, pieces);
@@ -249,6 +252,11 @@ std::optional<PreTokenizerType> FindPreTokenizerType(std::string_view name) {
   for (std::string_view llama3_like :
        {"llama3", "llama-v3", "llama-bpe", "falcon3", "dbrx", "smaug-bpe"}) {
     if (name == llama3_like) return PreTokenizerType::kLlama3;
+  }
+  // llama.cpp gives these the same regex (LLAMA_VOCAB_PRE_TYPE_QWEN2,
+  // STABLELM2).
+  for (std::string_view qwen2_like : {"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2"}) {
+    if (name == qwen2_like) return PreTokenizerType::kQwen2;
   }
   if (name == "default") return PreTokenizerType::kDefault;
   for (std::string_view gpt2_like : {"gpt2", "gpt-2", "mpt", "olmo", "jais", "phi-2"}) {
@@ -271,8 +279,8 @@ void PreTokenizer::Split(std::string_view text, std::vector<std::string_view>* p
     SplitGpt2(text, units, 0, n, pieces);
     return;
   }
-  if (type_ == PreTokenizerType::kLlama3) {
-    SplitLlama3(text, units, pieces);
+  if (type_ == PreTokenizerType::kLlama3 || type_ == PreTokenizerType::kQwen2) {
+    SplitLlama3(text, units, type_ == PreTokenizerType::kLlama3 ? 3 : 1, pieces);
     return;
   }
   if (type_ == PreTokenizerType::kDefault) {

@@ -31,6 +31,9 @@ enum class PreTokenizerType {
   // With it llama.cpp emits a piece that is itself a token without merging
   // (ignore_merges), which Tokenizer does too.
   kLlama3,
+  // Qwen2's: the LLaMA 3 regex with single-digit numbers (\p{N} for
+  // \p{N}{1,3}), and merges applied to every piece (no ignore_merges).
+  kQwen2,
   // llama.cpp's "default" (a file without tokenizer.ggml.pre gets it too):
   // four regexes, each splitting the pieces of the one before,
   //   [\p{P}\$\+<=>\^~\|]+   then the GPT-2 regex   then \p{N}+   then [0-9]{3}
