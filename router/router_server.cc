@@ -83,6 +83,7 @@ absl::Status RouterServer::StartHttp(const std::string& front_key) {
   o.model_name = config_.ModelName();
   o.front_key = front_key;
   o.ready = [this] { return serving_.load() == 1; };
+  o.count_refused = [this](grpc::StatusCode code) { metrics_.CountRequest(code, Api::kOpenAi); };
   ASSIGN_OR_RETURN(http_,
                    openai::OpenAiFront::Start(std::move(o), server_->InProcessChannel(),
                                               model_->tokenizer()));

@@ -154,23 +154,32 @@ absl::StatusOr<OpenAiCall::Metadata> OpenAiFront::MetadataFor(const HttpRequest&
   return m;
 }
 
+void OpenAiFront::Refuse(grpc::StatusCode code, const OpenAiError& e, const HttpRequest& request,
+                         HttpResponder& responder) const {
+  if (options_.count_refused) options_.count_refused(code);
+  RespondError(responder, e, request);
+}
+
 void OpenAiFront::Generate(Endpoint endpoint, const HttpRequest& request,
                            std::shared_ptr<HttpResponder> responder) {
   absl::StatusOr<OpenAiRequest> parsed = ParseOpenAiRequest(endpoint, request.body);
-  if (!parsed.ok()) return RespondError(*responder, FromParseStatus(parsed.status()), request);
+  if (!parsed.ok()) {
+    return Refuse(grpc::StatusCode::INVALID_ARGUMENT, FromParseStatus(parsed.status()), request,
+                  *responder);
+  }
   if (!parsed->model.empty() && parsed->model != options_.model_name) {
-    return RespondError(*responder,
-                        NotFound(absl::StrCat("The model `", parsed->model,
-                                              "` does not exist; this server serves `",
-                                              options_.model_name, "`"),
-                                 "model_not_found"),
-                        request);
+    return Refuse(grpc::StatusCode::NOT_FOUND,
+                  NotFound(absl::StrCat("The model `", parsed->model,
+                                        "` does not exist; this server serves `",
+                                        options_.model_name, "`"),
+                           "model_not_found"),
+                  request, *responder);
   }
   absl::StatusOr<OpenAiCall::Metadata> metadata = MetadataFor(request);
   if (!metadata.ok()) {
-    return RespondError(*responder, FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                                                                std::string(metadata.status().message()))),
-                        request);
+    const grpc::Status status(grpc::StatusCode::UNAUTHENTICATED,
+                              std::string(metadata.status().message()));
+    return Refuse(status.error_code(), FromGrpcStatus(status), request, *responder);
   }
   v1::SamplingParams* sampling = parsed->generate.mutable_sampling();
   // Without a seed OpenAI's answers vary from call to call; the gRPC API's

@@ -39,6 +39,7 @@
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "router/openai/front_metadata.h"
 #include "router/openai/openai_call.h"
+#include "router/openai/openai_error.h"
 #include "router/openai/openai_request.h"
 
 namespace pdserve::router::openai {
@@ -52,6 +53,11 @@ struct OpenAiFrontOptions {
   std::string front_key;
   // Whether the router can serve a request now (/ready).
   std::function<bool()> ready;
+  // A chat or completions request the front refused itself, before any
+  // gRPC call (malformed JSON, a wrong field, an unknown model), as the
+  // gRPC code it stands for, so the request metrics count every request
+  // (optional).
+  std::function<void(grpc::StatusCode)> count_refused;
 };
 
 class OpenAiFront {
@@ -74,6 +80,9 @@ class OpenAiFront {
   void Handle(HttpRequest request, std::shared_ptr<HttpResponder> responder);
   void Generate(Endpoint endpoint, const HttpRequest& request,
                 std::shared_ptr<HttpResponder> responder);
+  // Answers `e` and counts it as a refused request of code `code`.
+  void Refuse(grpc::StatusCode code, const OpenAiError& e, const HttpRequest& request,
+              HttpResponder& responder) const;
   void Models(const HttpRequest& request, absl::string_view id,
               std::shared_ptr<HttpResponder> responder);
   // The gRPC metadata of a call made for `request`, or the 401 for an

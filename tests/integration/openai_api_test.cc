@@ -322,11 +322,18 @@ TEST_F(OpenAiApiTest, TricklingClientIsClosed) {
 
 TEST_F(OpenAiApiTest, MetricsCountRequestsByApi) {
   ASSERT_EQ(Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 2})").status, 200);
+  ASSERT_EQ(Post("/v1/completions", R"({"prompt": )").status, 400);
+  ASSERT_EQ(Post("/v1/completions", R"({"model": "x", "prompt": "Hi"})").status, 404);
   HttpResult m = HttpCall(absl::StrCat("127.0.0.1:", cluster_->metrics_port("router")), "GET",
                           "/metrics");
   ASSERT_EQ(m.status, 200);
   EXPECT_THAT(m.body, HasSubstr(R"(pdserve_router_requests_total{api="openai",code="OK"})"));
   EXPECT_THAT(m.body, HasSubstr(R"(pdserve_router_ttft_seconds_count{api="openai"})"));
+  // Refused by the front itself (never a gRPC call), counted all the same.
+  EXPECT_THAT(m.body, ::testing::ContainsRegex(
+                          R"(pdserve_router_requests_total\{api="openai",code="INVALID_ARGUMENT"\} [1-9])"));
+  EXPECT_THAT(m.body, ::testing::ContainsRegex(
+                          R"(pdserve_router_requests_total\{api="openai",code="NOT_FOUND"\} [1-9])"));
 }
 
 // The official SDK (tests/integration/openai_sdk_check.py), in the virtual
