@@ -9,15 +9,6 @@
 #include "router/openai/openai_error.h"
 
 namespace pdserve::router::openai {
-namespace {
-
-void RespondError(HttpResponder& responder, const OpenAiError& e) {
-  HttpHeaderList headers;
-  if (e.retry_after_s > 0) headers.emplace_back("Retry-After", absl::StrCat(e.retry_after_s));
-  responder.Respond(e.http_status, "application/json", e.Body(), std::move(headers));
-}
-
-}  // namespace
 
 void OpenAiCall::Start(v1::Generation::Stub* stub, OpenAiRequest request, OpenAiResponse response,
                        const Metadata& metadata, std::shared_ptr<HttpResponder> responder,
@@ -36,8 +27,7 @@ void OpenAiCall::Start(v1::Generation::Stub* stub, OpenAiRequest request, OpenAi
 }
 
 OpenAiCall::OpenAiCall(OpenAiRequest request, OpenAiResponse response,
-                       std::shared_ptr<HttpResponder> responder,
-                       std::function<void()> on_destroyed)
+                       std::shared_ptr<HttpResponder> responder, std::function<void()> on_destroyed)
     : on_destroyed_(std::move(on_destroyed)),
       request_(std::move(request)),
       response_(std::move(response)),

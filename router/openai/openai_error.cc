@@ -30,15 +30,20 @@ OpenAiError Make(int http_status, std::string type, std::string message, std::st
 
 }  // namespace
 
+std::string JsonText(const nlohmann::json& doc) {
+  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string OpenAiError::Body() const {
-  nlohmann::json error = {{"message", message},
-                          {"type", type},
-                          {"param", NullOr(param)},
-                          {"code", NullOr(code)}};
-  // Invalid UTF-8 from a client (quoted in a message) must not make the
-  // error itself fail to serialise.
-  return nlohmann::json{{"error", std::move(error)}}.dump(-1, ' ', false,
-                                                          nlohmann::json::error_handler_t::replace);
+  nlohmann::json error = {
+      {"message", message}, {"type", type}, {"param", NullOr(param)}, {"code", NullOr(code)}};
+  return JsonText(nlohmann::json{{"error", std::move(error)}});
+}
+
+void RespondError(HttpResponder& responder, const OpenAiError& e) {
+  HttpHeaderList headers;
+  if (e.retry_after_s > 0) headers.emplace_back("Retry-After", absl::StrCat(e.retry_after_s));
+  responder.Respond(e.http_status, "application/json", e.Body(), std::move(headers));
 }
 
 OpenAiError InvalidRequest(std::string message, std::string param, std::string code) {
@@ -60,8 +65,7 @@ OpenAiError FromGrpcStatus(const grpc::Status& status) {
       // The validator's limits: a prompt beyond the context or the server's
       // caps. OpenAI names the context case so clients can shorten input.
       const bool context = absl::StrContains(message, "context length");
-      return InvalidRequest(std::move(message), "",
-                            context ? "context_length_exceeded" : "");
+      return InvalidRequest(std::move(message), "", context ? "context_length_exceeded" : "");
     }
     case grpc::StatusCode::UNAUTHENTICATED:
       return Make(401, "authentication_error", std::move(message), "invalid_api_key");

@@ -16,7 +16,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/http/http_responder.h"
 #include "grpcpp/support/status.h"
+#include "nlohmann/json.hpp"
 
 namespace pdserve::router::openai {
 
@@ -33,10 +35,18 @@ struct OpenAiError {
   std::string Body() const;
 };
 
+// `doc` as compact JSON text. Invalid UTF-8 (a client's bytes quoted in a
+// message, a token that is part of a character) becomes U+FFFD rather
+// than failing the whole document.
+std::string JsonText(const nlohmann::json& doc);
+
+// Answers `e` on `responder`: its status, its body, and Retry-After when it
+// has one.
+void RespondError(HttpResponder& responder, const OpenAiError& e);
+
 // A request the front refuses itself (malformed JSON, a field of the wrong
 // type or out of OpenAI's range): 400 naming `param`.
-OpenAiError InvalidRequest(std::string message, std::string param = "",
-                           std::string code = "");
+OpenAiError InvalidRequest(std::string message, std::string param = "", std::string code = "");
 OpenAiError NotFound(std::string message, std::string code);
 // The error of a failed call on the router's gRPC API.
 OpenAiError FromGrpcStatus(const grpc::Status& status);

@@ -5,9 +5,9 @@
 #include <utility>
 
 #include "absl/random/random.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
@@ -20,16 +20,14 @@ namespace {
 using Json = nlohmann::json;
 
 void RespondJson(HttpResponder& responder, int status, const Json& doc) {
-  responder.Respond(status, "application/json",
-                    doc.dump(-1, ' ', false, Json::error_handler_t::replace));
+  responder.Respond(status, "application/json", JsonText(doc));
 }
 
-void RespondError(HttpResponder& responder, const OpenAiError& e, const HttpRequest& request) {
+// Logs a refusal, then answers it.
+void LogAndRespond(HttpResponder& responder, const OpenAiError& e, const HttpRequest& request) {
   LOG(WARNING) << request.method << " " << request.Path() << " from " << request.peer << ": "
                << e.http_status << " " << e.message;
-  HttpHeaderList headers;
-  if (e.retry_after_s > 0) headers.emplace_back("Retry-After", absl::StrCat(e.retry_after_s));
-  responder.Respond(e.http_status, "application/json", e.Body(), std::move(headers));
+  RespondError(responder, e);
 }
 
 // Runs a call's end notice when a callback returns, however it returns.
@@ -50,8 +48,7 @@ bool MetadataSafe(absl::string_view value) {
 
 std::string NewFrontKey() {
   absl::BitGen gen;
-  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen),
-                         absl::Uniform<uint64_t>(gen));
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
 }
 
 absl::StatusOr<std::unique_ptr<OpenAiFront>> OpenAiFront::Start(
@@ -64,8 +61,8 @@ absl::StatusOr<std::unique_ptr<OpenAiFront>> OpenAiFront::Start(
     return std::make_pair(std::string("application/json"), FromHttpStatus(status).Body());
   };
   OpenAiFront* raw = front.get();
-  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
-      http, [raw](HttpRequest request, std::shared_ptr<HttpResponder> responder) {
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      HttpServer::Start(http, [raw](HttpRequest request, std::shared_ptr<HttpResponder> responder) {
         raw->Handle(std::move(request), std::move(responder));
       });
   if (!server.ok()) {
@@ -110,17 +107,17 @@ void OpenAiFront::Handle(HttpRequest request, std::shared_ptr<HttpResponder> res
     OpenAiError e = InvalidRequest(
         absl::StrCat("method ", request.method, " is not allowed on ", path), "", "");
     e.http_status = 405;
-    RespondError(*responder, e, request);
+    LogAndRespond(*responder, e, request);
   };
   if (path == "/v1/chat/completions" || path == "/v1/completions") {
     if (!post) return wrong_method();
     return Generate(path == "/v1/completions" ? Endpoint::kCompletions : Endpoint::kChatCompletions,
                     request, std::move(responder));
   }
-  if (path == "/v1/models" || absl::StartsWith(path, "/v1/models/")) {
+  if (absl::string_view id = path;
+      path == "/v1/models" || absl::ConsumePrefix(&id, "/v1/models/")) {
     if (!get) return wrong_method();
-    absl::string_view id = path.size() > 11 ? path.substr(11) : absl::string_view();
-    return Models(request, id, std::move(responder));
+    return Models(request, path == "/v1/models" ? absl::string_view() : id, std::move(responder));
   }
   if (path == "/health") {
     if (!get) return wrong_method();
@@ -133,9 +130,9 @@ void OpenAiFront::Handle(HttpRequest request, std::shared_ptr<HttpResponder> res
     }
     OpenAiError e = FromGrpcStatus(grpc::Status(
         grpc::StatusCode::UNAVAILABLE, "no usable decode worker is live (see the router's log)"));
-    return RespondError(*responder, e, request);
+    return LogAndRespond(*responder, e, request);
   }
-  RespondError(*responder, NotFound(absl::StrCat("no route for ", path), "not_found"), request);
+  LogAndRespond(*responder, NotFound(absl::StrCat("no route for ", path), "not_found"), request);
 }
 
 absl::StatusOr<OpenAiCall::Metadata> OpenAiFront::MetadataFor(const HttpRequest& request) const {
@@ -157,7 +154,7 @@ absl::StatusOr<OpenAiCall::Metadata> OpenAiFront::MetadataFor(const HttpRequest&
 void OpenAiFront::Refuse(grpc::StatusCode code, const OpenAiError& e, const HttpRequest& request,
                          HttpResponder& responder) const {
   if (options_.count_refused) options_.count_refused(code);
-  RespondError(responder, e, request);
+  LogAndRespond(responder, e, request);
 }
 
 void OpenAiFront::Generate(Endpoint endpoint, const HttpRequest& request,
@@ -168,12 +165,12 @@ void OpenAiFront::Generate(Endpoint endpoint, const HttpRequest& request,
                   *responder);
   }
   if (!parsed->model.empty() && parsed->model != options_.model_name) {
-    return Refuse(grpc::StatusCode::NOT_FOUND,
-                  NotFound(absl::StrCat("The model `", parsed->model,
-                                        "` does not exist; this server serves `",
-                                        options_.model_name, "`"),
-                           "model_not_found"),
-                  request, *responder);
+    return Refuse(
+        grpc::StatusCode::NOT_FOUND,
+        NotFound(absl::StrCat("The model `", parsed->model,
+                              "` does not exist; this server serves `", options_.model_name, "`"),
+                 "model_not_found"),
+        request, *responder);
   }
   absl::StatusOr<OpenAiCall::Metadata> metadata = MetadataFor(request);
   if (!metadata.ok()) {
@@ -204,12 +201,13 @@ void OpenAiFront::Models(const HttpRequest& request, absl::string_view id,
                          std::shared_ptr<HttpResponder> responder) {
   absl::StatusOr<OpenAiCall::Metadata> metadata = MetadataFor(request);
   if (!metadata.ok()) {
-    return RespondError(*responder, FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                                                                std::string(metadata.status().message()))),
-                        request);
+    return LogAndRespond(*responder,
+                         FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                                     std::string(metadata.status().message()))),
+                         request);
   }
   if (!id.empty() && id != options_.model_name) {
-    return RespondError(
+    return LogAndRespond(
         *responder,
         NotFound(absl::StrCat("The model `", id, "` does not exist"), "model_not_found"), request);
   }
@@ -228,7 +226,7 @@ void OpenAiFront::Models(const HttpRequest& request, absl::string_view id,
       [this, pending, one, request, responder = std::move(responder),
        done = CallStarted()](grpc::Status status) {
         Answered answered{done};
-        if (!status.ok()) return RespondError(*responder, FromGrpcStatus(status), request);
+        if (!status.ok()) return LogAndRespond(*responder, FromGrpcStatus(status), request);
         Json model = {{"id", options_.model_name},
                       {"object", "model"},
                       {"created", 0},

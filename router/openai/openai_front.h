@@ -64,9 +64,9 @@ class OpenAiFront {
  public:
   // `channel` reaches the router's Generation service (in-process);
   // `tokenizer` (log-probabilities' token text) must outlive the front.
-  static absl::StatusOr<std::unique_ptr<OpenAiFront>> Start(
-      OpenAiFrontOptions options, std::shared_ptr<grpc::Channel> channel,
-      const Tokenizer& tokenizer);
+  static absl::StatusOr<std::unique_ptr<OpenAiFront>> Start(OpenAiFrontOptions options,
+                                                            std::shared_ptr<grpc::Channel> channel,
+                                                            const Tokenizer& tokenizer);
   // Stops accepting and closes every connection, which cancels the calls
   // in flight.
   ~OpenAiFront();

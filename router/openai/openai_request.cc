@@ -24,8 +24,7 @@ constexpr float kDefaultTemperature = 1.0f;
 
 absl::StatusOr<Json> ParseJson(absl::string_view body) {
   bool too_deep = false;
-  Json::parser_callback_t depth_guard = [&too_deep](int depth, Json::parse_event_t,
-                                                    Json&) {
+  Json::parser_callback_t depth_guard = [&too_deep](int depth, Json::parse_event_t, Json&) {
     if (depth > kMaxJsonDepth) too_deep = true;
     return !too_deep;
   };
@@ -152,8 +151,8 @@ absl::StatusOr<std::string> MessageContent(const Json& message, const std::strin
     if (!part.is_object()) return WrongType(where, "an object");
     const Json* type = Field(part, "type");
     if (type == nullptr || *type != "text") {
-      return InvalidParam(where, absl::StrCat("'", where,
-                                              "': only parts of type \"text\" are supported"));
+      return InvalidParam(where,
+                          absl::StrCat("'", where, "': only parts of type \"text\" are supported"));
     }
     const Json* t = Field(part, "text");
     if (t == nullptr || !t->is_string()) return WrongType(where + ".text", "a string");
@@ -223,8 +222,7 @@ absl::Status ParsePrompt(const Json& j, v1::GenerateRequest* out) {
   const Json& first = prompt->front();
   if (first.is_number()) return ParseTokenIds(*prompt, "prompt", out);
   if (prompt->size() != 1) {
-    return InvalidParam("prompt",
-                        "batched prompts are not supported: send one prompt per request");
+    return InvalidParam("prompt", "batched prompts are not supported: send one prompt per request");
   }
   if (first.is_string()) {
     out->set_text(first.get<std::string>());
@@ -298,16 +296,16 @@ absl::StatusOr<int32_t> ParseLogprobs(const Json& j, Endpoint endpoint) {
     ASSIGN_OR_RETURN(std::optional<int32_t> n, Int32(j, "logprobs"));
     if (!n.has_value()) return -1;
     if (*n < 0 || *n > kMaxTopLogprobs) {
-      return InvalidParam("logprobs", absl::StrCat("'logprobs' = ", *n, ": must be in [0, ",
-                                                   kMaxTopLogprobs, "]"));
+      return InvalidParam(
+          "logprobs", absl::StrCat("'logprobs' = ", *n, ": must be in [0, ", kMaxTopLogprobs, "]"));
     }
     return *n;
   }
   ASSIGN_OR_RETURN(std::optional<bool> on, Bool(j, "logprobs"));
   ASSIGN_OR_RETURN(std::optional<int32_t> top, Int32(j, "top_logprobs"));
   if (top.has_value() && (*top < 0 || *top > kMaxTopLogprobs)) {
-    return InvalidParam("top_logprobs", absl::StrCat("'top_logprobs' = ", *top,
-                                                     ": must be in [0, ", kMaxTopLogprobs, "]"));
+    return InvalidParam("top_logprobs", absl::StrCat("'top_logprobs' = ", *top, ": must be in [0, ",
+                                                     kMaxTopLogprobs, "]"));
   }
   if (top.has_value() && !on.value_or(false)) {
     return InvalidParam("top_logprobs", "'top_logprobs' requires 'logprobs': true");

@@ -5,17 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
+#include "router/openai/openai_error.h"
 
 namespace pdserve::router::openai {
 namespace {
 
 using Json = nlohmann::json;
-
-// Invalid UTF-8 (a token that is part of a character) becomes U+FFFD
-// rather than failing the whole document.
-std::string Dump(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
 
 Json BytesOf(const std::string& s) {
   Json bytes = Json::array();
@@ -87,12 +82,14 @@ Json OpenAiResponse::Logprobs(const v1::Chunk& chunk) {
     if (chat) {
       Json entry = ChatTokenLogprob(t.token(), t.logprob());
       Json top = Json::array();
-      for (const v1::TopLogprob& alt : t.top()) top.push_back(ChatTokenLogprob(alt.token(), alt.logprob()));
+      for (const v1::TopLogprob& alt : t.top())
+        top.push_back(ChatTokenLogprob(alt.token(), alt.logprob()));
       entry["top_logprobs"] = std::move(top);
       out["content"].push_back(std::move(entry));
       continue;
     }
-    const std::string text = tokenizer_.IsValidId(t.token()) ? tokenizer_.TokenBytes(t.token()) : "";
+    const std::string text =
+        tokenizer_.IsValidId(t.token()) ? tokenizer_.TokenBytes(t.token()) : "";
     Json top = Json::object();
     for (const v1::TopLogprob& alt : t.top()) {
       top[tokenizer_.IsValidId(alt.token()) ? tokenizer_.TokenBytes(alt.token()) : ""] =
@@ -107,12 +104,15 @@ Json OpenAiResponse::Logprobs(const v1::Chunk& chunk) {
   return out;
 }
 
-std::string OpenAiResponse::Event(const Json& doc) { return absl::StrCat("data: ", Dump(doc), "\n\n"); }
+std::string OpenAiResponse::Event(const Json& doc) {
+  return absl::StrCat("data: ", JsonText(doc), "\n\n");
+}
 
 std::string OpenAiResponse::StreamStart() {
   if (options_.endpoint != Endpoint::kChatCompletions) return "";
   Json doc = Envelope("chat.completion.chunk");
-  doc["choices"] = Json::array({Choice(Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr)});
+  doc["choices"] =
+      Json::array({Choice(Json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr)});
   if (options_.include_usage) doc["usage"] = nullptr;
   return Event(doc);
 }
@@ -132,8 +132,8 @@ std::string OpenAiResponse::StreamEnd(const v1::Finished& finished) {
   const bool chat = options_.endpoint == Endpoint::kChatCompletions;
   Json doc = Envelope(chat ? "chat.completion.chunk" : "text_completion");
   Json content = chat ? Json::object() : Json("");
-  doc["choices"] = Json::array({Choice(std::move(content), nullptr,
-                                       FinishReasonName(finished.reason()))});
+  doc["choices"] =
+      Json::array({Choice(std::move(content), nullptr, FinishReasonName(finished.reason()))});
   if (options_.include_usage) doc["usage"] = nullptr;
   AddExtensions(finished, &doc);
   std::string out = Event(doc);
@@ -167,7 +167,7 @@ std::string OpenAiResponse::Whole(const v1::Finished& finished) const {
   doc["choices"] = Json::array({std::move(choice)});
   doc["usage"] = Usage(finished);
   AddExtensions(finished, &doc);
-  return Dump(doc);
+  return JsonText(doc);
 }
 
 Json OpenAiResponse::Usage(const v1::Finished& finished) const {

@@ -31,8 +31,8 @@ class OpenAiResponse {
  public:
   struct Options {
     Endpoint endpoint = Endpoint::kChatCompletions;
-    std::string model;     // the served model's name
-    int64_t created = 0;   // Unix seconds
+    std::string model;      // the served model's name
+    int64_t created = 0;    // Unix seconds
     int32_t logprobs = -1;  // as OpenAiRequest
     bool include_usage = false;
   };
