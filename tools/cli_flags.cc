@@ -3,7 +3,7 @@
 #include "absl/flags/flag.h"
 
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf",
-          "Path to a llama-family GGUF file");
+          "Path to a GGUF model (architectures llama, mistral, qwen2, gemma3)");
 ABSL_FLAG(int32_t, max_batch_tokens, 512, "Tokens per forward step (prefill chunk size)");
 ABSL_FLAG(float, temperature, 0.0f, "Sampling temperature; 0 = greedy");
 ABSL_FLAG(int32_t, top_k, 0, "Top-k; 0 = off");

@@ -18,7 +18,7 @@ namespace {
 // per term) count as zero: subnormal arithmetic costs ~100 cycles an
 // operation on x86 and made long-context decode 20x slower. (The f16 path
 // gets the same effect from rounding p through f16.)
-void AttendHeadInt8(const AttentionShape& shape, int kv_head, const float* q, int n_ctx,
+void AttendHeadInt8(const AttentionShape& shape, int kv_head, const float* q, int lo, int n_ctx,
                     absl::Span<const int32_t> block_table, KvCache& cache, int layer, float* out,
                     std::vector<float>& scores) {
   const int dh = shape.head_dim;
@@ -28,7 +28,7 @@ void AttendHeadInt8(const AttentionShape& shape, int kv_head, const float* q, in
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   if (static_cast<int>(scores.size()) < n_ctx) scores.resize(n_ctx);
   float max_score = -INFINITY;
-  for (int j = 0; j < n_ctx; ++j) {
+  for (int j = lo; j < n_ctx; ++j) {
     const int32_t b = block_table[j / bs];
     const int r = j % bs;
     const int8_t* kr = cache.K8(layer, b) + r * kv_dim + kv_head * dh;
@@ -39,7 +39,7 @@ void AttendHeadInt8(const AttentionShape& shape, int kv_head, const float* q, in
   // exp(x) < FLT_MIN for x below this.
   constexpr float kMinExpArg = -87.33f;
   double sum = 0.0;
-  for (int j = 0; j < n_ctx; ++j) {
+  for (int j = lo; j < n_ctx; ++j) {
     const float x = scores[j] - max_score;
     const float e = x < kMinExpArg ? 0.0f : std::exp(x);
     scores[j] = e;
@@ -47,7 +47,7 @@ void AttendHeadInt8(const AttentionShape& shape, int kv_head, const float* q, in
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (int i = 0; i < dh; ++i) out[i] = 0.0f;
-  for (int j = 0; j < n_ctx; ++j) {
+  for (int j = lo; j < n_ctx; ++j) {
     const int32_t b = block_table[j / bs];
     const int r = j % bs;
     const float p = scores[j] * inv * cache.VScales(layer, b)[r * nkv + kv_head];
@@ -75,10 +75,10 @@ KvHeadRows LlamaKvRows(KvCache& cache, int layer, int kv_head, int head_dim,
 
 void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx,
                 absl::Span<const int32_t> block_table, KvCache& cache, int layer, float* out,
-                std::vector<float>& scores) {
+                std::vector<float>& scores, int lo) {
   const int kv_head = head / (shape.n_heads / shape.n_kv_heads);
   if (cache.layout().is_int8()) {
-    AttendHeadInt8(shape, kv_head, q, n_ctx, block_table, cache, layer, out, scores);
+    AttendHeadInt8(shape, kv_head, q, lo, n_ctx, block_table, cache, layer, out, scores);
     return;
   }
   const AttentionKernels& k = GetAttentionKernels();
@@ -95,8 +95,9 @@ void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx
     thread_local std::vector<int64_t> offsets;
     if (static_cast<int64_t>(offsets.size()) < need.offsets) offsets.resize(need.offsets);
     float* const outs[] = {out};
-    LlamaAttendRows(qh, 1, &n_ctx, dh, scale, LlamaKvRows(cache, layer, kv_head, dh, block_table),
-                    scores.data(), offsets.data(), outs);
+    LlamaAttendRows(qh, 1, &n_ctx, &lo, dh, scale,
+                    LlamaKvRows(cache, layer, kv_head, dh, block_table), scores.data(),
+                    offsets.data(), outs);
     return;
   }
   float q16[512];
@@ -104,21 +105,21 @@ void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx
 
   if (static_cast<int>(scores.size()) < n_ctx) scores.resize(n_ctx);
   float max_score = -INFINITY;
-  for (int j = 0; j < n_ctx; ++j) {
+  for (int j = lo; j < n_ctx; ++j) {
     const uint16_t* kr = cache.K(layer, block_table[j / bs]) + (j % bs) * kv_dim + kv_head * dh;
     const float s = k.dot_f16(kr, q16, dh) * scale;
     scores[j] = s;
     max_score = std::max(max_score, s);
   }
   double sum = 0.0;
-  for (int j = 0; j < n_ctx; ++j) {
+  for (int j = lo; j < n_ctx; ++j) {
     const float e = std::exp(scores[j] - max_score);
     scores[j] = e;
     sum += e;
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (int i = 0; i < dh; ++i) out[i] = 0.0f;
-  for (int j = 0; j < n_ctx; ++j) {
+  for (int j = lo; j < n_ctx; ++j) {
     const float p = RoundThroughF16(scores[j] * inv);
     if (p == 0.0f) continue;
     const uint16_t* vr = cache.V(layer, block_table[j / bs]) + (j % bs) * kv_dim + kv_head * dh;

@@ -29,12 +29,13 @@ struct AttentionShape {
   int head_dim = 0;
 };
 
-// One head of one query: attends over positions [0, n_ctx) of a sequence
-// whose blocks are `block_table`, in layer `layer`. q and out hold
-// head_dim floats; `scores` is per-thread scratch, grown as needed.
+// One head of one query: attends over positions [lo, n_ctx) of a sequence
+// whose blocks are `block_table`, in layer `layer` (lo > 0: a sliding
+// window). q and out hold head_dim floats; `scores` is per-thread scratch,
+// grown as needed.
 void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx,
                 absl::Span<const int32_t> block_table, KvCache& cache, int layer, float* out,
-                std::vector<float>& scores);
+                std::vector<float>& scores, int lo = 0);
 
 // True when an f16 cache's attention runs the bit-exact llama_numerics.h
 // kernels: they are active on this CPU and the head size suits them.

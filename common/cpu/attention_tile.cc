@@ -135,9 +135,9 @@ class Int8Rows {
 // inside, so each K/V row is read once for the whole tile. Rows are
 // token-major, so the rows that see position j are a suffix.
 template <typename Rows>
-void AttendTileRows(const AttentionShape& shape, const AttentionTile& tile, const float* q,
-                    int64_t row_stride, absl::Span<const int32_t> block_table, int block_size,
-                    Rows rows_of, float* out, AttentionScratch& s) {
+void AttendTileRows(const AttentionShape& shape, const AttentionTile& tile, int window,
+                    const float* q, int64_t row_stride, absl::Span<const int32_t> block_table,
+                    int block_size, Rows rows_of, float* out, AttentionScratch& s) {
   const int dh = shape.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   const int nh = tile.n_heads;
@@ -166,12 +166,19 @@ void AttendTileRows(const AttentionShape& shape, const AttentionTile& tile, cons
       s.pos_row[j] = r;
     }
   }
+  // Rows [first_row(j), end_row(j)) see position j: those at or after it
+  // and, with a window, not past j + window - 1.
   auto first_row = [&](int j) { return std::max(0, j - tile.first_pos) * nh; };
-  for (int j = 0; j < n_max; ++j) {
+  auto end_row = [&](int j) {
+    return window > 0 ? std::min(rows, std::max(0, j + window - tile.first_pos) * nh) : rows;
+  };
+  auto lo = [&](int r) { return window > 0 ? std::max(0, tile.first_pos + r / nh - window + 1) : 0; };
+  for (int j = lo(0); j < n_max; ++j) {
     rows_of.Bind(s.pos_block[j], s.pos_row[j]);
     const int r0 = first_row(j);
-    rows_of.Dot(&s.q[static_cast<size_t>(r0) * dh], rows - r0, s.row_tmp.data());
-    for (int r = r0; r < rows; ++r) {
+    const int r1 = end_row(j);
+    rows_of.Dot(&s.q[static_cast<size_t>(r0) * dh], r1 - r0, s.row_tmp.data());
+    for (int r = r0; r < r1; ++r) {
       const float sc = s.row_tmp[r - r0] * scale;
       score(r, j) = sc;
       s.max[r] = std::max(s.max[r], sc);
@@ -180,7 +187,7 @@ void AttendTileRows(const AttentionShape& shape, const AttentionTile& tile, cons
   for (int r = 0; r < rows; ++r) {
     const int n_ctx = tile.first_pos + r / nh + 1;
     double sum = 0.0;
-    for (int j = 0; j < n_ctx; ++j) {
+    for (int j = lo(r); j < n_ctx; ++j) {
       const float e = Rows::Exp(score(r, j) - s.max[r]);
       score(r, j) = e;
       sum += e;
@@ -188,22 +195,24 @@ void AttendTileRows(const AttentionShape& shape, const AttentionTile& tile, cons
     s.inv[r] = static_cast<float>(1.0 / sum);
     std::fill_n(s.out[r], dh, 0.0f);
   }
-  for (int j0 = 0; j0 < n_max; j0 += kValueSpan) {
-    for (int r = first_row(j0); r < rows; ++r) {
+  for (int j0 = lo(0) / kValueSpan * kValueSpan; j0 < n_max; j0 += kValueSpan) {
+    for (int r = first_row(j0); r < end_row(j0 + kValueSpan - 1); ++r) {
       const int n_ctx = tile.first_pos + r / nh + 1;
+      const int ja = std::max(j0, lo(r));
       const int j1 = std::min(j0 + kValueSpan, n_ctx);
+      if (ja >= j1) continue;
       float* p = &score(r, 0);
-      for (int j = j0; j < j1; ++j) p[j] *= s.inv[r];
-      rows_of.AddValues(p, j0, j1, s.out[r], s);
+      for (int j = ja; j < j1; ++j) p[j] *= s.inv[r];
+      rows_of.AddValues(p, ja, j1, s.out[r], s);
     }
   }
 }
 
 // The bit-exact kernels take the tile's rows in one call: row r is token
 // r / n_heads, head r % n_heads, so the rows' context lengths never fall.
-void AttendTileLlama(const AttentionShape& shape, const AttentionTile& tile, const float* q,
-                     int64_t row_stride, absl::Span<const int32_t> block_table, KvCache& cache,
-                     int layer, float* out, AttentionScratch& s) {
+void AttendTileLlama(const AttentionShape& shape, const AttentionTile& tile, int window,
+                     const float* q, int64_t row_stride, absl::Span<const int32_t> block_table,
+                     KvCache& cache, int layer, float* out, AttentionScratch& s) {
   const int dh = shape.head_dim;
   const int nh = tile.n_heads;
   const int rows = tile.n_tokens * nh;
@@ -213,16 +222,18 @@ void AttendTileLlama(const AttentionShape& shape, const AttentionTile& tile, con
   if (static_cast<int64_t>(s.offsets.size()) < need.offsets) s.offsets.resize(need.offsets);
   s.q_f16.resize(static_cast<size_t>(rows) * dh);
   s.n_ctx.resize(rows);
+  s.lo.resize(rows);
   s.out.resize(rows);
   const AttentionKernels& k = GetAttentionKernels();
   for (int r = 0; r < rows; ++r) {
     const int64_t off = (r / nh) * row_stride + (tile.first_head + r % nh) * dh;
     k.to_f16(q + off, &s.q_f16[static_cast<size_t>(r) * dh], dh);
     s.n_ctx[r] = tile.first_pos + r / nh + 1;
+    s.lo[r] = window > 0 ? std::max(0, s.n_ctx[r] - window) : 0;
     s.out[r] = out + off;
   }
   const int kv_head = tile.first_head / (shape.n_heads / shape.n_kv_heads);
-  LlamaAttendRows(s.q_f16.data(), rows, s.n_ctx.data(), dh,
+  LlamaAttendRows(s.q_f16.data(), rows, s.n_ctx.data(), s.lo.data(), dh,
                   1.0f / std::sqrt(static_cast<float>(dh)),
                   LlamaKvRows(cache, layer, kv_head, dh, block_table), s.scores.data(),
                   s.offsets.data(), s.out.data());
@@ -254,23 +265,23 @@ std::vector<AttentionTile> PlanAttentionTiles(const AttentionShape& shape,
   return tiles;
 }
 
-void AttendTile(const AttentionShape& shape, const AttentionTile& tile, const float* q,
-                int64_t row_stride, absl::Span<const int32_t> block_table, KvCache& cache,
-                int layer, float* out, AttentionScratch& scratch) {
+void AttendTile(const AttentionShape& shape, const AttentionTile& tile, int window,
+                const float* q, int64_t row_stride, absl::Span<const int32_t> block_table,
+                KvCache& cache, int layer, float* out, AttentionScratch& scratch) {
   const int kv_head = tile.first_head / (shape.n_heads / shape.n_kv_heads);
   const int dh = shape.head_dim;
   const int bs = cache.layout().block_size;
   if (cache.layout().is_int8()) {
-    AttendTileRows(shape, tile, q, row_stride, block_table, bs, Int8Rows(cache, layer, kv_head, dh),
-                   out, scratch);
+    AttendTileRows(shape, tile, window, q, row_stride, block_table, bs,
+                   Int8Rows(cache, layer, kv_head, dh), out, scratch);
     return;
   }
   if (!UseLlamaNumerics(shape, cache)) {
-    AttendTileRows(shape, tile, q, row_stride, block_table, bs, F16Rows(cache, layer, kv_head, dh),
-                   out, scratch);
+    AttendTileRows(shape, tile, window, q, row_stride, block_table, bs,
+                   F16Rows(cache, layer, kv_head, dh), out, scratch);
     return;
   }
-  AttendTileLlama(shape, tile, q, row_stride, block_table, cache, layer, out, scratch);
+  AttendTileLlama(shape, tile, window, q, row_stride, block_table, cache, layer, out, scratch);
 }
 
 }  // namespace pdserve

@@ -49,7 +49,7 @@ struct AttentionScratch {
   // The llama_numerics.h path: rows as f16, their context lengths, and the
   // K/V row offsets it works out once per tile.
   std::vector<uint16_t> q_f16;
-  std::vector<int> n_ctx;
+  std::vector<int> n_ctx, lo;
   std::vector<int64_t> offsets;
 };
 
@@ -71,10 +71,12 @@ std::vector<AttentionTile> PlanAttentionTiles(const AttentionShape& shape,
 
 // Attends the tile's rows. q and out hold the step's query rows (and the
 // outputs) at `row_stride` floats per token, heads at head_dim each;
-// `block_table` is the tile's chunk's.
-void AttendTile(const AttentionShape& shape, const AttentionTile& tile, const float* q,
-                int64_t row_stride, absl::Span<const int32_t> block_table, KvCache& cache,
-                int layer, float* out, AttentionScratch& scratch);
+// `block_table` is the tile's chunk's. With `window` W > 0 the token at
+// position p attends (p - W, p] only, and no position before the first
+// row's window (rounded down to 64) is read.
+void AttendTile(const AttentionShape& shape, const AttentionTile& tile, int window,
+                const float* q, int64_t row_stride, absl::Span<const int32_t> block_table,
+                KvCache& cache, int layer, float* out, AttentionScratch& scratch);
 
 }  // namespace pdserve
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/base/status_macros.h"
+#include "common/cpu/gelu.h"
 #include "common/cpu/kv_int8.h"
 #include "common/cpu/llama_numerics.h"
 #include "common/quant/half.h"
@@ -18,6 +19,29 @@ namespace {
 // group of 3 at 8k context, 14 MB for a group of 7 at 32k), and a 512-token
 // chunk still leaves 32 x n_kv_heads tiles to share among threads.
 constexpr int kAttentionTileTokens = 16;
+
+// ggml's rope cache for one token: theta starts at the position and is
+// multiplied by base^(-2/dim) per pair (an iterated product, not a fresh
+// pow per pair); r gets interleaved cos, sin.
+void RopeAngles(int32_t pos, int rope_dim, float base, float freq_scale,
+                const std::vector<float>& factors, float* r) {
+  const float theta_scale = std::pow(base, -2.0f / rope_dim);
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < rope_dim / 2; ++i) {
+    // freq_scale * (theta / factor), exact when both are 1.
+    const float angle = freq_scale * (theta / (factors.empty() ? 1.0f : factors[i]));
+    r[2 * i] = std::cos(angle);
+    r[2 * i + 1] = std::sin(angle);
+    theta *= theta_scale;
+  }
+}
+
+void AddBias(const std::vector<float>& bias, float* rows, int64_t n_rows) {
+  const int64_t n = static_cast<int64_t>(bias.size());
+  for (int64_t t = 0; t < n_rows; ++t) {
+    for (int64_t i = 0; i < n; ++i) rows[t * n + i] += bias[i];
+  }
+}
 
 }  // namespace
 
@@ -46,9 +70,9 @@ absl::Status CpuModelRunner::Forward(const ForwardBatch& batch, KvCache& cache,
   return absl::OkStatus();
 }
 
-// Sizes scratch and precomputes RoPE cos/sin per token the way ggml does:
-// theta starts at the position and is multiplied by base^(-2/dim) per pair
-// (an iterated product, not a fresh pow per pair).
+// Sizes scratch and precomputes RoPE cos/sin per token, for global layers
+// and (with windows) for local ones, which rotate with their own base and
+// no scaling.
 void CpuModelRunner::PrepareStep(const ForwardBatch& batch) {
   tokens_.clear();
   std::vector<ChunkSpan> spans;
@@ -72,19 +96,14 @@ void CpuModelRunner::PrepareStep(const ForwardBatch& batch) {
   attn_.resize(T * config_.q_dim());
   gate_.resize(T * config_.n_ff);
   up_.resize(T * config_.n_ff);
-  const int half = config_.rope_dim / 2;
-  rope_.resize(T * config_.rope_dim);
-  const float theta_scale = std::pow(config_.rope_base, -2.0f / config_.rope_dim);
-  const std::vector<float>& factors = config_.rope_freq_factors;
+  const int rd = config_.rope_dim;
+  rope_.resize(T * rd);
+  rope_local_.resize(config_.has_windows() ? T * rd : 0);
   for (int64_t t = 0; t < T; ++t) {
-    float theta = static_cast<float>(tokens_[t].pos);
-    float* r = &rope_[t * config_.rope_dim];
-    for (int i = 0; i < half; ++i) {
-      // ggml's rope cache: freq_scale * (theta / factor), exact when both are 1.
-      const float angle = config_.rope_freq_scale * (theta / (factors.empty() ? 1.0f : factors[i]));
-      r[2 * i] = std::cos(angle);
-      r[2 * i + 1] = std::sin(angle);
-      theta *= theta_scale;
+    RopeAngles(tokens_[t].pos, rd, config_.rope_base, config_.rope_freq_scale,
+               config_.rope_freq_factors, &rope_[t * rd]);
+    if (config_.has_windows()) {
+      RopeAngles(tokens_[t].pos, rd, config_.rope_base_local, 1.0f, {}, &rope_local_[t * rd]);
     }
   }
 }
@@ -95,7 +114,11 @@ void CpuModelRunner::Embed(const ForwardBatch& batch) {
   int64_t t = 0;
   for (const SequenceChunk& ch : batch.chunks) {
     for (int32_t id : ch.tokens) {
-      k->dequant(e.row(id), &x_[t * config_.n_embd], config_.n_embd);
+      float* x = &x_[t * config_.n_embd];
+      k->dequant(e.row(id), x, config_.n_embd);
+      if (config_.embed_scale != 1.0f) {
+        for (int i = 0; i < config_.n_embd; ++i) x[i] *= config_.embed_scale;
+      }
       ++t;
     }
   }
@@ -105,7 +128,7 @@ void CpuModelRunner::Embed(const ForwardBatch& batch) {
 // the scale and weight applied as two separate roundings, as ggml does.
 void CpuModelRunner::RmsNorm(const float* x, const std::vector<float>& w, float* out,
                              int64_t rows) {
-  const int n = config_.n_embd;
+  const int n = static_cast<int>(w.size());
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * n;
     float* o = out + r * n;
@@ -117,22 +140,27 @@ void CpuModelRunner::RmsNorm(const float* x, const std::vector<float>& w, float*
   }
 }
 
-// Adjacent-pair ("NORM") rotary embedding: GGUF llama weights were permuted
-// by the converter so that pairs (2i, 2i+1) rotate together. The x0 products
-// are fused with the sums: that is what GCC makes of ggml's
-// `x0*cos - x1*sin` / `x0*sin + x1*cos` when llama.cpp is built for an FMA
-// CPU (-march=native contracts them), and plain rounding differs by an ulp.
-void CpuModelRunner::ApplyRope(float* rows, int n_heads) {
+// Rotary embedding. Adjacent pairs ("NORM"): GGUF llama weights were
+// permuted by the converter so that (2i, 2i+1) rotate together; NEOX
+// (qwen2, gemma3) rotates (i, i + rope_dim / 2). The x0 products are fused
+// with the sums: that is what GCC makes of ggml's `x0*cos - x1*sin` /
+// `x0*sin + x1*cos` when llama.cpp is built for an FMA CPU (-march=native
+// contracts them), and plain rounding differs by an ulp.
+void CpuModelRunner::ApplyRope(float* rows, int n_heads, const std::vector<float>& angles) {
   const int dh = config_.head_dim;
   const int half = config_.rope_dim / 2;
+  const int stride = config_.rope_neox ? 1 : 2;      // between pairs' first elements
+  const int partner = config_.rope_neox ? half : 1;  // from a pair's first to its second
   for (int64_t t = 0; t < n_tokens_; ++t) {
-    const float* r = &rope_[t * config_.rope_dim];
+    const float* r = &angles[t * config_.rope_dim];
     for (int h = 0; h < n_heads; ++h) {
       float* v = rows + (t * n_heads + h) * dh;
       for (int i = 0; i < half; ++i) {
-        const float x0 = v[2 * i], x1 = v[2 * i + 1];
-        v[2 * i] = std::fma(x0, r[2 * i], -(x1 * r[2 * i + 1]));
-        v[2 * i + 1] = std::fma(x0, r[2 * i + 1], x1 * r[2 * i]);
+        float* a = v + i * stride;
+        float* b = a + partner;
+        const float x0 = *a, x1 = *b;
+        *a = std::fma(x0, r[2 * i], -(x1 * r[2 * i + 1]));
+        *b = std::fma(x0, r[2 * i + 1], x1 * r[2 * i]);
       }
     }
   }
@@ -146,15 +174,36 @@ void CpuModelRunner::RunLayer(const ForwardBatch& batch, KvCache& cache, int l) 
   const MatmulJob qkv[] = {
       {&w.wq, q_.data(), &pw.wq}, {&w.wk, k_.data(), &pw.wk}, {&w.wv, v_.data(), &pw.wv}};
   matmul_.Run(qkv, h_.data(), T);
-  ApplyRope(q_.data(), config_.n_heads);
-  ApplyRope(k_.data(), config_.n_kv_heads);
+  if (config_.qkv_bias) {
+    AddBias(w.bq, q_.data(), T);
+    AddBias(w.bk, k_.data(), T);
+    AddBias(w.bv, v_.data(), T);
+  }
+  if (config_.qk_norm) {
+    RmsNorm(q_.data(), w.q_norm, q_.data(), T * config_.n_heads);
+    RmsNorm(k_.data(), w.k_norm, k_.data(), T * config_.n_kv_heads);
+  }
+  const std::vector<float>& angles = config_.window(l) > 0 ? rope_local_ : rope_;
+  ApplyRope(q_.data(), config_.n_heads, angles);
+  ApplyRope(k_.data(), config_.n_kv_heads, angles);
+  ScaleQueries();
   StoreKv(batch, cache, l);
   if (batch.on_layer_done) batch.on_layer_done(l);
   Attention(batch, cache, l);
   const MatmulJob out[] = {{&w.wo, h_.data(), &pw.wo}};
   matmul_.Run(out, attn_.data(), T);
+  if (config_.post_norms) RmsNorm(h_.data(), w.post_attn_norm, h_.data(), T);
   for (int64_t i = 0; i < T * config_.n_embd; ++i) x_[i] += h_[i];
   FeedForward(l);
+}
+
+// Attention divides q.k by sqrt(head_dim); an architecture with another
+// scale (ModelConfig::attn_scale) gets the ratio applied to q beforehand,
+// which is exact when the ratio is a power of two.
+void CpuModelRunner::ScaleQueries() {
+  const float ratio = config_.attn_scale * std::sqrt(static_cast<float>(config_.head_dim));
+  if (ratio == 1.0f) return;
+  for (float& x : q_) x *= ratio;
 }
 
 void CpuModelRunner::StoreKv(const ForwardBatch& batch, KvCache& cache, int l) {
@@ -205,7 +254,8 @@ void CpuModelRunner::Attention(const ForwardBatch& batch, KvCache& cache, int l)
     for (size_t i = next++; i < attn_tiles_.size(); i = next++) {
       const AttentionTile& tile = attn_tiles_[i];
       const int64_t off = tile.first_token * stride;
-      AttendTile(shape, tile, &q_[off], stride, batch.chunks[tile.chunk].block_table, cache, l,
+      AttendTile(shape, tile, config_.window(l), &q_[off], stride,
+                 batch.chunks[tile.chunk].block_table, cache, l,
                  &attn_[off], attn_scratch_[thread]);
     }
   });
@@ -219,7 +269,9 @@ void CpuModelRunner::FeedForward(int l) {
   const MatmulJob gate_up[] = {{&w.w_gate, gate_.data(), &pw.w_gate},
                                {&w.w_up, up_.data(), &pw.w_up}};
   matmul_.Run(gate_up, h_.data(), T);
-  if (LlamaExactNumericsActive()) {
+  if (config_.ffn_activation == FfnActivation::kGelu) {
+    GeluMulRows(gate_.data(), up_.data(), T, config_.n_ff);
+  } else if (LlamaExactNumericsActive()) {
     LlamaSiluMulRows(gate_.data(), up_.data(), T, config_.n_ff);
   } else {
     for (int64_t i = 0; i < T * config_.n_ff; ++i) {
@@ -229,6 +281,7 @@ void CpuModelRunner::FeedForward(int l) {
   }
   const MatmulJob down[] = {{&w.w_down, h_.data(), &pw.w_down}};
   matmul_.Run(down, gate_.data(), T);
+  if (config_.post_norms) RmsNorm(h_.data(), w.post_ffn_norm, h_.data(), T);
   for (int64_t i = 0; i < T * config_.n_embd; ++i) x_[i] += h_[i];
 }
 

@@ -1,6 +1,6 @@
-// CpuModelRunner: the llama forward pass on the CPU (llama.cpp's
-// build_llama, see shared/reference/smollm2-gguf.md §4), batched over a
-// ragged set of sequence chunks, with matmuls and attention spread over a
+// CpuModelRunner: the forward pass on the CPU (llama.cpp's build_llama, and
+// its qwen2 and gemma3 variants as ModelConfig's features describe them),
+// batched over a ragged set of sequence chunks, with matmuls and attention spread over a
 // ThreadPool.
 //
 // Owns its scratch buffers, thread pool and packed weight copies; borrows
@@ -41,7 +41,8 @@ class CpuModelRunner : public ModelRunner {
   void StoreKvInt8(const ForwardBatch& batch, KvCache& cache, int layer);
   void Attention(const ForwardBatch& batch, KvCache& cache, int layer);
   void FeedForward(int layer);
-  void ApplyRope(float* rows, int n_heads);
+  void ApplyRope(float* rows, int n_heads, const std::vector<float>& angles);
+  void ScaleQueries();
   void RmsNorm(const float* x, const std::vector<float>& w, float* out, int64_t rows);
   void ComputeLogits(const ForwardBatch& batch, std::vector<float>* logits);
 
@@ -56,7 +57,8 @@ class CpuModelRunner : public ModelRunner {
   // Step scratch, sized by the number of tokens T of the current step.
   int64_t n_tokens_ = 0;
   std::vector<TokenRef> tokens_;
-  std::vector<float> rope_;  // [T][rope_dim] interleaved cos, sin
+  std::vector<float> rope_;        // [T][rope_dim] interleaved cos, sin
+  std::vector<float> rope_local_;  // the same for local (windowed) layers
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_;
   std::vector<AttentionTile> attn_tiles_;     // the step's, largest first
   std::vector<AttentionScratch> attn_scratch_;  // per thread

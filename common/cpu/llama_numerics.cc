@@ -57,15 +57,16 @@ LlamaAttendScratchSize LlamaAttendScratchNeeded(int head_dim, int rows, int n_ma
   return {.floats = rows * (dh + n16) + kLlamaMaxRowGroup * (64 + 16) * dh, .offsets = n_max};
 }
 
-void LlamaAttendRows(const uint16_t* q_f16, int rows, const int* n_ctx, int head_dim, float scale,
-                     const KvHeadRows& kv, float* scratch, int64_t* offsets, float* const* out) {
+void LlamaAttendRows(const uint16_t* q_f16, int rows, const int* n_ctx, const int* lo,
+                     int head_dim, float scale, const KvHeadRows& kv, float* scratch,
+                     int64_t* offsets, float* const* out) {
   switch (ActiveLlamaNumericsIsa()) {
     case LlamaNumericsIsa::kAvx512:
-      return llama_numerics_avx512::AttendRows(q_f16, rows, n_ctx, head_dim, scale, kv, scratch,
-                                               offsets, out);
+      return llama_numerics_avx512::AttendRows(q_f16, rows, n_ctx, lo, head_dim, scale, kv,
+                                               scratch, offsets, out);
     case LlamaNumericsIsa::kAvx2:
-      return llama_numerics_avx2::AttendRows(q_f16, rows, n_ctx, head_dim, scale, kv, scratch,
-                                             offsets, out);
+      return llama_numerics_avx2::AttendRows(q_f16, rows, n_ctx, lo, head_dim, scale, kv,
+                                             scratch, offsets, out);
     case LlamaNumericsIsa::kNone:
       break;
   }

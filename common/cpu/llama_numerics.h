@@ -62,29 +62,35 @@ LlamaAttendScratchSize LlamaAttendScratchNeeded(int head_dim, int rows, int n_ma
 // scale) with ggml_v_expf and a double sum of 16-lane partial sums,
 // probabilities rounded to f16, out[d] = vec_dot_f16 over positions of
 // V[.][d] and the probabilities. Row r (head_dim f16 values at
-// q_f16 + r * head_dim) attends positions [0, n_ctx[r]) and writes head_dim
-// floats to out[r]. The rows share every K/V row they read, and each row's
+// q_f16 + r * head_dim) attends positions [lo[r], n_ctx[r]) and writes
+// head_dim floats to out[r]. `lo` (null: all 0) is a sliding window's
+// start: positions below it are llama.cpp's masked ones, and none below
+// lo[0] rounded down to 64 is read, so the blocks holding them may be gone. The rows share every K/V row they read, and each row's
 // result has the same bits as when it is attended alone.
 // Requires LlamaExactNumericsActive(), head_dim % 16 == 0, head_dim <= 512,
-// 1 <= n_ctx[0] <= n_ctx[1] <= ..., every position below the last readable,
+// 1 <= n_ctx[0] <= n_ctx[1] <= ..., lo[0] <= lo[1] <= ... with lo[r] <
+// n_ctx[r], every position from lo[0] rounded down to 64 to the last readable,
 // and LlamaAttendScratchNeeded(head_dim, rows, n_ctx[rows - 1]) of scratch.
 // A row's equality with itself alone also needs finite V below the last
 // row's context: rows summed together weight positions they do not see by
 // 0, and 0 * inf is NaN (llama.cpp, which pads a batch's rows to one KV
 // length, has the same NaN there).
-void LlamaAttendRows(const uint16_t* q_f16, int rows, const int* n_ctx, int head_dim, float scale,
-                     const KvHeadRows& kv, float* scratch, int64_t* offsets, float* const* out);
+void LlamaAttendRows(const uint16_t* q_f16, int rows, const int* n_ctx, const int* lo,
+                     int head_dim, float scale, const KvHeadRows& kv, float* scratch,
+                     int64_t* offsets, float* const* out);
 
 // The two copies LlamaSiluMulRows and LlamaAttendRows dispatch to.
 namespace llama_numerics_avx512 {
 void SiluMulRows(float* gate, const float* up, int64_t rows, int64_t n);
-void AttendRows(const uint16_t* q_f16, int rows, const int* n_ctx, int head_dim, float scale,
-                const KvHeadRows& kv, float* scratch, int64_t* offsets, float* const* out);
+void AttendRows(const uint16_t* q_f16, int rows, const int* n_ctx, const int* lo, int head_dim,
+                float scale, const KvHeadRows& kv, float* scratch, int64_t* offsets,
+                float* const* out);
 }  // namespace llama_numerics_avx512
 namespace llama_numerics_avx2 {
 void SiluMulRows(float* gate, const float* up, int64_t rows, int64_t n);
-void AttendRows(const uint16_t* q_f16, int rows, const int* n_ctx, int head_dim, float scale,
-                const KvHeadRows& kv, float* scratch, int64_t* offsets, float* const* out);
+void AttendRows(const uint16_t* q_f16, int rows, const int* n_ctx, const int* lo, int head_dim,
+                float scale, const KvHeadRows& kv, float* scratch, int64_t* offsets,
+                float* const* out);
 }  // namespace llama_numerics_avx2
 
 // Test hook: which copy LlamaSiluMulRows and LlamaAttendRows run.

@@ -13,12 +13,42 @@ namespace {
 // llama.cpp (Mistral and many fine-tunes are written as "llama").
 bool IsLlamaFamily(std::string_view arch) { return arch == "llama" || arch == "mistral"; }
 
+bool IsSupported(std::string_view arch) {
+  return IsLlamaFamily(arch) || arch == "qwen2" || arch == "gemma3";
+}
+
 absl::StatusOr<int> GetPositiveInt(const GgufFile& g, const std::string& key) {
   ASSIGN_OR_RETURN(uint64_t v, g.GetUint(key));
   if (v == 0 || v > (1u << 24)) {
     return absl::FailedPreconditionError(absl::StrCat("gguf: ", key, " = ", v, " is out of range"));
   }
   return static_cast<int>(v);
+}
+
+// llama.cpp's gemma3 hyper-parameters: every `pattern`-th layer is global,
+// the others attend a window of attention.sliding_window positions and
+// rotate with base 10000 unscaled; q is scaled by 1 / sqrt(head_dim), except
+// on the 27B model (62 layers), which uses 1 / sqrt(n_embd / n_heads).
+absl::Status ReadGemma3(const GgufFile& g, const std::string& p, ModelConfig* c) {
+  c->rope_neox = true;
+  c->qk_norm = true;
+  c->post_norms = true;
+  c->ffn_activation = FfnActivation::kGelu;
+  c->embed_scale = std::sqrt(static_cast<float>(c->n_embd));
+  if (c->n_layers == 62) {
+    c->attn_scale = 1.0f / std::sqrt(static_cast<float>(c->n_embd / c->n_heads));
+  }
+  ASSIGN_OR_RETURN(const int window, GetPositiveInt(g, p + "attention.sliding_window"));
+  int pattern = 6;
+  if (g.Find(p + "attention.sliding_window_pattern") != nullptr) {
+    ASSIGN_OR_RETURN(pattern, GetPositiveInt(g, p + "attention.sliding_window_pattern"));
+  }
+  c->layer_window.assign(c->n_layers, 0);
+  for (int l = 0; l < c->n_layers; ++l) {
+    if (l % pattern < pattern - 1) c->layer_window[l] = window;
+  }
+  c->rope_base_local = 10000.0f;
+  return absl::OkStatus();
 }
 
 absl::Status CheckShapes(const ModelConfig& c) {
@@ -85,9 +115,10 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& g) {
   ModelConfig c;
   ASSIGN_OR_RETURN(std::string_view arch, g.GetString("general.architecture"));
   c.architecture = std::string(arch);
-  if (!IsLlamaFamily(arch)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "model: architecture '", std::string(arch), "' is not supported (pdserve runs llama-family models)"));
+  if (!IsSupported(arch)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model: architecture '", std::string(arch),
+                     "' is not supported (pdserve runs llama, mistral, qwen2 and gemma3)"));
   }
   if (auto name = g.GetString("general.name"); name.ok()) c.name = std::string(*name);
   const std::string p = std::string(arch) + ".";
@@ -103,6 +134,13 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& g) {
   c.head_dim = c.n_embd / c.n_heads;
   if (g.Find(p + "attention.key_length") != nullptr) {
     ASSIGN_OR_RETURN(c.head_dim, GetPositiveInt(g, p + "attention.key_length"));
+  }
+  if (g.Find(p + "attention.value_length") != nullptr) {
+    ASSIGN_OR_RETURN(const int value_length, GetPositiveInt(g, p + "attention.value_length"));
+    if (value_length != c.head_dim) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model: value length ", value_length, " differs from key length ", c.head_dim));
+    }
   }
   c.rope_dim = c.head_dim;
   if (g.Find(p + "rope.dimension_count") != nullptr) {
@@ -129,6 +167,13 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& g) {
     }
   }
   c.tied_output = g.FindTensor("output.weight") == nullptr;
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (arch == "qwen2") {
+    c.rope_neox = true;
+    c.qkv_bias = true;
+  } else if (arch == "gemma3") {
+    RETURN_IF_ERROR(ReadGemma3(g, p, &c));
+  }
   RETURN_IF_ERROR(CheckShapes(c));
   RETURN_IF_ERROR(ReadRopeFreqFactors(g, &c));
   return c;

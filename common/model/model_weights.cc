@@ -57,8 +57,8 @@ class TensorBinder {
       if (!bound_.contains(t.name)) {
         return absl::FailedPreconditionError(absl::StrCat(
             "model: tensor '", t.name,
-            "' is not part of the llama forward pass pdserve runs (biases, mixture-of-experts "
-            "and extra tensors are not supported)"));
+            "' is not part of the forward pass pdserve runs for this architecture "
+            "(mixture-of-experts and extra tensors are not supported)"));
       }
     }
     return absl::OkStatus();
@@ -98,6 +98,19 @@ absl::StatusOr<LayerWeights> LoadLayer(TensorBinder& b, const ModelConfig& c, in
   ASSIGN_OR_RETURN(w.w_gate, b.Matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff));
   ASSIGN_OR_RETURN(w.w_up, b.Matrix(p + "ffn_up.weight", c.n_embd, c.n_ff));
   ASSIGN_OR_RETURN(w.w_down, b.Matrix(p + "ffn_down.weight", c.n_ff, c.n_embd));
+  if (c.qkv_bias) {
+    ASSIGN_OR_RETURN(w.bq, b.Vector(p + "attn_q.bias", c.q_dim()));
+    ASSIGN_OR_RETURN(w.bk, b.Vector(p + "attn_k.bias", c.kv_dim()));
+    ASSIGN_OR_RETURN(w.bv, b.Vector(p + "attn_v.bias", c.kv_dim()));
+  }
+  if (c.qk_norm) {
+    ASSIGN_OR_RETURN(w.q_norm, b.Vector(p + "attn_q_norm.weight", c.head_dim));
+    ASSIGN_OR_RETURN(w.k_norm, b.Vector(p + "attn_k_norm.weight", c.head_dim));
+  }
+  if (c.post_norms) {
+    ASSIGN_OR_RETURN(w.post_attn_norm, b.Vector(p + "post_attention_norm.weight", c.n_embd));
+    ASSIGN_OR_RETURN(w.post_ffn_norm, b.Vector(p + "post_ffw_norm.weight", c.n_embd));
+  }
   return w;
 }
 

@@ -1,4 +1,4 @@
-// ModelWeights: typed views of a llama-family model's tensors inside a
+// ModelWeights: typed views of a model's tensors inside a
 // GgufFile. Matrices are not copied (they point into the mmapped file);
 // only the small norm vectors are converted to owned f32 arrays.
 // Immutable after Load(); safe to share across threads. The GgufFile must
@@ -32,6 +32,10 @@ struct LayerWeights {
   std::vector<float> ffn_norm;
   WeightMatrix wq, wk, wv, wo;
   WeightMatrix w_gate, w_up, w_down;
+  // Empty unless the architecture has them (ModelConfig's feature flags).
+  std::vector<float> bq, bk, bv;                    // qkv_bias
+  std::vector<float> q_norm, k_norm;                // qk_norm: head_dim each
+  std::vector<float> post_attn_norm, post_ffn_norm;  // post_norms
 };
 
 struct ModelWeights {
@@ -40,8 +44,9 @@ struct ModelWeights {
   std::vector<float> output_norm;
   std::vector<LayerWeights> layers;
 
-  // Binds and validates every tensor the llama forward pass needs: shapes
-  // must match `config`, types must have kernels. Errors name the tensor.
+  // Binds and validates every tensor the forward pass of `config`'s
+  // architecture needs: shapes must match, types must have kernels, and a
+  // tensor the pass would not read is refused. Errors name the tensor.
   static absl::StatusOr<ModelWeights> Load(const GgufFile& gguf, const ModelConfig& config);
 };
 

@@ -254,6 +254,15 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
   if (config.n_heads % config.n_kv_heads != 0 || config.rope_dim % 2 != 0) {
     return absl::FailedPreconditionError("cuda runner: unsupported head layout");
   }
+  // The CUDA kernels implement the llama forward pass only; the qwen2 and
+  // gemma3 features run on the CPU runner.
+  if (config.rope_neox || config.qkv_bias || config.qk_norm || config.post_norms ||
+      config.has_windows() || config.ffn_activation != FfnActivation::kSilu ||
+      config.embed_scale != 1.0f) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cuda runner: architecture '", config.architecture,
+        "' is not implemented on CUDA (run it with --device=cpu)"));
+  }
   auto impl = std::make_unique<Impl>(config, options);
   RETURN_IF_ERROR(impl->Init(weights));
   return std::unique_ptr<CudaModelRunner>(new CudaModelRunner(std::move(impl)));

@@ -87,15 +87,18 @@ class AttentionTileTest
 
   int64_t RowStride() const { return static_cast<int64_t>(shape_.n_heads) * shape_.head_dim; }
 
-  // out of query token i (position first_pos + i), head h, per AttendHead.
-  std::vector<float> Reference(int first_pos, int n_tokens) {
+  // out of query token i (position first_pos + i), head h, per AttendHead;
+  // window > 0 attends the last `window` positions only.
+  std::vector<float> Reference(int first_pos, int n_tokens, int window) {
     std::vector<float> out(static_cast<size_t>(n_tokens) * RowStride());
     std::vector<float> scratch;
     for (int i = 0; i < n_tokens; ++i) {
       for (int h = 0; h < shape_.n_heads; ++h) {
         const int64_t off = i * RowStride() + h * shape_.head_dim;
-        AttendHead(shape_, h, &q_[(first_pos + i) * RowStride() + h * shape_.head_dim],
-                   first_pos + i + 1, blocks_, *cache_, 0, &out[off], scratch);
+        const int n_ctx = first_pos + i + 1;
+        AttendHead(shape_, h, &q_[(first_pos + i) * RowStride() + h * shape_.head_dim], n_ctx,
+                   blocks_, *cache_, 0, &out[off], scratch,
+                   window > 0 ? std::max(0, n_ctx - window) : 0);
       }
     }
     return out;
@@ -109,10 +112,11 @@ class AttentionTileTest
 
 TEST_P(AttentionTileTest, EveryTileShapeMatchesThePerHeadKernelBitForBit) {
   AttentionScratch scratch;  // reused across tiles of different sizes, as in the runner
+  for (int window : {0, 3, 16}) {
   for (int first_pos : {0, 1, 7, 8, 20, 44}) {
     for (int n_tokens : {1, 2, 5, 16, 25}) {
       if (first_pos + n_tokens > kContext) continue;
-      const std::vector<float> want = Reference(first_pos, n_tokens);
+      const std::vector<float> want = Reference(first_pos, n_tokens, window);
       for (int heads_per_tile : {1, 3}) {
         std::vector<float> got(want.size(), -1.0f);
         for (int h = 0; h < shape_.n_heads; h += heads_per_tile) {
@@ -121,14 +125,15 @@ TEST_P(AttentionTileTest, EveryTileShapeMatchesThePerHeadKernelBitForBit) {
                                    .n_tokens = n_tokens,
                                    .first_head = h,
                                    .n_heads = heads_per_tile};
-          AttendTile(shape_, tile, &q_[first_pos * RowStride()], RowStride(), blocks_, *cache_, 0,
-                     got.data(), scratch);
+          AttendTile(shape_, tile, window, &q_[first_pos * RowStride()], RowStride(), blocks_,
+                     *cache_, 0, got.data(), scratch);
         }
         EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
             << "first_pos " << first_pos << ", " << n_tokens << " tokens, " << heads_per_tile
-            << " heads per tile";
+            << " heads per tile, window " << window;
       }
     }
+  }
   }
 }
 

@@ -191,8 +191,8 @@ std::vector<std::vector<float>> AttendMany(const std::vector<uint16_t>& q, int d
   std::vector<std::vector<float>> got(rows, std::vector<float>(dh, NAN));
   std::vector<float*> outs;
   for (auto& row : got) outs.push_back(row.data());
-  LlamaAttendRows(q.data(), rows, n_ctx.data(), dh, scale, kv, scratch.data(), offsets.data(),
-                  outs.data());
+  LlamaAttendRows(q.data(), rows, n_ctx.data(), nullptr, dh, scale, kv, scratch.data(),
+                  offsets.data(), outs.data());
   return got;
 }
 
