@@ -121,8 +121,8 @@ bool IsKnownRole(std::string_view role) {
 absl::StatusOr<ChatTemplate> ChatTemplate::FromGguf(const GgufFile& gguf,
                                                     std::string_view eos_text) {
   if (gguf.Find(kTemplateKey) == nullptr) {
-    LOG(WARNING) << "model has no " << kTemplateKey << "; using plain ChatML";
-    return ChatTemplate(false, Style::kChatMl, std::nullopt, {}, {});
+    LOG(INFO) << "model has no " << kTemplateKey << ": chat requests are refused";
+    return ChatTemplate(false, Style::kNone, std::nullopt, {}, {});
   }
   ASSIGN_OR_RETURN(const std::string_view jinja, gguf.GetString(kTemplateKey));
   return FromJinja(jinja, eos_text);
@@ -161,6 +161,9 @@ ChatTemplate ChatTemplate::FromJinja(std::string_view jinja, std::string_view eo
   if (Contains(jinja, "<|start_header_id|>") && Contains(jinja, "<|end_header_id|>")) {
     return ChatTemplate(true, Style::kLlama3, std::nullopt, {}, {});
   }
+  if (Contains(jinja, "<start_of_turn>")) {
+    return ChatTemplate(true, Style::kGemma, std::nullopt, {}, {});
+  }
   LOG(WARNING) << "chat template is not ChatML, LLaMA 2/3, Mistral or Zephyr-style; falling back "
                   "to plain ChatML, which this model may not have been trained on";
   return ChatTemplate(false, Style::kChatMl, std::nullopt, {}, {});
@@ -184,6 +187,10 @@ ChatTemplate ChatTemplate::FromMistralJinja(std::string_view jinja) {
 
 absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> messages,
                                                  bool add_generation_prompt) const {
+  if (style_ == Style::kNone) {
+    return absl::InvalidArgumentError(
+        "the model has no chat template (a base model): send a plain-text prompt instead");
+  }
   if (messages.empty()) return absl::InvalidArgumentError("chat has no messages");
   size_t size = 64;
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -197,6 +204,11 @@ absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> m
   std::string out;
   out.reserve(size);
   switch (style_) {
+    case Style::kNone:
+      break;
+    case Style::kGemma:
+      RETURN_IF_ERROR(RenderGemma(messages, add_generation_prompt, &out));
+      break;
     case Style::kChatMl:
       RenderChatMl(messages, add_generation_prompt, &out);
       break;
@@ -258,6 +270,28 @@ void ChatTemplate::RenderLlama2(absl::Span<const ChatMessage> messages, std::str
       inside_turn = false;
     }
   }
+}
+
+absl::Status ChatTemplate::RenderGemma(absl::Span<const ChatMessage> messages,
+                                       bool add_generation_prompt, std::string* out) const {
+  std::string first_user_prefix;
+  if (messages[0].role == "system") {
+    first_user_prefix = absl::StrCat(messages[0].content, "\n\n");
+    messages.remove_prefix(1);
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if ((m.role == "user") != (i % 2 == 0)) {
+      return absl::InvalidArgumentError(
+          "this model's chat template needs roles to alternate user/assistant/user/...");
+    }
+    std::string_view role = m.role;
+    if (role == "assistant") role = "model";
+    Append(out, {"<start_of_turn>", role, "\n", i == 0 ? first_user_prefix : "", Trim(m.content),
+                 "<end_of_turn>\n"});
+  }
+  if (add_generation_prompt) out->append("<start_of_turn>model\n");
+  return absl::OkStatus();
 }
 
 void ChatTemplate::RenderMistral(absl::Span<const ChatMessage> messages, std::string* out) const {

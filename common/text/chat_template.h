@@ -27,14 +27,20 @@
 //  - LLaMA 3 ("<|start_header_id|>" and "<|end_header_id|>"):
 //      <|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|>
 //    ... [<|start_header_id|>assistant<|end_header_id|>\n\n]
+//  - Gemma ("<start_of_turn>"), as Gemma 3's Jinja renders it: a leading
+//    system message becomes "{system}\n\n" before the first user turn's
+//    text, assistant turns are role "model", contents are trimmed, and roles
+//    after it must alternate user/model (INVALID_ARGUMENT otherwise):
+//      <start_of_turn>user\n{content}<end_of_turn>\n ... [<start_of_turn>model\n]
 // The LLaMA and Mistral renderings are llama.cpp's built-in templates (what llama-server
 // uses without --jinja); they carry no BOS, which the tokenizer adds
 // (Tokenizer::EncodePrompt). LLaMA 3.1+'s Jinja adds a dated default system
 // prompt that this rendering leaves out, as llama.cpp's does.
 //
-// Documented fallback: a missing or unrecognised template renders as plain
-// ChatML without a default system prompt, with a LOG(WARNING) at load time;
-// the model may then see a prompt format it was not trained on.
+// A model without a template (a base model such as Gemma 3 270M) refuses
+// chat: Render() gives INVALID_ARGUMENT rather than guessing a format the
+// model never saw. An unrecognised template falls back to plain ChatML
+// without a default system prompt, with a LOG(WARNING) at load time.
 //
 // Message contents are inserted verbatim (LLaMA 3: trimmed), so text such
 // as "<|im_end|>" in a message is tokenized as that special token when the
@@ -63,20 +69,21 @@ struct ChatMessage {
 class ChatTemplate {
  public:
   // Reads `tokenizer.chat_template`; INVALID_ARGUMENT if it is present but
-  // not a string. A missing template takes the fallback. `eos_text` is the
+  // not a string. Without one, Render() refuses. `eos_text` is the
   // text of the model's EOS token, for templates that use eos_token.
   static absl::StatusOr<ChatTemplate> FromGguf(const GgufFile& gguf,
                                                std::string_view eos_text = "");
   // Recognises a Jinja template string (see the file comment).
   static ChatTemplate FromJinja(std::string_view jinja, std::string_view eos_text = "");
 
-  // INVALID_ARGUMENT for an empty list or an unknown role.
+  // INVALID_ARGUMENT for an empty list, an unknown role, a template that
+  // refuses the conversation, or a model without a template.
   absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
                                      bool add_generation_prompt) const;
 
-  enum class Style { kChatMl, kLlama2, kLlama3, kMistral, kMistralV7, kZephyr };
+  enum class Style { kNone, kChatMl, kLlama2, kLlama3, kMistral, kMistralV7, kZephyr, kGemma };
 
-  // False when the template was not recognised and the fallback is in use.
+  // False when the template was not recognised (or is missing).
   bool recognized() const { return recognized_; }
   Style style() const { return style_; }
   const std::optional<std::string>& default_system_prompt() const { return default_system_prompt_; }
@@ -110,6 +117,8 @@ class ChatTemplate {
                     std::string* out) const;
   void RenderLlama2(absl::Span<const ChatMessage> messages, std::string* out) const;
   void RenderMistral(absl::Span<const ChatMessage> messages, std::string* out) const;
+  absl::Status RenderGemma(absl::Span<const ChatMessage> messages, bool add_generation_prompt,
+                           std::string* out) const;
 
   bool recognized_;
   Style style_;

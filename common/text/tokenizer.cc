@@ -39,15 +39,20 @@
 namespace pdserve {
 namespace {
 
+// End-of-generation texts as llama.cpp (0.3.36's llama-vocab) finds them
+// when the metadata does not name them; a normal token among them becomes
+// CONTROL there ("control-looking token"), so "</s>" typed as text is no
+// longer that token unless special tokens are parsed.
 constexpr std::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
+    "<|eot_id|>", "<|im_end|>",      "<|end|>", "<end_of_turn>", "<|endoftext|>",
+    "<|eom_id|>", "<|end_of_text|>", "<EOT>",   "</s>",
 };
 // llama.cpp also takes DeepSeek's end-of-sentence text as EOT when no eot
 // id is given, and treats FIM pad/repo/sep tokens as end of generation.
 constexpr std::string_view kDeepSeekEot = "<｜end▁of▁sentence｜>";
 constexpr std::string_view kFimEogTexts[] = {
-    "<|fim_pad|>",   "<fim-pad>",  "<PAD>",  "<|fim_repo|>",
-    "<|repo_name|>", "<fim-repo>", "<REPO>", "<|file_sep|>",
+    "<|fim_pad|>",   "<fim-pad>",  "<PAD>",  "<|fim_repo|>", "<|repo_name|>",
+    "<fim-repo>",    "<REPO>",     "<reponame>", "<|file_sep|>",
 };
 
 // This abseil build's string_view is not std::string_view.

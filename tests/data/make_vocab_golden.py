@@ -16,6 +16,7 @@ tests/unit/text/tokenizer_vocab_fixture_test.cc checks pdserve's Tokenizer
 against every entry.
 
 Usage: python3 tests/data/make_vocab_golden.py [vocab_dir]
+       python3 tests/data/make_vocab_golden.py --models   (the real models' vocabularies)
 """
 
 import ctypes
@@ -37,6 +38,22 @@ FIXTURES = {
     "gpt_neox": "ggml-vocab-gpt-neox.gguf",
 }
 WITH_TEST_STRINGS = {"gpt_neox"}
+# The real models' own vocabularies (scripts/fetch-model.sh links them at
+# models/), written with --models. llama-cpp-python 0.3.7 predates gemma3, so
+# these come from 0.3.36; the file's "oracle" says which. Gemma's strings add
+# its chat markers; Qwen's its ChatML and tool-call markers.
+MODEL_VOCABS = {
+    "gemma3": "gemma-3-270m.Q4_K_M.gguf",
+    "qwen2_5_coder": "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
+}
+MODEL_STRINGS = [
+    "<start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n",
+    "<bos><start_of_turn>user\n  spaced   out  <end_of_turn>",
+    "<|im_start|>system\nYou are Qwen.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n",
+    "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+    "<|endoftext|><|fim_prefix|>def<|fim_suffix|><|fim_middle|>",
+    "    indented code\n\tand tabs\n        def  g():  pass",
+]
 
 EXTRA_STRINGS = [
     # SentencePiece: the space prefix, runs of spaces and U+2581 itself.
@@ -137,6 +154,13 @@ def write(fixture, path, out, extra):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
+    if sys.argv[1:] == ["--models"]:
+        models_dir = os.path.join(here, "..", "..", "models")
+        for fixture, name in MODEL_VOCABS.items():
+            write(fixture, os.path.join(models_dir, name),
+                  os.path.join(here, "vocab_golden_%s.json" % fixture),
+                  test_strings(os.path.join(models_dir, "vocab")) + MODEL_STRINGS)
+        return
     vocab_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "..", "models",
                                                                    "vocab")
     for fixture, name in FIXTURES.items():

@@ -94,7 +94,7 @@ TEST(ChatTemplateTest, PlainChatMlHasNoDefaultSystemPrompt) {
 
 TEST(ChatTemplateTest, UnknownTemplateFallsBackToPlainChatMl) {
   const ChatTemplate t = ChatTemplate::FromJinja(
-      "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n"
+      "{% for m in messages %}<|turn|>{{ m['role'] }}\n{{ m['content'] }}<|end_turn|>\n"
       "{% endfor %}");
   EXPECT_FALSE(t.recognized());
   EXPECT_FALSE(t.default_system_prompt().has_value());
@@ -245,6 +245,39 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufWith(void (*add)(GgufWriter*)) {
   return GgufFile::FromBuffer(w.Serialize());
 }
 
+// Gemma 3's instruction-tuned template (gemma-3-270m-it, abridged to the
+// parts that decide the rendering).
+constexpr std::string_view kGemma3Template =
+    "{{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = "
+    "messages[0]['content'] + '\\n\\n' -%}{%- set loop_messages = messages[1:] -%}{%- else -%}"
+    "{%- set first_user_prefix = \"\" -%}{%- set loop_messages = messages -%}{%- endif -%}"
+    "{%- for message in loop_messages -%}{{ '<start_of_turn>' + role + '\\n' + "
+    "(first_user_prefix if loop.first else \"\") }}{{ message['content'] | trim }}"
+    "{{ '<end_of_turn>\\n' }}{%- endfor -%}{%- if add_generation_prompt -%}"
+    "{{'<start_of_turn>model\\n'}}{%- endif -%}";
+
+TEST(ChatTemplateTest, GemmaTurnsAsItsJinjaRendersThem) {
+  const ChatTemplate t = ChatTemplate::FromJinja(kGemma3Template);
+  EXPECT_TRUE(t.recognized());
+  EXPECT_EQ(t.style(), ChatTemplate::Style::kGemma);
+  EXPECT_EQ(RenderOk(t, {{"user", "Hello"}}, true),
+            "<start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(RenderOk(t,
+                     {{"system", "Be brief."},
+                      {"user", "  Hi  "},
+                      {"assistant", "Hello!\n"},
+                      {"user", "Bye"}},
+                     false),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+            "<start_of_turn>model\nHello!<end_of_turn>\n"
+            "<start_of_turn>user\nBye<end_of_turn>\n");
+  // Its template raises on roles that do not alternate.
+  EXPECT_EQ(t.Render({{"user", "a"}, {"user", "b"}}, true).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.Render({{"assistant", "a"}}, true).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ChatTemplateTest, FromGguf) {
   auto with =
       GgufWith([](GgufWriter* w) { w->AddString("tokenizer.chat_template", kSmolLm2Template); });
@@ -255,9 +288,12 @@ TEST(ChatTemplateTest, FromGguf) {
 
   auto without = GgufWith([](GgufWriter*) {});
   ASSERT_TRUE(without.ok());
-  auto fallback = ChatTemplate::FromGguf(**without);
-  ASSERT_TRUE(fallback.ok());
-  EXPECT_FALSE(fallback->recognized());
+  auto none = ChatTemplate::FromGguf(**without);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->recognized());
+  // A base model refuses chat instead of guessing a format.
+  EXPECT_EQ(none->Render({{"user", "Hi"}}, true).status().code(),
+            absl::StatusCode::kInvalidArgument);
 
   auto wrong_type = GgufWith([](GgufWriter* w) { w->AddUint32("tokenizer.chat_template", 7); });
   ASSERT_TRUE(wrong_type.ok());

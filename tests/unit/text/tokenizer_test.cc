@@ -379,8 +379,11 @@ TEST_F(RealTokenizerTest, Metadata) {
   EXPECT_EQ(tokenizer_->eos_id(), 2);
   EXPECT_FALSE(tokenizer_->add_bos());
   EXPECT_EQ(tokenizer_->pre_tokenizer_type(), PreTokenizerType::kSmollm);
-  EXPECT_THAT(tokenizer_->eog_ids(), ElementsAre(0, 2));
+  // <|endoftext|>, <|im_end|> and the FIM repository marker <reponame>, as
+  // llama.cpp 0.3.36 lists them.
+  EXPECT_THAT(tokenizer_->eog_ids(), ElementsAre(0, 2, 4));
   EXPECT_EQ(tokenizer_->TokenText(1), "<|im_start|>");
+  EXPECT_EQ(tokenizer_->TokenText(4), "<reponame>");
 }
 
 TEST_F(RealTokenizerTest, ReferenceSelfCheckVectors) {

@@ -37,13 +37,19 @@ struct Fixture {
   bool has_golden = true;
 };
 
+// A vocabulary fixture (scripts/fetch-vocab.sh) or a real model
+// (scripts/fetch-model.sh), in the tree or in the cache.
 std::string FixturePath(const std::string& file) {
-  const std::string in_tree = testing::SourceDir() + "/models/vocab/" + file;
-  if (std::filesystem::exists(in_tree)) return in_tree;
   const char* home = std::getenv("HOME");
-  if (home == nullptr) return "";
-  const std::string cached = std::string(home) + "/.cache/pdserve/vocab/" + file;
-  return std::filesystem::exists(cached) ? cached : "";
+  for (const char* dir : {"vocab", "models"}) {
+    const std::string in_tree = testing::SourceDir() + "/models/" +
+                                (std::string(dir) == "vocab" ? "vocab/" : "") + file;
+    if (std::filesystem::exists(in_tree)) return in_tree;
+    if (home == nullptr) continue;
+    const std::string cached = std::string(home) + "/.cache/pdserve/" + dir + "/" + file;
+    if (std::filesystem::exists(cached)) return cached;
+  }
+  return "";
 }
 
 std::string ReadFile(const std::string& path) {
@@ -131,7 +137,14 @@ INSTANTIATE_TEST_SUITE_P(LlamaFamily, TokenizerVocabFixtureTest,
                                            // ids, which llama.cpp's own test-tokenizer-0
                                            // checks it against.
                                            Fixture{"qwen2", "ggml-vocab-qwen2.gguf",
-                                                   /*has_hf_tests=*/true, /*has_golden=*/false}),
+                                                   /*has_hf_tests=*/true, /*has_golden=*/false},
+                                           // The real models' own vocabularies, with
+                                           // llama-cpp-python 0.3.36's ids.
+                                           Fixture{"gemma3", "gemma-3-270m.Q4_K_M.gguf",
+                                                   /*has_hf_tests=*/false},
+                                           Fixture{"qwen2_5_coder",
+                                                   "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf",
+                                                   /*has_hf_tests=*/false}),
                          [](const ::testing::TestParamInfo<Fixture>& info) {
                            return info.param.name;
                          });
