@@ -1,5 +1,6 @@
 #include "prefill_worker/kv_exporter.h"
 
+#include <algorithm>
 #include <deque>
 #include <optional>
 #include <thread>
@@ -115,9 +116,13 @@ void KvExporter::SendKeepAlives() {
 
 void KvExporter::SendBlocks(Transfer& t, int layer, const std::vector<int32_t>& table,
                             int32_t end_block) {
-  if (end_block <= t.next_block) return;
+  // A window layer's blocks before the prompt's last window are never read
+  // on the decode side: they stay here (the receiver does not expect them).
+  const int32_t n_blocks = BlocksForTokens(t.prompt_len, cache_->layout().block_size);
+  const int32_t first = std::max(t.next_block, cache_->layout().FirstSentBlock(layer, n_blocks));
+  if (end_block <= first) return;
   std::vector<int32_t> logical, physical;
-  for (int32_t b = t.next_block; b < end_block; ++b) {
+  for (int32_t b = first; b < end_block; ++b) {
     logical.push_back(b);
     physical.push_back(table[b]);
   }

@@ -117,8 +117,21 @@ Engine::CachedPrefix Engine::TakeCachedPrefix(const std::vector<int32_t>& prompt
   return out;
 }
 
+// A transfer sends a window layer's blocks from KvLayout::FirstSentBlock
+// on; the ones before it that this sequence did not already hold (its
+// cached prefix) were never written.
+bool Engine::HasWindowHoles(const Sequence& seq) const {
+  const KvLayout& layout = cache_->layout();
+  const int32_t n_blocks = BlocksForTokens(seq.prompt_len(), layout.block_size);
+  const int32_t held = seq.cached_tokens / layout.block_size;
+  for (int l = 0; l < layout.n_layers && !layout.layer_window.empty(); ++l) {
+    if (layout.FirstSentBlock(l, n_blocks) > held) return true;
+  }
+  return false;
+}
+
 void Engine::PublishFullBlocks(Sequence& seq) {
-  if (!options_.prefix_cache || !seq.options.use_prefix_cache) return;
+  if (!options_.prefix_cache || !seq.options.use_prefix_cache || !seq.publishable) return;
   const int32_t block_size = cache_->layout().block_size;
   const size_t full = static_cast<size_t>(seq.num_computed / block_size);
   while (seq.block_keys.size() < full) {
@@ -172,6 +185,11 @@ absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token,
   }
   seq.awaiting_kv = false;
   seq.num_computed = seq.prompt_len();
+  if (HasWindowHoles(seq)) {
+    // Its window layers hold only the prompt's last window: a later prompt
+    // that shares a shorter prefix would read the positions not sent.
+    seq.publishable = false;
+  }
   PublishFullBlocks(seq);
   AcceptToken(seq, first_token, CommittedLogprobs(seq, first_token, std::move(first_logprobs)));
   ReapFinished();

@@ -91,6 +91,8 @@ class Engine {
   // `first_logprobs` are the prefill worker's log-probabilities of it; the
   // event carries them when the sequence asked for logprobs and they belong
   // to `first_token` (a prefill worker that predates them sends none).
+  // A sequence whose window layers received only the prompt's last window
+  // never enters the prefix cache.
   absl::Status CommitPrefilled(int64_t seq_id, int32_t first_token,
                                std::optional<TokenLogprobs> first_logprobs);
   // Prefill side: blocks of ended hold_kv_on_finish sequences (finished,
@@ -138,6 +140,7 @@ class Engine {
   };
   CachedPrefix TakeCachedPrefix(const std::vector<int32_t>& prompt);
   // Publishes the sequence's full blocks that are computed and not yet keyed.
+  bool HasWindowHoles(const Sequence& seq) const;
   void PublishFullBlocks(Sequence& seq);
   void RunLayerHook(const ForwardBatch& batch, const std::vector<Sequence*>& owners, int layer);
   void SampleNext(Sequence& seq, absl::Span<float> logits);

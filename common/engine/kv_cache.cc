@@ -2,7 +2,10 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace pdserve {
 
@@ -19,7 +22,19 @@ KvLayout KvLayout::ForModel(const ModelConfig& c, int32_t block_size, const std:
   l.n_kv_heads = c.n_kv_heads;
   l.head_dim = c.head_dim;
   l.block_size = block_size;
+  l.layer_window.assign(c.layer_window.begin(), c.layer_window.end());
   return l;
+}
+
+int32_t KvLayout::FirstSentBlock(int layer, int32_t n_blocks) const {
+  const int32_t w = layer_window.empty() ? 0 : layer_window[layer];
+  if (w <= 0) return 0;
+  // The prompt ends in block n_blocks - 1; its last position L - 1 is at
+  // least (n_blocks - 1) * block_size. Decoding position p >= L reads from
+  // p - w + 1 rounded down to kWindowReadAlign, so from at least
+  // (n_blocks - 1) * block_size - (w - 1) - (kWindowReadAlign - 1).
+  const int32_t span = w - 1 + kWindowReadAlign - 1;
+  return std::max(0, n_blocks - 1 - (span + block_size - 1) / block_size);
 }
 
 KvLayout KvLayout::SmolLm2(int32_t block_size) {
@@ -33,7 +48,9 @@ KvLayout KvLayout::SmolLm2(int32_t block_size) {
 
 std::string KvLayout::DebugString() const {
   return absl::StrCat("{layers=", n_layers, " kv_heads=", n_kv_heads, " head_dim=", head_dim,
-                      " block_size=", block_size, " dtype=", dtype, "}");
+                      " block_size=", block_size, " dtype=", dtype,
+                      layer_window.empty() ? "" : " windows=", absl::StrJoin(layer_window, ","),
+                      "}");
 }
 
 absl::StatusOr<std::string> KvDeviceMemory::ExportHandle() const {

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -39,6 +40,14 @@ struct KvLayout {
   int32_t block_size = 16;
   // Element type of K/V: kKvDtypeF16 or kKvDtypeInt8 (the wire spelling).
   std::string dtype = "f16";
+  // ModelConfig::layer_window: per layer 0 or its sliding window; empty
+  // when no layer has one.
+  std::vector<int32_t> layer_window;
+
+  // Windowed attention reads from a row's window start rounded down to this
+  // many positions (the CPU kernels' summation lanes, see
+  // common/cpu/attention_tile.h); KV before it is never read.
+  static constexpr int32_t kWindowReadAlign = 64;
 
   static KvLayout ForModel(const ModelConfig& c, int32_t block_size,
                            const std::string& dtype = "f16");
@@ -46,6 +55,12 @@ struct KvLayout {
   // and tests that size their blocks like the model pdserve ships with.
   static KvLayout SmolLm2(int32_t block_size = 16);
   bool is_int8() const { return dtype == "int8"; }
+  // The first logical block of a prompt of n_blocks blocks whose KV a
+  // decode worker can read in `layer`: 0 for a global layer; for a window
+  // layer the blocks before it hold positions no later token attends, so
+  // prefill does not send them. A function of n_blocks (not the exact
+  // length) so that receiver and sender agree on it from the reservation.
+  int32_t FirstSentBlock(int layer, int32_t n_blocks) const;
   int64_t kv_dim() const { return static_cast<int64_t>(n_kv_heads) * head_dim; }
   int64_t elem_bytes() const { return is_int8() ? 1 : 2; }
   // Bytes of one token's K (or V) row in one layer, its scales included.

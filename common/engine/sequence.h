@@ -76,6 +76,9 @@ struct Sequence {
   // Hash-chain keys of the leading full blocks already looked up or
   // published (block_keys[i] belongs to blocks[i]).
   std::vector<uint64_t> block_keys;
+  // False once its KV has holes a later prompt could read (a window layer
+  // received only the prompt's last window): never published then.
+  bool publishable = true;
   FinishReason finish = FinishReason::kNone;
 };
 

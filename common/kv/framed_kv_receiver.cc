@@ -292,7 +292,7 @@ absl::Status FramedKvReceiverImpl::Expect(uint64_t transfer_id, uint64_t epoch,
         absl::StrCat("kv reservation ", transfer_id, ": deadline already passed"));
   }
   auto reservation = std::make_unique<KvReservation>(transfer_id, epoch, std::move(dst_block_ids),
-                                                     num_layers, bytes_per_layer_block_);
+                                                     num_layers, cache_->layout());
   absl::Status status;
   io_.RunSync([&] { status = Install(std::move(reservation), deadline, std::move(on_done)); });
   return status;

@@ -29,14 +29,20 @@ absl::Status KvReservation::Validate(const std::vector<int32_t>& dst_block_ids, 
 
 KvReservation::KvReservation(uint64_t transfer_id, uint64_t epoch,
                              std::vector<int32_t> dst_block_ids, int num_layers,
-                             int64_t bytes_per_layer_block)
+                             const KvLayout& layout)
     : transfer_id_(transfer_id),
       epoch_(epoch),
       dst_block_ids_(std::move(dst_block_ids)),
       num_layers_(num_layers),
-      bytes_per_layer_block_(bytes_per_layer_block),
+      bytes_per_layer_block_(layout.bytes_per_layer_block()),
       claimed_(static_cast<size_t>(num_layers) * dst_block_ids_.size(), false) {
-  for (int32_t id : dst_block_ids_) blocks_to_send_ += id != kKvBlockNotSent;
+  const auto n_blocks = static_cast<int32_t>(dst_block_ids_.size());
+  for (int layer = 0; layer < num_layers_; ++layer) {
+    first_block_.push_back(layout.FirstSentBlock(layer, n_blocks));
+    for (int32_t b = first_block_.back(); b < n_blocks; ++b) {
+      cells_to_send_ += dst_block_ids_[b] != kKvBlockNotSent;
+    }
+  }
 }
 
 absl::Status KvReservation::ClaimLayerBlocks(const v1::KvFrameHeader& header) {
@@ -57,6 +63,11 @@ absl::Status KvReservation::ClaimLayerBlocks(const v1::KvFrameHeader& header) {
       return absl::InvalidArgumentError(
           absl::StrCat("kv frame: block index ", logical, " is held by the receiver"));
     }
+    if (static_cast<int32_t>(logical) < first_block_[layer]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kv frame: layer ", layer, " block ", logical,
+                       " is before its window's first block ", first_block_[layer]));
+    }
     if (claimed_[Cell(layer, logical)] || !in_frame.insert(logical).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("kv frame: duplicate layer ", layer, " block ", logical));
@@ -67,8 +78,7 @@ absl::Status KvReservation::ClaimLayerBlocks(const v1::KvFrameHeader& header) {
 }
 
 absl::StatusOr<KvCommit> KvReservation::CheckCommit(const v1::KvFrameHeader& header) const {
-  const uint64_t expected_bytes =
-      static_cast<uint64_t>(num_layers_ * blocks_to_send_ * bytes_per_layer_block_);
+  const uint64_t expected_bytes = static_cast<uint64_t>(cells_to_send_ * bytes_per_layer_block_);
   if (header.num_layers() != static_cast<uint32_t>(num_layers_)) {
     return absl::DataLossError(
         absl::StrCat("kv commit: ", header.num_layers(), " layers, expected ", num_layers_));

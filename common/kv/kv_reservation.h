@@ -26,9 +26,10 @@ class KvReservation {
   static absl::Status Validate(const std::vector<int32_t>& dst_block_ids, int num_layers,
                                const KvLayout& layout, int32_t cache_blocks);
 
-  // Arguments must have passed Validate().
+  // Arguments must have passed Validate(). A window layer of `layout`
+  // expects only the blocks from KvLayout::FirstSentBlock on.
   KvReservation(uint64_t transfer_id, uint64_t epoch, std::vector<int32_t> dst_block_ids,
-                int num_layers, int64_t bytes_per_layer_block);
+                int num_layers, const KvLayout& layout);
 
   uint64_t transfer_id() const { return transfer_id_; }
   uint64_t epoch() const { return epoch_; }
@@ -40,7 +41,8 @@ class KvReservation {
   // already checked by CheckKvFrameShape) and claims its (layer, block)
   // cells, so a second frame for the same cell is rejected even while the
   // first one's payload is still arriving. INVALID_ARGUMENT on a layer or
-  // block out of range, a block D did not ask for, or a duplicate.
+  // block out of range, a block D did not ask for (held, or before a window
+  // layer's first sent block), or a duplicate.
   absl::Status ClaimLayerBlocks(const v1::KvFrameHeader& header);
 
   // Records a claimed frame's payload as fully written.
@@ -61,7 +63,8 @@ class KvReservation {
   const std::vector<int32_t> dst_block_ids_;
   const int num_layers_;
   const int64_t bytes_per_layer_block_;
-  int64_t blocks_to_send_ = 0;  // per layer
+  std::vector<int32_t> first_block_;  // per layer: FirstSentBlock
+  int64_t cells_to_send_ = 0;         // over all layers
   std::vector<bool> claimed_;   // [layer][logical block]
   uint64_t written_bytes_ = 0;
 };

@@ -9,6 +9,7 @@ v1::KvLayout ToProto(const KvLayout& l) {
   p.set_head_dim(l.head_dim);
   p.set_block_size(l.block_size);
   p.set_dtype(l.dtype);
+  for (int32_t w : l.layer_window) p.add_layer_window(static_cast<uint32_t>(w));
   return p;
 }
 
@@ -19,6 +20,7 @@ KvLayout FromProto(const v1::KvLayout& p) {
   l.head_dim = static_cast<int32_t>(p.head_dim());
   l.block_size = static_cast<int32_t>(p.block_size());
   l.dtype = p.dtype();
+  for (uint32_t w : p.layer_window()) l.layer_window.push_back(static_cast<int32_t>(w));
   return l;
 }
 
