@@ -9,6 +9,13 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 PROMPT ?= What is the capital of France? Answer in one sentence.
+# The model `make run` and `make bench-engine` use: smollm2 (default),
+# qwen2.5-coder or gemma3 (scripts/fetch-model.sh fetches it on first use).
+# Gemma 3 270M is a base model without a chat template: its demo prompt goes
+# in as plain text.
+MODEL ?= smollm2
+MODEL_PATH = $(shell scripts/fetch-model.sh $(MODEL) | tail -n 1)
+DEMO_CHAT = $(if $(filter gemma3,$(MODEL)),--chat=false,--chat=true)
 # Tests the sanitizer pass runs (ctest label regexes).
 ASAN_TEST_LABELS ?= unit|integration
 ASAN_EXCLUDE_LABELS ?= k8s|golden
@@ -23,7 +30,7 @@ OPENAI_PYTHON ?= $(abspath $(VENV_DIR))/bin/python
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all setup venv model vocab configure build test test-default test-thread-safety test-asan configure-asan build-asan run bench-engine clean
+.PHONY: all setup venv model models vocab configure build test test-default test-thread-safety test-asan configure-asan build-asan run bench-engine clean
 
 all: build
 
@@ -31,7 +38,11 @@ setup:
 	@scripts/setup.sh
 
 model:
-	@scripts/fetch-model.sh
+	@scripts/fetch-model.sh $(MODEL) >/dev/null
+
+# Every model the tests run on.
+models:
+	@for m in smollm2 qwen2.5-coder gemma3; do scripts/fetch-model.sh $$m >/dev/null || exit 1; done
 
 # llama.cpp's LLaMA 2 / LLaMA 3 tokenizer fixtures for the tokenizer tests.
 vocab:
@@ -49,7 +60,7 @@ build: configure
 
 test: test-default test-thread-safety test-asan
 
-test-default: build model vocab venv
+test-default: build models vocab venv
 	@cd $(BUILD_DIR) && PDSERVE_OPENAI_PYTHON='$(OPENAI_PYTHON)' ctest --output-on-failure -j $(JOBS) --timeout 900
 
 # The ABSL_GUARDED_BY-style annotations, which GCC ignores: every C++ source
@@ -68,17 +79,17 @@ configure-asan: setup
 build-asan: configure-asan
 	@ninja -C $(ASAN_BUILD_DIR) -j $(JOBS)
 
-test-asan: build-asan model vocab venv
+test-asan: build-asan models vocab venv
 	@PDSERVE_OPENAI_PYTHON='$(OPENAI_PYTHON)' scripts/test-sanitized.sh $(ASAN_BUILD_DIR) '$(ASAN_TEST_LABELS)' '$(ASAN_EXCLUDE_LABELS)' $(JOBS)
 
 # A local cluster (1 router, 1 prefill, 1 decode on loopback) that streams a
 # sample answer, then keeps serving on 127.0.0.1:50051 until Ctrl-C.
 run: build model
-	@$(BUILD_DIR)/bin/pdserve up --prefill 1 --decode 1 --threads 1 --max_tokens 96 \
-	  --demo_prompt "$(PROMPT)"
+	@$(BUILD_DIR)/bin/pdserve up --model "$(MODEL_PATH)" --prefill 1 --decode 1 --threads 1 \
+	  --max_tokens 96 $(DEMO_CHAT) --demo_prompt "$(PROMPT)"
 
 bench-engine: build model
-	@$(BUILD_DIR)/bin/pdserve bench-engine
+	@$(BUILD_DIR)/bin/pdserve bench-engine --model "$(MODEL_PATH)"
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR)

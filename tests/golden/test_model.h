@@ -15,8 +15,8 @@ inline std::string SourceDir() {
   return s != nullptr ? s : ".";
 }
 
-inline std::string RealModelPath() {
-  const std::string name = "SmolLM2-135M-Instruct.Q4_1.gguf";
+// `name` under models/ or the fetch-model cache; "" when neither has it.
+inline std::string RealModelPath(const std::string& name = "SmolLM2-135M-Instruct.Q4_1.gguf") {
   const std::string in_tree = SourceDir() + "/models/" + name;
   if (std::filesystem::exists(in_tree)) return in_tree;
   const char* home = std::getenv("HOME");
