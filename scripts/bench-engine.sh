@@ -5,6 +5,12 @@
 #
 #   scripts/bench-engine.sh [threads=1,2] [repeats=3] [context=16] [pp=512] [batches=1,4,8,16]
 #
+# MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf) picks the GGUF;
+# LLAMA_PYTHON (default python3) the Python whose llama-cpp-python runs the
+# peer. Without llama_cpp there, 0.3.7 is installed into it, which runs
+# SmolLM2 and Qwen2 but predates gemma3: Gemma 3 needs 0.3.36
+# (tests/data/README.md has the set-up).
+#
 # context: the prompt length the decode tests start from; pp: the prompt of
 # the prompt-processing test (long values of both measure attention).
 #
@@ -21,9 +27,10 @@ BATCHES="${5:-1,4,8,16}"
 # Enough 16-token blocks for the largest batch at its full context.
 MAX_BATCH="$(tr ',' '\n' <<<"$BATCHES" | sort -n | tail -1)"
 KV_BLOCKS=$(( (MAX_BATCH * (CONTEXT + 130) + PP) / 16 + 64 ))
-MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL="${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+PY="${LLAMA_PYTHON:-python3}"
 OUT="$(mktemp -d)"
-python3 -c "import llama_cpp" 2>/dev/null || python3 -m pip install --quiet llama-cpp-python==0.3.7
+"$PY" -c "import llama_cpp" 2>/dev/null || "$PY" -m pip install --quiet llama-cpp-python==0.3.7
 
 build/bin/pdserve bench-engine --model "$MODEL" --bench_threads "$THREADS" \
   --bench_repeats "$REPEATS" --bench_context "$CONTEXT" --bench_pp "$PP" \
@@ -32,10 +39,10 @@ build/bin/pdserve bench-engine --model "$MODEL" --bench_threads "$THREADS" \
 cc -O2 -shared -fPIC tests/data/no_amx_preload.c -o "$OUT/no_amx.so" -ldl
 PEER_ARGS=(--model "$MODEL" --threads "$THREADS" --repeats "$REPEATS" --context "$CONTEXT"
            --pp "$PP" --batches "$BATCHES")
-LD_PRELOAD="$OUT/no_amx.so" python3 tools/bench_llama_cpp.py "${PEER_ARGS[@]}" \
+LD_PRELOAD="$OUT/no_amx.so" "$PY" tools/bench_llama_cpp.py "${PEER_ARGS[@]}" \
   --json "$OUT/llama_noamx.json" >/dev/null 2>&1
 if grep -q " amx_int8" /proc/cpuinfo; then
-  python3 tools/bench_llama_cpp.py "${PEER_ARGS[@]}" --json "$OUT/llama_amx.json" >/dev/null 2>&1
+  "$PY" tools/bench_llama_cpp.py "${PEER_ARGS[@]}" --json "$OUT/llama_amx.json" >/dev/null 2>&1
 fi
 
 python3 - "$OUT" <<'PY'

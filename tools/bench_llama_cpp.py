@@ -31,6 +31,14 @@ def synthetic_prompt(n, vocab, salt):
     return out
 
 
+def clear_kv(ctx):
+    # 0.3.7 has llama_kv_cache_clear; later versions clear the context's memory.
+    if hasattr(L, "llama_kv_cache_clear"):
+        L.llama_kv_cache_clear(ctx)
+    else:
+        L.llama_memory_clear(L.llama_get_memory(ctx), True)
+
+
 class Runner:
     def __init__(self, model, threads, n_seq, n_ctx, n_batch):
         p = L.llama_context_default_params()
@@ -68,7 +76,7 @@ class Runner:
 
 def run_batch(r, vocab, batch, prompt_len, steps):
     """Returns (prefill seconds, decode seconds) for `batch` sequences."""
-    L.llama_kv_cache_clear(r.ctx)
+    clear_kv(r.ctx)
     t0 = time.perf_counter()
     last = []
     for s in range(batch):
