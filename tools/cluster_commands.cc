@@ -114,12 +114,16 @@ absl::Status UpCommand() {
                cluster->router_address().c_str(), o.colocated ? 0 : o.prefill, o.decode,
                o.colocated ? ", colocated" : "", o.log_dir.c_str());
   if (const std::string http = cluster->http_address(); !http.empty()) {
+    // --chat=false is how a base model (no chat template) is run: it
+    // refuses chat, so the hint uses plain completions.
+    const bool chat = absl::GetFlag(FLAGS_chat);
     std::fprintf(stderr,
                  "pdserve: OpenAI-compatible API on http://%s/v1; try:\n"
-                 "  curl http://%s/v1/chat/completions -H 'Content-Type: application/json' \\\n"
-                 "    -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], "
-                 "\"max_tokens\": 64}'\n",
-                 http.c_str(), http.c_str());
+                 "  curl http://%s/v1/%s -H 'Content-Type: application/json' \\\n"
+                 "    -d '{%s, \"max_tokens\": 64}'\n",
+                 http.c_str(), http.c_str(), chat ? "chat/completions" : "completions",
+                 chat ? "\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}]"
+                      : "\"prompt\": \"Once upon a time\"");
   }
   const std::string demo = absl::GetFlag(FLAGS_demo_prompt);
   if (!demo.empty()) {
