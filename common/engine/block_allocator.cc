@@ -5,7 +5,8 @@
 
 namespace pdserve {
 
-BlockAllocator::BlockAllocator(int32_t num_blocks) : refcounts_(num_blocks, 0), cache_(num_blocks) {
+BlockAllocator::BlockAllocator(int32_t num_blocks)
+    : refcounts_(num_blocks, 0), window_released_(num_blocks, false), cache_(num_blocks) {
   empty_.reserve(num_blocks);
   for (int32_t b = num_blocks - 1; b >= 0; --b) empty_.push_back(b);
 }
@@ -19,7 +20,10 @@ absl::StatusOr<std::vector<int32_t>> BlockAllocator::Allocate(int32_t n) {
   std::vector<int32_t> out(empty_.end() - from_empty, empty_.end());
   empty_.resize(empty_.size() - from_empty);
   while (static_cast<int32_t>(out.size()) < n) out.push_back(cache_.EvictOldest());
-  for (int32_t b : out) refcounts_[b] = 1;
+  for (int32_t b : out) {
+    refcounts_[b] = 1;
+    window_released_[b] = false;
+  }
   return out;
 }
 

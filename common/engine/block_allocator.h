@@ -62,8 +62,17 @@ class BlockAllocator {
   // that is already cached keeps its first block; this one stays private.
   void Publish(int32_t block, uint64_t key, absl::Span<const int32_t> tokens);
 
+  // A block whose sliding-window layers' KV was given back
+  // (KvCache::ReleaseWindowLayers): its global layers still hold the
+  // positions, its window layers do not. Cleared when the block is
+  // allocated again. A cached prefix that would read such a block's window
+  // layers is not reused (Engine::TakeCachedPrefix).
+  void MarkWindowReleased(int32_t block) { window_released_[block] = true; }
+  bool window_released(int32_t block) const { return window_released_[block]; }
+
  private:
   std::vector<int32_t> refcounts_;
+  std::vector<bool> window_released_;
   std::vector<int32_t> empty_;  // LIFO: recently freed blocks are warm in cache
   PrefixCache cache_;
 };

@@ -42,7 +42,14 @@ std::string_view FinishReasonName(FinishReason r) {
 }
 
 Engine::Engine(const Tokenizer* tokenizer, ModelRunner* runner, KvCache* cache, Options options)
-    : tokenizer_(tokenizer), runner_(runner), cache_(cache), options_(options) {}
+    : tokenizer_(tokenizer),
+      runner_(runner),
+      cache_(cache),
+      options_(options),
+      max_window_(cache->layout().layer_window.empty()
+                      ? 0
+                      : *std::max_element(cache->layout().layer_window.begin(),
+                                          cache->layout().layer_window.end())) {}
 
 Engine::~Engine() {
   for (auto& [id, seq] : sequences_) cache_->allocator().UnrefAll(seq->blocks);
@@ -109,12 +116,29 @@ Engine::CachedPrefix Engine::TakeCachedPrefix(const std::vector<int32_t>& prompt
     const uint64_t key = ChainBlockKey(parent, tokens);
     const int32_t block = cache_->allocator().FindCached(key, tokens);
     if (block < 0) break;
-    cache_->allocator().Ref(block);
     out.blocks.push_back(block);
     out.keys.push_back(key);
     parent = key;
   }
+  // The prompt's first computed token reads the window layers from
+  // FirstWindowRead on: a match is usable only where none of those blocks
+  // gave its window layers back.
+  while (!out.blocks.empty() && !WindowIntact(out.blocks)) {
+    out.blocks.pop_back();
+    out.keys.pop_back();
+  }
+  for (int32_t block : out.blocks) cache_->allocator().Ref(block);
   return out;
+}
+
+bool Engine::WindowIntact(const std::vector<int32_t>& prefix) const {
+  const auto n = static_cast<int32_t>(prefix.size());
+  const int32_t from = FirstWindowRead(n * cache_->layout().block_size);
+  if (from < 0) return true;
+  for (int32_t b = from / cache_->layout().block_size; b < n; ++b) {
+    if (cache_->allocator().window_released(prefix[b])) return false;
+  }
+  return true;
 }
 
 // A transfer sends a window layer's blocks from KvLayout::FirstSentBlock
@@ -128,6 +152,35 @@ bool Engine::HasWindowHoles(const Sequence& seq) const {
     if (layout.FirstSentBlock(l, n_blocks) > held) return true;
   }
   return false;
+}
+
+// The first position a token at `pos` reads in the window layers: its
+// window start rounded down as the attention kernels read it
+// (KvLayout::kWindowReadAlign). -1 without window layers.
+int32_t Engine::FirstWindowRead(int32_t pos) const {
+  if (max_window_ <= 0) return -1;
+  const int32_t align = KvLayout::kWindowReadAlign;
+  return std::max(0, pos - max_window_ + 1) / align * align;
+}
+
+// Decoding moves every window forward: blocks wholly before the next
+// token's window are never read again by this sequence's window layers, so
+// their memory goes back (the pool then holds about a window per local
+// layer, whatever the context). Shared blocks are left alone (another
+// sequence may still read them), and prefill workers' sequences too (their
+// blocks are being sent).
+void Engine::ReleaseOutOfWindow(Sequence& seq) {
+  if (max_window_ <= 0 || seq.options.hold_kv_on_finish || seq.num_computed < seq.prompt_len()) {
+    return;
+  }
+  const int32_t frontier = FirstWindowRead(seq.num_computed) / cache_->layout().block_size;
+  BlockAllocator& allocator = cache_->allocator();
+  for (; seq.window_released_blocks < frontier; ++seq.window_released_blocks) {
+    const int32_t block = seq.blocks[seq.window_released_blocks];
+    if (allocator.refcount(block) != 1 || allocator.window_released(block)) continue;
+    cache_->ReleaseWindowLayers(block);
+    allocator.MarkWindowReleased(block);
+  }
 }
 
 void Engine::PublishFullBlocks(Sequence& seq) {
@@ -191,6 +244,7 @@ absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token,
     seq.publishable = false;
   }
   PublishFullBlocks(seq);
+  ReleaseOutOfWindow(seq);
   AcceptToken(seq, first_token, CommittedLogprobs(seq, first_token, std::move(first_logprobs)));
   ReapFinished();
   return absl::OkStatus();
@@ -287,6 +341,7 @@ absl::Status Engine::Step() {
     Sequence& seq = *owners[c];
     seq.num_computed += static_cast<int32_t>(batch.chunks[c].tokens.size());
     PublishFullBlocks(seq);
+    ReleaseOutOfWindow(seq);
     if (!batch.chunks[c].want_logits) continue;
     SampleNext(seq, absl::MakeSpan(&logits_[row * vocab], vocab));
     ++row;

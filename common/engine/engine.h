@@ -141,6 +141,9 @@ class Engine {
   CachedPrefix TakeCachedPrefix(const std::vector<int32_t>& prompt);
   // Publishes the sequence's full blocks that are computed and not yet keyed.
   bool HasWindowHoles(const Sequence& seq) const;
+  int32_t FirstWindowRead(int32_t pos) const;
+  void ReleaseOutOfWindow(Sequence& seq);
+  bool WindowIntact(const std::vector<int32_t>& prefix) const;
   void PublishFullBlocks(Sequence& seq);
   void RunLayerHook(const ForwardBatch& batch, const std::vector<Sequence*>& owners, int layer);
   void SampleNext(Sequence& seq, absl::Span<float> logits);
@@ -157,6 +160,8 @@ class Engine {
   ModelRunner* runner_;
   KvCache* cache_;
   const Options options_;
+  // The widest sliding window of the cache's layers (0: none).
+  const int32_t max_window_;
   int64_t next_id_ = 1;
   std::map<int64_t, std::unique_ptr<Sequence>> sequences_;  // admission order
   std::map<int64_t, std::vector<int32_t>> held_blocks_;

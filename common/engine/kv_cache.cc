@@ -1,6 +1,7 @@
 #include "common/engine/kv_cache.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -133,6 +134,18 @@ KvCache::KvCache(const KvLayout& layout, int32_t num_blocks, uint8_t* base, size
       base_(base),
       bytes_(bytes),
       device_memory_(std::move(device_memory)) {}
+
+void KvCache::ReleaseWindowLayers(int32_t block) {
+  if (on_device()) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (int l = 0; l < layout_.n_layers && !layout_.layer_window.empty(); ++l) {
+    if (layout_.layer_window[l] <= 0) continue;
+    const auto begin = reinterpret_cast<uintptr_t>(LayerBlock(l, block));
+    const uintptr_t first = (begin + page - 1) / page * page;
+    const uintptr_t end = (begin + layer_block_bytes_) / page * page;
+    if (end > first) madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+  }
+}
 
 KvCache::~KvCache() {
   if (device_memory_ == nullptr) munmap(base_, bytes_);

@@ -173,6 +173,11 @@ class KvCache {
     return base_ + (static_cast<int64_t>(layer) * num_blocks() + block) * layer_block_bytes_;
   }
   // f16 caches only.
+  // Gives a block's sliding-window layers' memory back to the system
+  // (host pools: madvise DONTNEED over the page-aligned part of each
+  // (layer, block) span, which then reads as zeros); global layers are
+  // untouched. A no-op for device pools and layouts without windows.
+  void ReleaseWindowLayers(int32_t block);
   uint16_t* K(int layer, int32_t block) {
     return reinterpret_cast<uint16_t*>(LayerBlock(layer, block));
   }

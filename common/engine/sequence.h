@@ -79,6 +79,9 @@ struct Sequence {
   // False once its KV has holes a later prompt could read (a window layer
   // received only the prompt's last window): never published then.
   bool publishable = true;
+  // Leading blocks whose window layers no later token reads, already
+  // handed to KvCache::ReleaseWindowLayers (or skipped as shared).
+  int32_t window_released_blocks = 0;
   FinishReason finish = FinishReason::kNone;
 };
 

@@ -1,0 +1,174 @@
+// Sliding-window layers in the engine: a long decode gives each window
+// layer's out-of-window blocks back, so the pool's resident memory holds
+// about a window per such layer whatever the context, while global layers
+// keep every position; and a cached prefix is reused only where the blocks
+// its first token's window reads were kept. Residency is what the kernel
+// reports (mincore), not our own bookkeeping.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include "common/engine/engine.h"
+#include "common/engine/kv_cache.h"
+#include "common/text/tokenizer.h"
+#include "gtest/gtest.h"
+#include "tests/testing/random_model_util.h"
+
+namespace pdserve {
+namespace {
+
+constexpr int32_t kBlockSize = 16;
+constexpr int32_t kWindow = 512;
+constexpr int32_t kDecodeTokens = 8192;
+
+// Writes every layer's K/V rows of each position it computes (so their
+// pages become resident, as a real runner's would) and always favours one
+// token.
+class TouchingRunner : public ModelRunner {
+ public:
+  TouchingRunner(const ModelConfig& c, int32_t token) : config_(c), token_(token) {}
+  const ModelConfig& config() const override { return config_; }
+  absl::Status Forward(const ForwardBatch& batch, KvCache& cache,
+                       std::vector<float>* logits) override {
+    if (absl::Status s = ValidateBatch(batch, config_, cache); !s.ok()) return s;
+    const int64_t row_bytes = cache.layout().row_bytes();
+    logits->clear();
+    for (const SequenceChunk& ch : batch.chunks) {
+      for (size_t i = 0; i < ch.tokens.size(); ++i) {
+        const int32_t pos = ch.start_pos + static_cast<int32_t>(i);
+        const int32_t block = ch.block_table[pos / kBlockSize];
+        for (int l = 0; l < config_.n_layers; ++l) {
+          uint8_t* k = cache.LayerBlock(l, block) + (pos % kBlockSize) * row_bytes;
+          std::memset(k, 1, row_bytes);
+          std::memset(k + kBlockSize * row_bytes, 1, row_bytes);
+        }
+      }
+      if (!ch.want_logits) continue;
+      const size_t row = logits->size();
+      logits->resize(row + config_.n_vocab, 0.0f);
+      (*logits)[row + token_] = 10.0f;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  ModelConfig config_;
+  int32_t token_;
+};
+
+bool Resident(const uint8_t* p, int64_t bytes) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  std::vector<unsigned char> in((reinterpret_cast<uintptr_t>(p) + bytes - begin + page - 1) / page);
+  EXPECT_EQ(mincore(reinterpret_cast<void*>(begin), in.size() * page, in.data()), 0);
+  return std::any_of(in.begin(), in.end(), [](unsigned char c) { return c & 1; });
+}
+
+class EngineWindowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = test::LoadTestModel(test::SmallEngineSpec(5));
+    ASSERT_NE(model_, nullptr);
+    auto tok = Tokenizer::FromGguf(*model_->gguf);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    tokenizer_ = std::move(*tok);
+    // Gemma 3's KV shape (one head of 256: a layer block is 4 pages) and
+    // pattern (every third layer global here), long enough for 8k tokens.
+    config_ = model_->config;
+    config_.n_layers = 6;
+    config_.n_heads = 4;
+    config_.n_kv_heads = 1;
+    config_.head_dim = 256;
+    config_.context_length = 16384;
+    config_.layer_window = {kWindow, kWindow, 0, kWindow, kWindow, 0};
+    auto cache = KvCache::Create(KvLayout::ForModel(config_, kBlockSize), 1024);
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    cache_ = std::move(*cache);
+  }
+
+  // Blocks of `blocks` whose layer-l span has resident pages.
+  int ResidentBlocks(int layer, const std::vector<int32_t>& blocks) {
+    int n = 0;
+    for (int32_t b : blocks) {
+      n += Resident(cache_->LayerBlock(layer, b), cache_->layout().bytes_per_layer_block());
+    }
+    return n;
+  }
+
+  std::unique_ptr<test::TestModel> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ModelConfig config_;
+  std::unique_ptr<KvCache> cache_;
+};
+
+TEST_F(EngineWindowTest, ALongDecodeHoldsAWindowPerLocalLayer) {
+  const int32_t token = 7;
+  TouchingRunner runner(config_, token);
+  Engine::Options opts;
+  opts.prefix_cache = true;
+  Engine engine(tokenizer_.get(), &runner, cache_.get(), opts);
+  SequenceOptions o;
+  o.prompt = test::RandomTokens(40, config_.n_vocab, 3);
+  o.max_tokens = kDecodeTokens;
+  o.ignore_eos = true;
+  std::vector<int32_t> generated;
+  auto id = engine.Add(o, [&](const TokenEvent& e) {
+    if (e.token >= 0) generated.push_back(e.token);
+  });
+  ASSERT_TRUE(id.ok()) << id.status();
+  // A window rounded out to the kernels' 64-position alignment, plus the
+  // blocks the boundaries cut.
+  const int max_window_blocks = (kWindow + KvLayout::kWindowReadAlign) / kBlockSize + 2;
+  int steps = 0;
+  while (engine.HasWork()) {
+    ASSERT_TRUE(engine.Step().ok());
+    ++steps;
+    // Every 2k tokens, and just before the last step ends the sequence.
+    const bool check = steps == kDecodeTokens - 2 || (steps % 2048 == 0 && steps < kDecodeTokens);
+    if (!check) continue;
+    const std::vector<int32_t> blocks = engine.BlocksOf(*id);
+    ASSERT_FALSE(blocks.empty()) << "after " << steps << " steps";
+    const int used = (40 + steps) / kBlockSize;
+    for (int l = 0; l < config_.n_layers; ++l) {
+      const int resident = ResidentBlocks(l, blocks);
+      if (steps == kDecodeTokens - 2) {
+        std::cout << "layer " << l << ": " << resident << " of " << blocks.size()
+                  << " blocks resident\n";
+      }
+      if (config_.layer_window[l] > 0) {
+        EXPECT_LE(resident, max_window_blocks) << "layer " << l << " after " << steps << " steps";
+      } else {
+        EXPECT_GE(resident, used) << "layer " << l << " after " << steps << " steps";
+      }
+    }
+  }
+  ASSERT_EQ(generated.size(), static_cast<size_t>(kDecodeTokens));
+
+  // The finished sequence's blocks stay cached. A prompt sharing a prefix
+  // whose window blocks were given back reuses nothing; one sharing all but
+  // its last block, whose window (the last ~W + 64 positions) is intact,
+  // reuses it.
+  std::vector<int32_t> all = o.prompt;
+  all.insert(all.end(), generated.begin(), generated.end());
+  SequenceOptions early;
+  early.prompt.assign(all.begin(), all.begin() + 1000);
+  early.max_tokens = 1;
+  auto early_id = engine.Add(early, [](const TokenEvent&) {});
+  ASSERT_TRUE(early_id.ok());
+  EXPECT_EQ(engine.CachedTokensOf(*early_id), 0);
+  SequenceOptions late;
+  late.prompt.assign(all.begin(), all.end() - kBlockSize);
+  late.max_tokens = 1;
+  auto late_id = engine.Add(late, [](const TokenEvent&) {});
+  ASSERT_TRUE(late_id.ok());
+  EXPECT_GE(engine.CachedTokensOf(*late_id), static_cast<int32_t>(late.prompt.size()) - 2 * kBlockSize);
+  while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
+}
+
+}  // namespace
+}  // namespace pdserve
