@@ -19,9 +19,14 @@ bool Contains(const std::vector<std::string>& list, const std::string& value) {
   return std::find(list.begin(), list.end(), value) != list.end();
 }
 
+// Window layers included: the two ends must agree on which blocks of a
+// window layer travel (KvLayout::FirstSentBlock).
 bool SameLayout(const v1::KvLayout& a, const v1::KvLayout& b) {
   return a.num_layers() == b.num_layers() && a.num_kv_heads() == b.num_kv_heads() &&
-         a.head_dim() == b.head_dim() && a.block_size() == b.block_size() && a.dtype() == b.dtype();
+         a.head_dim() == b.head_dim() && a.block_size() == b.block_size() &&
+         a.dtype() == b.dtype() &&
+         std::equal(a.layer_window().begin(), a.layer_window().end(), b.layer_window().begin(),
+                    b.layer_window().end());
 }
 
 // Drops circuit-broken workers unless that leaves none: a worker that keeps
@@ -185,7 +190,8 @@ std::vector<std::string> Addresses(const std::vector<WorkerState>& workers) {
 std::string FormatKvLayout(const v1::KvLayout& l) {
   return absl::StrCat("{layers=", l.num_layers(), " kv_heads=", l.num_kv_heads(),
                       " head_dim=", l.head_dim(), " block_size=", l.block_size(),
-                      " dtype=", l.dtype(), "}");
+                      " dtype=", l.dtype(), l.layer_window().empty() ? "" : " windows=",
+                      absl::StrJoin(l.layer_window(), ","), "}");
 }
 
 absl::Status CheckPairCompatible(const WorkerState& prefill, const WorkerState& decode) {

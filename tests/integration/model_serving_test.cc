@@ -66,9 +66,10 @@ std::vector<v1::GenerateRequest> Requests(const Model& model, const ServedModel&
 
 // Each request's greedy tokens from the engine in this process.
 std::vector<std::vector<int32_t>> InProcessTokens(const Model& model,
-                                                  const std::vector<v1::GenerateRequest>& reqs) {
+                                                  const std::vector<v1::GenerateRequest>& reqs,
+                                                  const std::string& kv_dtype = "f16") {
   CpuModelRunner runner(model.config(), &model.weights(), 2);
-  auto cache = KvCache::Create(KvLayout::ForModel(model.config(), 16), 512);
+  auto cache = KvCache::Create(KvLayout::ForModel(model.config(), 16, kv_dtype), 512);
   EXPECT_TRUE(cache.ok());
   Engine engine(&model.tokenizer(), &runner, cache->get(), {});
   std::vector<std::vector<int32_t>> out(reqs.size());
@@ -148,6 +149,27 @@ TEST_P(ModelServingTest, DisaggregatedEqualsColocatedEqualsInProcess) {
     }
     EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
   }
+}
+
+// The int8 KV cache with windows: the long prompt's window-only transfer
+// carries int8 blocks (scales inside), and the tokens are the int8 engine's.
+TEST_P(ModelServingTest, Int8KvDisaggregatedEqualsInProcess) {
+  if (GetParam().long_prompt_tokens == 0) GTEST_SKIP() << "no sliding window";
+  auto model = Model::Load(path_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<v1::GenerateRequest> reqs = {Requests(**model, GetParam()).back()};
+  const auto want = InProcessTokens(**model, reqs, "int8");
+  LocalClusterOptions o;
+  o.model = path_;
+  o.extra_worker_flags = {"--kv_dtype=int8"};
+  auto cluster = StartCluster(o, GetParam().name + "-int8");
+  ASSERT_NE(cluster, nullptr);
+  auto stub = testing::RouterStub(cluster->router_address());
+  const GenerateOutcome out = Generate(*stub, reqs[0], kTimeout);
+  ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_EQ(out.ids, want[0]);
+  EXPECT_EQ(out.finished.timings().prefill_mode(), "remote");
+  EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
 }
 
 INSTANTIATE_TEST_SUITE_P(

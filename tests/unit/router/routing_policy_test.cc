@@ -282,6 +282,15 @@ std::vector<PrefillCase> PrefillCases() {
        .want_code = StatusCode::kFailedPrecondition,
        .want_message = "prefill worker p1 stores int8 KV, decode worker d stores f16 KV (start "
                        "both tiers with the same --kv_dtype)"},
+      {.name = "incompatible sliding windows",
+       .workers = {W("p1").Kv([] {
+         v1::KvLayout l = Layout();
+         l.add_layer_window(512);
+         l.add_layer_window(0);
+         return l;
+       }())},
+       .want_code = StatusCode::kFailedPrecondition,
+       .want_message = "windows=512,0"},
       {.name = "incompatible layer count",
        .workers = {W("p1").Kv(Layout(3))},
        .want_code = StatusCode::kFailedPrecondition,
