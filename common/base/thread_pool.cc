@@ -11,6 +11,20 @@ namespace {
 // the gap between consecutive jobs of one forward pass, short enough that an
 // idle engine does not burn a core.
 constexpr int kSpinIterations = 20000;
+// Every this many pauses a spinning thread offers its core to whatever else
+// is runnable there. On an idle machine the call returns at once; on an
+// oversubscribed one (another process, a container's CPU quota) it lets the
+// thread being waited for (this pool's, or another program's) run instead
+// of the spinner, which would otherwise burn its whole scheduler slice.
+constexpr int kPausesPerYield = 64;
+
+void SpinPause(int spin) {
+  if (spin % kPausesPerYield == kPausesPerYield - 1) {
+    std::this_thread::yield();
+  } else {
+    _mm_pause();
+  }
+}
 
 }  // namespace
 
@@ -37,8 +51,24 @@ void ThreadPool::Run(absl::FunctionRef<void(int, int)> fn) {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   fn(0, num_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+  WaitForWorkers();
   job_ = nullptr;
+}
+
+// Spins like the workers, then sleeps: when the machine has fewer free cores
+// than threads, a worker may be off its core for a whole scheduler slice,
+// and a caller spinning on through it would keep that core from the very
+// worker it waits for.
+void ThreadPool::WaitForWorkers() {
+  int left = pending_.load(std::memory_order_acquire);
+  for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
+    SpinPause(spin);
+    left = pending_.load(std::memory_order_acquire);
+  }
+  while (left != 0) {
+    pending_.wait(left, std::memory_order_acquire);
+    left = pending_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::ParallelFor(int64_t n, int64_t align,
@@ -62,7 +92,7 @@ void ThreadPool::WorkerLoop(int index) {
   while (true) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
     for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
-      _mm_pause();
+      SpinPause(spin);
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
@@ -72,7 +102,9 @@ void ThreadPool::WorkerLoop(int index) {
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
     (*job_)(index, num_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    // Cheap when the caller is still spinning: the library skips the
+    // wake-up when nobody waits.
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
 

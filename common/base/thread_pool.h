@@ -4,8 +4,11 @@
 // A forward pass launches hundreds of short jobs (each tens of
 // microseconds), so workers spin briefly on an atomic generation counter
 // before sleeping on it (C++20 atomic wait): a condition-variable wake-up per
-// job would cost more than the job. The calling thread takes part as thread
-// 0, so ThreadPool(1) runs everything inline.
+// job would cost more than the job. The caller waits for the team the same
+// way, spinning and then sleeping, so a pool on an oversubscribed machine
+// slows down in proportion instead of spinning against its own workers. The
+// calling thread takes part as thread 0, so ThreadPool(1) runs everything
+// inline.
 //
 // Thread-safety: Run() may only be called from one thread at a time (the
 // engine thread that owns the pool).
@@ -41,6 +44,8 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int index);
+  // Returns once every worker has finished the current job.
+  void WaitForWorkers();
 
   const int num_threads_;
   std::vector<std::thread> workers_;
