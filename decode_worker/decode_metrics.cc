@@ -1,6 +1,40 @@
 #include "decode_worker/decode_metrics.h"
 
 namespace pdserve::decode {
+namespace {
+
+// Drafted and kept tokens per draft source, their ratio, and the tokens a
+// drafted sequence-step produced on average (1 = speculation saved nothing).
+void RegisterSpeculationMetrics(const EngineLoop* loop, MetricsRegistry* registry) {
+  for (int s = 1; s < kNumDraftSources; ++s) {
+    const MetricLabels labels = {{"source", std::string(DraftSourceName(DraftSource{s}))}};
+    auto counts = [loop, s] { return loop->load().speculation.source[s]; };
+    registry->AddCallbackCounter(
+        "pdserve_decode_spec_draft_tokens_total", "Draft tokens verified by the model.",
+        [counts] { return static_cast<double>(counts().drafted); }, labels);
+    registry->AddCallbackCounter(
+        "pdserve_decode_spec_accepted_tokens_total", "Draft tokens kept (equal to the output).",
+        [counts] { return static_cast<double>(counts().accepted); }, labels);
+    registry->AddCallbackGauge(
+        "pdserve_decode_spec_acceptance_ratio", "Kept / verified draft tokens since start.",
+        [counts] {
+          const SpeculationStats::PerSource c = counts();
+          return c.drafted > 0 ? static_cast<double>(c.accepted) / c.drafted : 0.0;
+        },
+        labels);
+  }
+  registry->AddCallbackCounter(
+      "pdserve_decode_spec_steps_total", "Sequence-steps that verified a draft.",
+      [loop] { return static_cast<double>(loop->load().speculation.steps); });
+  registry->AddCallbackGauge(
+      "pdserve_decode_spec_tokens_per_step",
+      "Tokens a drafted sequence-step produced, on average since start (1 = no gain).", [loop] {
+        const SpeculationStats s = loop->load().speculation;
+        return s.steps > 0 ? static_cast<double>(s.tokens) / s.steps : 0.0;
+      });
+}
+
+}  // namespace
 
 void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry) {
   const EngineLoop* loop = ctx->loop;
@@ -38,6 +72,7 @@ void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry) 
       "pdserve_decode_prefix_cache_hit_tokens_total",
       "Prompt tokens found in the prefix cache (not received from a prefill worker).",
       [loop] { return static_cast<double>(loop->load().prefix_hit_tokens); });
+  RegisterSpeculationMetrics(loop, registry);
   registry->AddCallbackCounter(
       "pdserve_decode_kv_received_bytes_total",
       "KV payload bytes of committed transfers from prefill workers.",

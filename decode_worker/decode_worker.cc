@@ -51,7 +51,8 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
       Engine::Options{.max_batch_tokens = c.max_batch_tokens,
                       .max_running = c.max_batch,
                       .max_prefill_tokens_while_decoding = c.prefill_tokens_while_decoding,
-                      .prefix_cache = c.prefix_cache});
+                      .prefix_cache = c.prefix_cache,
+                      .speculation = c.speculation});
   w->ctx_.model = &w->host_->model();
   w->ctx_.loop = loop;
   w->ctx_.receiver = w->receiver_.get();
@@ -71,7 +72,8 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   LOG(INFO) << "decode worker " << w->ctx_.worker_id << " serving on port " << w->port()
             << ", kv endpoint " << w->ctx_.kv_endpoint << ", " << c.runtime.kv_blocks
             << " blocks of " << c.runtime.block_size << " tokens (" << c.runtime.kv_dtype
-            << "), prefix cache " << (c.prefix_cache ? "on" : "off");
+            << "), prefix cache " << (c.prefix_cache ? "on" : "off") << ", speculative decoding "
+            << (c.speculation.enabled ? "on" : "off") << " by default";
   return w;
 }
 

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/engine/speculation.h"
 #include "common/kv/framed_kv_receiver.h"
 #include "common/rpc/port_file.h"
 #include "common/worker/worker_config.h"
@@ -37,6 +38,9 @@ struct DecodeWorkerConfig : WorkerConfig {
   // chunks while other streams decode (0 = max_batch_tokens).
   int prefill_tokens_while_decoding = 0;
   absl::Duration kv_wait = absl::Seconds(10);
+  // Speculative decoding: the default of requests that do not choose, and
+  // its limits (common/engine/speculation.h).
+  SpeculationOptions speculation;
 
   absl::Status Validate() const;
 };

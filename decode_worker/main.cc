@@ -5,6 +5,7 @@
 #include "absl/time/time.h"
 #include "common/base/program_flags.h"
 #include "common/rpc/grpc_server.h"
+#include "common/worker/speculation_flags.h"
 #include "common/worker/worker_flags.h"
 #include "decode_worker/decode_worker.h"
 #include "glog/logging.h"
@@ -38,6 +39,12 @@ int main(int argc, char** argv) {
   c.max_batch = absl::GetFlag(FLAGS_max_batch);
   c.prefill_tokens_while_decoding = absl::GetFlag(FLAGS_prefill_tokens_while_decoding);
   c.kv_wait = absl::Milliseconds(absl::GetFlag(FLAGS_kv_wait_ms));
+  absl::StatusOr<pdserve::SpeculationOptions> speculation = pdserve::SpeculationOptionsFromFlags();
+  if (!speculation.ok()) {
+    LOG(ERROR) << "pdserve-decode: " << speculation.status();
+    return 1;
+  }
+  c.speculation = *speculation;
   absl::Status s = pdserve::decode::RunDecodeWorker(c);
   if (!s.ok()) {
     LOG(ERROR) << "pdserve-decode: " << s;

@@ -8,6 +8,7 @@
 #include "common/base/status_macros.h"
 #include "common/request/sampling_proto.h"
 #include "common/rpc/grpc_server.h"
+#include "common/worker/speculation_flags.h"
 #include "tools/cli_flags.h"
 #include "tools/generate_client.h"
 #include "tools/local_cluster.h"
@@ -99,6 +100,12 @@ absl::Status UpCommand() {
   o.extra_worker_flags.push_back(absl::StrCat("--block_size=", absl::GetFlag(FLAGS_block_size)));
   if (absl::GetFlag(FLAGS_cuda_graphs)) o.extra_worker_flags.push_back("--cuda_graphs");
   o.extra_prefill_flags.push_back("--kv_transport=" + absl::GetFlag(FLAGS_kv_transport));
+  // Checked here so that a bad value fails `up` itself, not a child.
+  ASSIGN_OR_RETURN(SpeculationOptions speculation, SpeculationOptionsFromFlags());
+  o.extra_decode_flags.push_back(speculation.enabled ? "--speculative=true" : "--speculative=false");
+  o.extra_decode_flags.push_back(absl::StrCat("--speculative_max_draft=", speculation.max_draft));
+  o.extra_decode_flags.push_back(
+      absl::StrCat("--speculative_max_step_rows=", speculation.max_step_rows));
   ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(o));
   GenerateClient client(cluster->router_address());
   // A worker that refuses the model exits at once: say so, with its reason,

@@ -290,7 +290,8 @@ void CpuModelRunner::ComputeLogits(const ForwardBatch& batch, std::vector<float>
   int64_t t = 0;
   for (const SequenceChunk& ch : batch.chunks) {
     t += static_cast<int64_t>(ch.tokens.size());
-    if (ch.want_logits) rows.push_back(t - 1);
+    if (!ch.want_logits) continue;
+    for (int64_t r = t - ch.logit_rows; r < t; ++r) rows.push_back(r);
   }
   if (rows.empty()) return;
   const int n = config_.n_embd;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/engine/logprobs.h"
+#include "common/engine/prompt_lookup.h"
 #include "common/request/block_hash.h"
 #include "glog/logging.h"
 
@@ -96,6 +97,9 @@ absl::StatusOr<std::unique_ptr<Sequence>> Engine::Admit(
     prefix_stats_.hit_tokens += static_cast<int64_t>(cached) * block_size;
   }
   auto seq = std::make_unique<Sequence>(next_id_++, std::move(opts), std::move(on_event));
+  const SpeculationOptions& spec = options_.speculation;
+  seq->speculate = seq->options.sampling.speculative.value_or(spec.enabled) && spec.max_draft > 0;
+  seq->draft_len = std::max(1, spec.max_draft / 2);
   seq->blocks = std::move(prefix.blocks);
   seq->blocks.insert(seq->blocks.end(), fresh->begin(), fresh->end());
   seq->block_keys = std::move(prefix.keys);
@@ -309,20 +313,89 @@ std::vector<ScheduledSlot> Engine::Schedule() const {
                                    options_.max_prefill_tokens_while_decoding});
 }
 
+void Engine::PlanDrafts() {
+  const SpeculationOptions& spec = options_.speculation;
+  std::vector<Sequence*> drafted;
+  int32_t decoding = 0;
+  for (auto& [id, seq] : sequences_) {
+    seq->draft.clear();
+    if (!seq->running() || decoding == options_.max_running) continue;  // the scheduler's cut
+    ++decoding;
+    // The last row's token may be the max_tokens-th, never one past it:
+    // this also keeps every row inside the blocks reserved at admission.
+    const int32_t room = seq->options.max_tokens - seq->generated() - 1;
+    const int32_t len = std::min(seq->draft_len, room);
+    if (!seq->speculate || len <= 0) continue;
+    seq->draft = PromptLookupDraft(seq->tokens, spec.min_ngram, spec.max_ngram, len);
+    seq->draft_source = DraftSource::kPromptLookup;
+    if (!seq->draft.empty()) drafted.push_back(seq.get());
+  }
+  int32_t spare = std::min(spec.max_step_rows, options_.max_batch_tokens) - decoding;
+  // Rows go first to the sequences that have kept most of their drafts
+  // (their draft_len has grown), admission order among equals.
+  std::stable_sort(drafted.begin(), drafted.end(),
+                   [](const Sequence* a, const Sequence* b) { return a->draft_len > b->draft_len; });
+  for (Sequence* seq : drafted) {
+    const int32_t take = std::clamp(spare, 0, static_cast<int32_t>(seq->draft.size()));
+    seq->draft.resize(static_cast<size_t>(take));
+    spare -= take;
+  }
+}
+
 void Engine::BuildBatch(ForwardBatch* batch, std::vector<Sequence*>* owners) {
   for (const ScheduledSlot& slot : Schedule()) {
     Sequence& seq = *slot.seq;
     const int32_t pos = seq.num_computed;
+    owners->push_back(&seq);
+    if (seq.running() && !seq.draft.empty()) {
+      seq.draft.resize(static_cast<size_t>(slot.n_tokens - 1));
+      seq.step_input.assign(1, seq.tokens[pos]);
+      seq.step_input.insert(seq.step_input.end(), seq.draft.begin(), seq.draft.end());
+      batch->chunks.push_back(
+          {seq.step_input, pos, seq.blocks, true, static_cast<int32_t>(seq.step_input.size())});
+      continue;
+    }
     const bool last = pos + slot.n_tokens >= seq.prompt_len();  // a decode token always is
     batch->chunks.push_back(
         {absl::MakeConstSpan(&seq.tokens[pos], slot.n_tokens), pos, seq.blocks, last});
-    owners->push_back(&seq);
   }
+}
+
+int32_t Engine::VerifyDraft(Sequence& seq, float* logits) {
+  const int32_t vocab = runner_->config().n_vocab;
+  const auto k = static_cast<int32_t>(seq.draft.size());
+  int32_t kept = 0;
+  int32_t rows = 0;
+  while (rows <= k) {
+    SampleNext(seq, absl::MakeSpan(logits + static_cast<int64_t>(rows) * vocab, vocab));
+    const bool match = rows < k && seq.tokens.back() == seq.draft[rows];
+    ++rows;
+    if (!match || seq.finish != FinishReason::kNone) break;
+    ++kept;
+  }
+  SpeculationStats::PerSource& source =
+      speculation_stats_.source[static_cast<int>(seq.draft_source)];
+  source.drafted += k;
+  source.accepted += kept;
+  ++speculation_stats_.steps;
+  speculation_stats_.tokens += rows;
+  // A fully kept draft earns a longer one; a rejected one shrinks to what
+  // was kept plus one, so a sequence whose drafts keep failing spends one
+  // extra row per step at most.
+  if (kept < k) {
+    seq.draft_len = kept + 1;
+  } else if (k == seq.draft_len) {
+    seq.draft_len = std::min(options_.speculation.max_draft, 2 * seq.draft_len);
+  }
+  seq.draft.clear();
+  seq.step_input.clear();
+  return rows;
 }
 
 absl::Status Engine::Step() {
   ForwardBatch batch;
   std::vector<Sequence*> owners;  // one per chunk
+  PlanDrafts();
   BuildBatch(&batch, &owners);
   if (batch.chunks.empty()) return absl::OkStatus();
   if (options_.on_layer_done) {
@@ -339,12 +412,18 @@ absl::Status Engine::Step() {
   size_t row = 0;
   for (size_t c = 0; c < batch.chunks.size(); ++c) {
     Sequence& seq = *owners[c];
-    seq.num_computed += static_cast<int32_t>(batch.chunks[c].tokens.size());
+    const SequenceChunk& chunk = batch.chunks[c];
+    if (!seq.draft.empty()) {
+      // Rejected rows' K/V stay past num_computed: never read, and
+      // overwritten by the next step.
+      seq.num_computed += VerifyDraft(seq, &logits_[row * vocab]);
+      row += static_cast<size_t>(chunk.logit_rows);
+    } else {
+      seq.num_computed += static_cast<int32_t>(chunk.tokens.size());
+      if (chunk.want_logits) SampleNext(seq, absl::MakeSpan(&logits_[row++ * vocab], vocab));
+    }
     PublishFullBlocks(seq);
     ReleaseOutOfWindow(seq);
-    if (!batch.chunks[c].want_logits) continue;
-    SampleNext(seq, absl::MakeSpan(&logits_[row * vocab], vocab));
-    ++row;
   }
   ReapFinished();
   return absl::OkStatus();

@@ -33,6 +33,7 @@
 #include "common/engine/model_runner.h"
 #include "common/engine/scheduler.h"
 #include "common/engine/sequence.h"
+#include "common/engine/speculation.h"
 #include "common/request/token_logprobs.h"
 #include "common/text/tokenizer.h"
 
@@ -64,6 +65,9 @@ class Engine {
     LayerHook on_layer_done;
     // Reuse and publish full KV blocks by their hash-chain key.
     bool prefix_cache = true;
+    // Drafts verified in the batch (speculation.h); off unless enabled
+    // here or asked for by a request.
+    SpeculationOptions speculation;
   };
 
   // Cumulative prefix-cache counters (hit ratio = hit / lookup).
@@ -119,6 +123,7 @@ class Engine {
   int64_t queued_prompt_tokens() const;
   const KvCache& cache() const { return *cache_; }
   const PrefixStats& prefix_stats() const { return prefix_stats_; }
+  const SpeculationStats& speculation_stats() const { return speculation_stats_; }
   // Sequences the next step takes (decode tokens within max_running, then
   // prefill chunks within the token budget), and all the others: past
   // those limits, or waiting for their KV.
@@ -129,7 +134,13 @@ class Engine {
 
  private:
   std::vector<ScheduledSlot> Schedule() const;  // scheduler.h
+  // Drafts for this step's decoding sequences, within the step's rows.
+  void PlanDrafts();
   void BuildBatch(ForwardBatch* batch, std::vector<Sequence*>* owners);
+  // Samples the rows of a drafted step (`logits`: 1 + draft rows) while
+  // they agree with the draft; returns the rows used, whose inputs are now
+  // the sequence's tokens.
+  int32_t VerifyDraft(Sequence& seq, float* logits);
   absl::StatusOr<std::unique_ptr<Sequence>> Admit(SequenceOptions opts,
                                                   std::function<void(const TokenEvent&)> cb);
   // The longest run of cached blocks matching the prompt (never all of it),
@@ -169,6 +180,7 @@ class Engine {
   // SampleWithLogprobs: the copy of a row that Sampler::Sample rewrites.
   std::vector<float> sample_scratch_;
   PrefixStats prefix_stats_;
+  SpeculationStats speculation_stats_;
 };
 
 }  // namespace pdserve

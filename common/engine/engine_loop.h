@@ -33,6 +33,8 @@ struct EngineLoad {
   // Cumulative prefix-cache lookups and hits, in prompt tokens.
   int64_t prefix_lookup_tokens = 0;
   int64_t prefix_hit_tokens = 0;
+  // Cumulative speculative-decoding counters (speculation.h).
+  SpeculationStats speculation;
   int32_t running = 0;
   int32_t waiting = 0;
   int64_t queued_prompt_tokens = 0;

@@ -28,6 +28,12 @@ absl::Status ValidateBatch(const ForwardBatch& batch, const ModelConfig& config,
             absl::StrCat("forward: token id ", t, " outside vocabulary [0, ", config.n_vocab, ")"));
       }
     }
+    if (ch.want_logits &&
+        (ch.logit_rows < 1 || ch.logit_rows > static_cast<int64_t>(ch.tokens.size()))) {
+      return absl::InvalidArgumentError(absl::StrCat("forward: chunk ", c, " asks for ",
+                                                     ch.logit_rows, " logit rows of ",
+                                                     ch.tokens.size(), " tokens"));
+    }
     const int64_t end = static_cast<int64_t>(ch.start_pos) + ch.tokens.size();
     if (ch.start_pos < 0 || end > config.context_length) {
       return absl::OutOfRangeError(absl::StrCat("forward: positions [", ch.start_pos, ", ", end,

@@ -26,6 +26,9 @@ struct SequenceChunk {
   int32_t start_pos = 0;                  // position of tokens[0]
   absl::Span<const int32_t> block_table;  // covers start_pos + tokens.size()
   bool want_logits = false;               // logits for the last token
+  // With want_logits: logits for the last `logit_rows` tokens, one row
+  // each (a speculative draft's verification needs every position's).
+  int32_t logit_rows = 1;
 };
 
 struct ForwardBatch {
@@ -40,8 +43,8 @@ class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
   virtual const ModelConfig& config() const = 0;
-  // Runs the batch. `logits` receives one row of n_vocab floats per chunk
-  // with want_logits, in chunk order. Invalid input (token id out of range,
+  // Runs the batch. `logits` receives logit_rows rows of n_vocab floats per
+  // chunk with want_logits, in chunk and token order. Invalid input (token id out of range,
   // position past the context, short block table) is INVALID_ARGUMENT /
   // OUT_OF_RANGE and leaves the cache untouched.
   virtual absl::Status Forward(const ForwardBatch& batch, KvCache& cache,

@@ -14,8 +14,10 @@ std::vector<ScheduledSlot> ScheduleStep(
   for (const auto& [id, seq] : sequences) {
     if (full()) return slots;
     if (!seq->running()) continue;
-    slots.push_back({seq.get(), 1});
-    --budget;
+    // Drafts were sized to fit the budget (Engine::PlanDrafts).
+    const int32_t n = std::min(budget, 1 + static_cast<int32_t>(seq->draft.size()));
+    slots.push_back({seq.get(), n});
+    budget -= n;
   }
   // A step is as slow as its prompt tokens: cap them while anyone decodes.
   if (!slots.empty() && limits.max_prefill_tokens_while_decoding > 0) {

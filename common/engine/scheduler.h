@@ -22,7 +22,8 @@ struct SchedulerLimits {
   int32_t max_prefill_tokens_while_decoding = 0;
 };
 
-// One member of the next step's batch: a decode token or a prefill chunk.
+// One member of the next step's batch: a decode token (with its draft, if
+// it has one) or a prefill chunk.
 struct ScheduledSlot {
   Sequence* seq;
   int32_t n_tokens;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/engine/sampler.h"
+#include "common/engine/speculation.h"
 #include "common/request/sampling_params.h"
 #include "common/request/token_logprobs.h"
 
@@ -82,6 +83,15 @@ struct Sequence {
   // Leading blocks whose window layers no later token reads, already
   // handed to KvCache::ReleaseWindowLayers (or skipped as shared).
   int32_t window_released_blocks = 0;
+  // Speculative decoding (speculation.h): whether this sequence drafts, the
+  // length of its next draft (adapted to how much of its drafts it keeps),
+  // and, during a step, the draft and the step's input (its last token,
+  // then the draft).
+  bool speculate = false;
+  int32_t draft_len = 0;
+  std::vector<int32_t> draft;
+  DraftSource draft_source = DraftSource::kNone;
+  std::vector<int32_t> step_input;
   FinishReason finish = FinishReason::kNone;
 };
 

@@ -6,6 +6,7 @@
 #define PDSERVE_COMMON_REQUEST_SAMPLING_PARAMS_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/status.h"
 
@@ -40,6 +41,11 @@ struct SamplingParams {
   // before penalties and temperature), but like vLLM the request carries it
   // here, next to the settings of the step that computes it.
   int32_t logprobs = -1;
+  // Speculative decoding for this request (common/engine/speculation.h):
+  // on, off, or unset for the worker's default. Not a sampling knob either,
+  // and never one that changes the output: only how many tokens a step
+  // may produce.
+  std::optional<bool> speculative;
 };
 
 // The most alternatives SamplingParams::logprobs may ask for (OpenAI's

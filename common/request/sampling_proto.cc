@@ -14,6 +14,7 @@ SamplingParams FromProto(const v1::SamplingParams& p) {
   if (p.has_penalty_last_n()) s.penalty_last_n = p.penalty_last_n();
   if (p.has_seed()) s.seed = p.seed();
   if (p.has_logprobs()) s.logprobs = p.logprobs();
+  if (p.has_speculative()) s.speculative = p.speculative();
   return s;
 }
 
@@ -30,6 +31,7 @@ v1::SamplingParams ToProto(const SamplingParams& s) {
   p.set_seed(s.seed);
   // -1 (none) stays unset: the wire's "none" is the field's absence.
   if (s.logprobs >= 0) p.set_logprobs(s.logprobs);
+  if (s.speculative.has_value()) p.set_speculative(*s.speculative);
   return p;
 }
 

@@ -286,6 +286,10 @@ absl::Status ParseSampling(const Json& j, v1::SamplingParams* s) {
   ASSIGN_OR_RETURN(std::optional<int64_t> seed, Integer(j, "seed"));
   // A negative seed is as good a seed as any: its bits.
   if (seed.has_value()) s->set_seed(static_cast<uint64_t>(*seed));
+  // pdserve's extension: speculative decoding on or off for this request
+  // (unset: the decode worker's default). It never changes the output.
+  ASSIGN_OR_RETURN(std::optional<bool> speculative, Bool(j, "speculative"));
+  if (speculative.has_value()) s->set_speculative(*speculative);
   return absl::OkStatus();
 }
 

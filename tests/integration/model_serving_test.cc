@@ -24,6 +24,7 @@ namespace {
 using testing::Generate;
 using testing::GenerateOutcome;
 using testing::PoolsIdle;
+using testing::ScrapeMetric;
 using testing::StartCluster;
 
 constexpr int kMaxTokens = 16;
@@ -31,6 +32,9 @@ const absl::Duration kTimeout = absl::Minutes(10);
 // The router caps client deadlines at --request_timeout_ms (2 min by
 // default); a long prompt under sanitizers, int8 KV most of all, takes longer.
 constexpr char kRouterTimeout[] = "--request_timeout_ms=600000";
+constexpr char kDraftedMetric[] = "pdserve_decode_spec_draft_tokens_total{source=\"prompt_lookup\"}";
+constexpr char kAcceptedMetric[] =
+    "pdserve_decode_spec_accepted_tokens_total{source=\"prompt_lookup\"}";
 
 struct ServedModel {
   std::string name;
@@ -55,6 +59,10 @@ std::vector<v1::GenerateRequest> Requests(const Model& model, const ServedModel&
   std::vector<v1::GenerateRequest> out;
   out.push_back(testing::TextRequest("The capital of France is", kMaxTokens));
   out.push_back(testing::TextRequest("def fibonacci(n):\n", kMaxTokens));
+  // Text that repeats itself, which speculative decoding drafts from.
+  out.push_back(testing::TextRequest(
+      "red, green, blue, yellow; red, green, blue, yellow; red, green, blue, yellow; red, green,",
+      kMaxTokens));
   if (m.chat) out.push_back(testing::ChatRequest("Reverse a string in Python.", kMaxTokens));
   if (m.long_prompt_tokens > 0) {
     v1::GenerateRequest r;
@@ -116,6 +124,9 @@ TEST_P(ModelServingTest, DisaggregatedEqualsColocatedEqualsInProcess) {
     o.model = path_;
     o.colocated = colocated;
     o.extra_router_flags = {kRouterTimeout};
+    // Speculative decoding is the decode worker's default: the tokens
+    // below must be plain decode's (the in-process engine does not draft).
+    o.extra_decode_flags = {"--metrics_port=-1"};
     auto cluster = StartCluster(o, GetParam().name + (colocated ? "-colocated" : "-disagg"));
     ASSERT_NE(cluster, nullptr);
     // One at a time: a long prompt queued ahead would send the others to
@@ -146,6 +157,11 @@ TEST_P(ModelServingTest, DisaggregatedEqualsColocatedEqualsInProcess) {
                 << t.kv_transfer_bytes() << " KV bytes moved (" << all_layers
                 << " without the window rule)\n";
     }
+    // The repeated sentences of the long prompt, at least, were drafted
+    // from and kept.
+    const int metrics = cluster->metrics_port("decode-0");
+    EXPECT_GT(ScrapeMetric(metrics, kDraftedMetric), 0) << "colocated=" << colocated;
+    EXPECT_GT(ScrapeMetric(metrics, kAcceptedMetric), 0) << "colocated=" << colocated;
     if (!GetParam().chat) {
       const GenerateOutcome refused = Generate(*stub, testing::ChatRequest("Hi", 4), kTimeout);
       EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)

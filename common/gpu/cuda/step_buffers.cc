@@ -39,7 +39,9 @@ void StepMeta::Build(const ForwardBatch& batch) {
       score_offsets.push_back(total_scores);
       total_scores += pos + 1;
     }
-    if (ch.want_logits) logit_rows.push_back(static_cast<int32_t>(ids.size()) - 1);
+    if (!ch.want_logits) continue;
+    const auto end = static_cast<int32_t>(ids.size());
+    for (int32_t r = end - ch.logit_rows; r < end; ++r) logit_rows.push_back(r);
   }
 }
 

@@ -117,6 +117,22 @@ TEST(SamplingParamsTest, LogprobsProtoRoundTrip) {
   }
 }
 
+// Unset (the worker's default), on and off all survive the round trip.
+TEST(SamplingParamsTest, SpeculativeProtoRoundTrip) {
+  v1::SamplingParams wire;
+  EXPECT_FALSE(FromProto(wire).speculative.has_value());
+  EXPECT_FALSE(ToProto(SamplingParams{}).has_speculative());
+  for (bool on : {false, true}) {
+    wire.set_speculative(on);
+    const SamplingParams s = FromProto(wire);
+    ASSERT_TRUE(s.speculative.has_value());
+    EXPECT_EQ(*s.speculative, on);
+    const v1::SamplingParams back = ToProto(s);
+    ASSERT_TRUE(back.has_speculative());
+    EXPECT_EQ(back.speculative(), on);
+  }
+}
+
 TEST(SamplingParamsTest, TokenLogprobsProtoRoundTrip) {
   TokenLogprobs l;
   l.token = 7;

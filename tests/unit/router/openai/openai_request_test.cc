@@ -55,7 +55,8 @@ TEST(OpenAiRequestTest, SamplingFieldsAndExtensions) {
   auto r = Chat(absl::StrCat("{", kHello, R"(, "temperature": 0, "top_p": 0.9, "seed": -1,
       "presence_penalty": 0.5, "frequency_penalty": -0.5, "top_k": -1, "min_p": 0.05,
       "repetition_penalty": 1.1, "ignore_eos": true, "stop": "\n\n", "user": "u-1",
-      "max_completion_tokens": 7, "max_tokens": 99, "some_future_field": {"x": [1]}})"));
+      "max_completion_tokens": 7, "max_tokens": 99, "some_future_field": {"x": [1]},
+      "speculative": false})"));
   ASSERT_TRUE(r.ok()) << r.status();
   const v1::SamplingParams& s = r->generate.sampling();
   EXPECT_EQ(s.temperature(), 0.0f);
@@ -70,6 +71,12 @@ TEST(OpenAiRequestTest, SamplingFieldsAndExtensions) {
   ASSERT_EQ(r->generate.stop_size(), 1);
   EXPECT_EQ(r->generate.stop(0), "\n\n");
   EXPECT_EQ(r->generate.max_tokens(), 7);  // max_completion_tokens wins
+  ASSERT_TRUE(s.has_speculative());
+  EXPECT_FALSE(s.speculative());
+  // Unsaid, the decode worker's default applies.
+  auto plain = Chat(absl::StrCat("{", kHello, "}"));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->generate.sampling().has_speculative());
 }
 
 TEST(OpenAiRequestTest, CompletionPrompts) {
@@ -108,6 +115,7 @@ TEST(OpenAiRequestTest, WrongTypesNameTheField) {
   EXPECT_EQ(ParamOf(with(R"("max_tokens": 99999999999)")), "max_tokens");
   EXPECT_EQ(ParamOf(with(R"("temperature": "hot")")), "temperature");
   EXPECT_EQ(ParamOf(with(R"("stream": "yes")")), "stream");
+  EXPECT_EQ(ParamOf(with(R"("speculative": 1)")), "speculative");
   EXPECT_EQ(ParamOf(with(R"("stop": [1])")), "stop");
   EXPECT_EQ(ParamOf(with(R"("seed": 1e300)")), "seed");
   EXPECT_EQ(ParamOf(with(R"("model": 7)")), "model");

@@ -1,0 +1,59 @@
+// Speculative decoding on the engine: settings, draft sources and counters.
+//
+// A running sequence may bring a draft of k tokens guessed from text it has
+// already seen (no draft model: see prompt_lookup.h). The step feeds the
+// sequence's last token and the draft (k + 1 rows) and the engine samples
+// every row in order with the sequence's own sampler, keeping the draft's
+// tokens for as long as they equal what was sampled. Because the sampler's
+// draw is a pure function of (seed, token index), the kept tokens are
+// exactly those the sequence would have produced one step at a time, greedy
+// or sampled: speculation changes the speed, never the output. (For a
+// deterministic draft this is the standard speculative-sampling rule, which
+// accepts a drafted token t with probability p(t), with the randomness
+// coupled to the token's index.) Rejected rows' KV stays behind the
+// sequence's computed length, where nothing reads it and the next step
+// overwrites it.
+#ifndef PDSERVE_COMMON_ENGINE_SPECULATION_H_
+#define PDSERVE_COMMON_ENGINE_SPECULATION_H_
+
+#include <cstdint>
+#include <string_view>
+
+namespace pdserve {
+
+enum class DraftSource { kNone, kPromptLookup };
+inline constexpr int kNumDraftSources = 2;
+std::string_view DraftSourceName(DraftSource s);
+
+struct SpeculationOptions {
+  // The worker's default; a request may turn it on or off for itself
+  // (SamplingParams::speculative).
+  bool enabled = false;
+  // The longest draft of one sequence in one step.
+  int32_t max_draft = 8;
+  // Prompt lookup: the longest and shortest n-gram of the sequence's tail
+  // searched for in its earlier tokens.
+  int32_t max_ngram = 4;
+  int32_t min_ngram = 2;
+  // Decode rows (one per decoding sequence plus their drafts) a step may
+  // hold before drafts stop being handed out. Verification rows are cheap
+  // only while a step is bound by reading the weights; in a large batch
+  // they cost as much as the tokens they may save, so speculation backs
+  // off to plain decode as the batch grows.
+  int32_t max_step_rows = 16;
+};
+
+// Cumulative counters of one engine.
+struct SpeculationStats {
+  struct PerSource {
+    int64_t drafted = 0;   // draft tokens fed to the model
+    int64_t accepted = 0;  // of those, kept
+  };
+  PerSource source[kNumDraftSources];
+  int64_t steps = 0;   // sequence-steps that verified a draft
+  int64_t tokens = 0;  // tokens those sequence-steps produced
+};
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_COMMON_ENGINE_SPECULATION_H_

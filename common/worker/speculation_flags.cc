@@ -1,0 +1,32 @@
+#include "common/worker/speculation_flags.h"
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+
+ABSL_FLAG(bool, speculative, true,
+          "Speculative decoding for requests that do not choose: drafts copied from the "
+          "request's own tokens, verified in the batch (same output, fewer steps)");
+ABSL_FLAG(int32_t, speculative_max_draft, 8, "Longest draft of one sequence in one step (1..64)");
+ABSL_FLAG(int32_t, speculative_max_step_rows, 16,
+          "Decode rows (sequences plus their drafts) a step may hold before drafts stop: "
+          "speculation backs off as the batch grows");
+
+namespace pdserve {
+
+absl::StatusOr<SpeculationOptions> SpeculationOptionsFromFlags() {
+  SpeculationOptions o;
+  o.enabled = absl::GetFlag(FLAGS_speculative);
+  o.max_draft = absl::GetFlag(FLAGS_speculative_max_draft);
+  o.max_step_rows = absl::GetFlag(FLAGS_speculative_max_step_rows);
+  if (o.max_draft < 1 || o.max_draft > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--speculative_max_draft=", o.max_draft, " is outside [1, 64]"));
+  }
+  if (o.max_step_rows < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--speculative_max_step_rows=", o.max_step_rows, " must be at least 1"));
+  }
+  return o;
+}
+
+}  // namespace pdserve
