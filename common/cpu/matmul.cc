@@ -131,6 +131,12 @@ void Matmul::RunRows(const Plan& p, int64_t n_tokens, int64_t row_begin, int64_t
   const QuantizedInput* in = p.input;
   float* y_all = p.job->y;
   int64_t r = row_begin;
+  if (k->vec_dot_tokens != nullptr && n_tokens > 1) {
+    for (; r < row_end; ++r) {
+      k->vec_dot_tokens(w.in, w.row(r), in->data.data(), in->row_bytes, n_tokens, y_all + r, w.out);
+    }
+    return;
+  }
   if (k->vec_dot4 != nullptr) {
     float out4[kRowGroup];
     for (; r + kRowGroup <= row_end; r += kRowGroup) {

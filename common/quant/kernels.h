@@ -20,6 +20,13 @@ using QuantizeActFn = void (*)(const float* src, void* dst, int64_t n);
 using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 // Dots four weight rows (row stride in bytes) with one activation row.
 using VecDot4Fn = void (*)(int64_t n, const void* w, int64_t w_stride, const void* a, float* out);
+// Dots one weight row with `n_tokens` activation rows (a_stride bytes
+// apart): out[t * out_stride] = vec_dot(n, w, a + t * a_stride), bit for
+// bit, each weight block unpacked once for a tile of tokens. A step of
+// several tokens (a prefill chunk, a speculative draft's rows) then costs
+// the activation-side arithmetic per token, not the whole dot.
+using VecDotTokensFn = void (*)(int64_t n, const void* w, const void* a, int64_t a_stride,
+                                int64_t n_tokens, float* out, int64_t out_stride);
 
 // Packed weights (see common/cpu/packed_weights.h): kPackedRows consecutive
 // output rows are stored block-interleaved so that one SIMD integer dot
@@ -64,6 +71,8 @@ struct TypeKernels {
   VecDot4Fn vec_dot4;  // may be null: callers fall back to vec_dot
   // Null unless this ISA has a packed kernel for the type (Q4_1, Q8_0).
   PackedGemmFn packed_gemm;
+  // Null where this ISA has none (callers loop over vec_dot).
+  VecDotTokensFn vec_dot_tokens = nullptr;
 };
 
 // Kernels used by attention over the f16 KV cache.

@@ -265,6 +265,45 @@ TEST(QuantKernelsTest, VecDotMatchesDequantisedDotOnEveryIsa) {
   }
 }
 
+// The multi-token kernels are the one-token kernel, bit for bit, for every
+// token count (whole tiles, a partial last tile, one token) and strided
+// activation and output rows.
+TEST(QuantKernelsTest, VecDotTokensEqualsVecDotBitwise) {
+  constexpr int64_t kN = 768;  // 3 K-quant super-blocks, 24 legacy blocks
+  int checked = 0;
+  for (KernelIsa isa : SupportedIsas()) {
+    ScopedIsa scoped(isa);
+    for (GgmlType t : kWeightTypes) {
+      const TypeKernels* k = FindTypeKernels(Id(t));
+      ASSERT_NE(k, nullptr);
+      if (k->vec_dot_tokens == nullptr) continue;
+      SCOPED_TRACE(testing::Message() << "isa " << static_cast<int>(isa) << " type " << Id(t));
+      std::mt19937_64 rng(300 + Id(t));
+      const std::string w = RandomWeightRow(t, kN, rng);
+      const int64_t act_bytes = ActivationRowBytes(Id(t), kN);
+      const int64_t a_stride = act_bytes + 48;
+      for (int64_t tokens : {1, 2, 3, 4, 5, 8, 9, 17}) {
+        std::string acts(tokens * a_stride, '\0');
+        for (int64_t i = 0; i < tokens; ++i) {
+          const std::vector<float> x = RandomFloats(kN, rng, i % 2 ? 0.02f : 4.0f);
+          k->quantize_act(x.data(), acts.data() + i * a_stride, kN);
+        }
+        constexpr int64_t kOutStride = 3;
+        std::vector<float> out(tokens * kOutStride, -1.0f);
+        k->vec_dot_tokens(kN, w.data(), acts.data(), a_stride, tokens, out.data(), kOutStride);
+        for (int64_t i = 0; i < tokens; ++i) {
+          const float want = k->vec_dot(kN, w.data(), acts.data() + i * a_stride);
+          EXPECT_EQ(out[i * kOutStride], want) << tokens << " tokens, token " << i;
+          EXPECT_EQ(out[i * kOutStride + 1], -1.0f) << "wrote between outputs";
+        }
+      }
+      ++checked;
+    }
+  }
+  // Q5_0, Q4_K, Q5_K and Q6_K on each SIMD ISA; none on scalar-only CPUs.
+  if (CpuSupportsAvx2()) EXPECT_GE(checked, 4);
+}
+
 // Rows that stress the activation quantisers: zeros, exact .5 ties after
 // scaling, tiny and huge magnitudes, a single non-zero.
 std::vector<std::vector<float>> TrickyRows(int64_t n, std::mt19937_64& rng) {
