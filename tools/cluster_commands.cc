@@ -106,6 +106,8 @@ absl::Status UpCommand() {
   o.extra_decode_flags.push_back(absl::StrCat("--speculative_max_draft=", speculation.max_draft));
   o.extra_decode_flags.push_back(
       absl::StrCat("--speculative_max_step_rows=", speculation.max_step_rows));
+  o.extra_decode_flags.push_back(
+      absl::StrCat("--speculative_suffix_tokens=", speculation.suffix_cache_tokens));
   ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(o));
   GenerateClient client(cluster->router_address());
   // A worker that refuses the model exits at once: say so, with its reason,

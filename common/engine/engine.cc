@@ -50,7 +50,13 @@ Engine::Engine(const Tokenizer* tokenizer, ModelRunner* runner, KvCache* cache, 
       max_window_(cache->layout().layer_window.empty()
                       ? 0
                       : *std::max_element(cache->layout().layer_window.begin(),
-                                          cache->layout().layer_window.end())) {}
+                                          cache->layout().layer_window.end())) {
+  const SpeculationOptions& spec = options_.speculation;
+  if (spec.suffix_cache_tokens > 0) {
+    suffix_cache_ =
+        std::make_unique<SuffixCache>(spec.suffix_cache_tokens, spec.min_ngram, spec.max_ngram);
+  }
+}
 
 Engine::~Engine() {
   for (auto& [id, seq] : sequences_) cache_->allocator().UnrefAll(seq->blocks);
@@ -328,6 +334,10 @@ void Engine::PlanDrafts() {
     if (!seq->speculate || len <= 0) continue;
     seq->draft = PromptLookupDraft(seq->tokens, spec.min_ngram, spec.max_ngram, len);
     seq->draft_source = DraftSource::kPromptLookup;
+    if (seq->draft.empty() && suffix_cache_ != nullptr) {
+      seq->draft = suffix_cache_->Draft(seq->tokens, len);
+      seq->draft_source = DraftSource::kSuffixCache;
+    }
     if (!seq->draft.empty()) drafted.push_back(seq.get());
   }
   int32_t spare = std::min(spec.max_step_rows, options_.max_batch_tokens) - decoding;
@@ -477,6 +487,13 @@ void Engine::AcceptToken(Sequence& seq, int32_t token, std::optional<TokenLogpro
   if (reason != FinishReason::kNone) seq.finish = reason;
 }
 
+// A prefill worker's sequences end after one token: nothing to learn.
+void Engine::RememberOutput(const Sequence& seq) {
+  if (suffix_cache_ == nullptr || seq.options.hold_kv_on_finish || seq.generated() < 2) return;
+  const int32_t context = std::min(seq.prompt_len(), options_.speculation.max_ngram);
+  suffix_cache_->Add(absl::MakeConstSpan(seq.tokens).subspan(seq.prompt_len() - context), context);
+}
+
 void Engine::Finish(Sequence& seq, FinishReason reason) {
   if (seq.finish != FinishReason::kNone) return;
   seq.finish = reason;
@@ -490,6 +507,7 @@ void Engine::ReapFinished() {
       continue;
     }
     Sequence& seq = *it->second;
+    RememberOutput(seq);
     if (seq.options.hold_kv_on_finish) {
       held_blocks_[seq.id] = std::move(seq.blocks);
     } else {

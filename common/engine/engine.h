@@ -34,6 +34,7 @@
 #include "common/engine/scheduler.h"
 #include "common/engine/sequence.h"
 #include "common/engine/speculation.h"
+#include "common/engine/suffix_cache.h"
 #include "common/request/token_logprobs.h"
 #include "common/text/tokenizer.h"
 
@@ -165,6 +166,8 @@ class Engine {
                                    uint64_t index);
   void AcceptToken(Sequence& seq, int32_t token, std::optional<TokenLogprobs> logprobs);
   void Finish(Sequence& seq, FinishReason reason);
+  // Gives a finished sequence's output to the suffix cache.
+  void RememberOutput(const Sequence& seq);
   void ReapFinished();
 
   const Tokenizer* tokenizer_;
@@ -181,6 +184,8 @@ class Engine {
   std::vector<float> sample_scratch_;
   PrefixStats prefix_stats_;
   SpeculationStats speculation_stats_;
+  // Recent outputs to draft from; null when SpeculationOptions keeps none.
+  std::unique_ptr<SuffixCache> suffix_cache_;
 };
 
 }  // namespace pdserve

@@ -1,7 +1,8 @@
 // Speculative decoding on the engine: settings, draft sources and counters.
 //
 // A running sequence may bring a draft of k tokens guessed from text it has
-// already seen (no draft model: see prompt_lookup.h). The step feeds the
+// already seen or that earlier requests on the worker wrote (no draft
+// model: see prompt_lookup.h and suffix_cache.h). The step feeds the
 // sequence's last token and the draft (k + 1 rows) and the engine samples
 // every row in order with the sequence's own sampler, keeping the draft's
 // tokens for as long as they equal what was sampled. Because the sampler's
@@ -21,8 +22,8 @@
 
 namespace pdserve {
 
-enum class DraftSource { kNone, kPromptLookup };
-inline constexpr int kNumDraftSources = 2;
+enum class DraftSource { kNone, kPromptLookup, kSuffixCache };
+inline constexpr int kNumDraftSources = 3;
 std::string_view DraftSourceName(DraftSource s);
 
 struct SpeculationOptions {
@@ -35,6 +36,9 @@ struct SpeculationOptions {
   // searched for in its earlier tokens.
   int32_t max_ngram = 4;
   int32_t min_ngram = 2;
+  // Outputs of recent requests kept for drafting (suffix_cache.h), in
+  // tokens; 0 = none. Asked only where prompt lookup finds nothing.
+  int64_t suffix_cache_tokens = 32768;
   // Decode rows (one per decoding sequence plus their drafts) a step may
   // hold before drafts stop being handed out. Verification rows are cheap
   // only while a step is bound by reading the weights; in a large batch

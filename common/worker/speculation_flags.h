@@ -4,6 +4,7 @@
 //   --speculative                 the default of requests that do not say
 //   --speculative_max_draft       longest draft of one sequence in a step
 //   --speculative_max_step_rows   decode rows a step holds before drafts stop
+//   --speculative_suffix_tokens   recent outputs kept to draft from
 #ifndef PDSERVE_COMMON_WORKER_SPECULATION_FLAGS_H_
 #define PDSERVE_COMMON_WORKER_SPECULATION_FLAGS_H_
 
@@ -16,6 +17,7 @@
 ABSL_DECLARE_FLAG(bool, speculative);
 ABSL_DECLARE_FLAG(int32_t, speculative_max_draft);
 ABSL_DECLARE_FLAG(int32_t, speculative_max_step_rows);
+ABSL_DECLARE_FLAG(int64_t, speculative_suffix_tokens);
 
 namespace pdserve {
 

@@ -356,6 +356,39 @@ TEST_F(EngineSpeculationTest, BacksOffWhenTheBatchFillsTheStepRows) {
   ExpectSameEvents(full, some);
 }
 
+TEST_F(EngineSpeculationTest, LaterRequestsDraftFromEarlierOutputs) {
+  // A random prompt has nothing of its own to copy; the second request
+  // with it drafts the first one's output from the suffix cache. The
+  // position bias keeps the drafts from being all right.
+  SequenceOptions o;
+  o.prompt = RandomTokens(30, model_->config.n_vocab, 91);
+  o.max_tokens = 40;
+  o.ignore_eos = true;
+  PositionBiasRunner biased(runner_.get());
+  auto cache = KvCache::Create(KvLayout::ForModel(model_->config, kBlockSize), 96);
+  ASSERT_TRUE(cache.ok());
+  Engine::Options opts;
+  opts.speculation.enabled = true;
+  opts.speculation.min_ngram = 3;  // no 3-gram repeats in 30 random tokens
+  opts.prefix_cache = false;
+  Engine engine(tokenizer_.get(), &biased, cache->get(), opts);
+  std::vector<int32_t> first, second;
+  ASSERT_TRUE(engine.Add(o, [&](const TokenEvent& e) {
+    if (e.token >= 0) first.push_back(e.token);
+  }).ok());
+  while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
+  const int suffix = static_cast<int>(DraftSource::kSuffixCache);
+  EXPECT_EQ(engine.speculation_stats().source[suffix].drafted, 0);
+  ASSERT_TRUE(engine.Add(o, [&](const TokenEvent& e) {
+    if (e.token >= 0) second.push_back(e.token);
+  }).ok());
+  while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
+  EXPECT_EQ(second, first);
+  EXPECT_GT(engine.speculation_stats().source[suffix].accepted, 0);
+  const Outcome plain = Run({o}, {}, &biased);
+  EXPECT_EQ(second, TokensOf(plain.events[0]));
+}
+
 TEST_F(EngineSpeculationTest, RequestsChooseForThemselves) {
   SequenceOptions yes = CopyPrompt(9, 3, 40, 81);
   yes.sampling.speculative = true;
