@@ -111,6 +111,7 @@ def main():
         return llama_cpp.Llama(
             model_path=args.model, n_ctx=4096, n_threads=args.threads,
             n_threads_batch=args.threads, verbose=False,
+            logits_all=draft,  # its draft verification reads every row
             draft_model=LlamaPromptLookupDecoding(num_pred_tokens=args.draft) if draft else None)
 
     plain, lookup = llama(False), llama(True)

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/gpu/cuda/cuda_device.h"
+#include "common/gpu/cuda/step_buffers.h"
 #include "common/runtime/runtime_factory.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_test_env.h"
@@ -141,6 +142,34 @@ class CudaModelRunnerTest : public ::testing::Test {
   std::unique_ptr<test::TestModel> model_;
   Runtime cpu_, gpu_;
 };
+
+// A speculative draft's verification rows: every row's logits, in order,
+// each as a one-token step at that position would give them (GPU sums do
+// not depend on the number of rows a step has, so exactly).
+TEST_F(CudaModelRunnerTest, VerificationRowsMatchOneTokenSteps) {
+  const int n_vocab = model_->config.n_vocab;
+  const std::vector<int32_t> tokens = test::RandomTokens(40, n_vocab, 9);
+  const std::vector<int32_t> table = {0, 1, 2};
+  Runtime other = Make(DeviceSpec{DeviceSpec::Kind::kCuda, 0}, 1);
+  for (Runtime* rt : {&gpu_, &other}) {
+    ForwardBatch prefix;
+    prefix.chunks.push_back({absl::MakeConstSpan(tokens).subspan(0, 35), 0, table, false});
+    Step(*rt, prefix);
+  }
+  ForwardBatch draft;
+  draft.chunks.push_back({absl::MakeConstSpan(tokens).subspan(35, 5), 35, table, true, 5});
+  const std::vector<float> rows = Step(gpu_, draft);
+  ASSERT_EQ(rows.size(), static_cast<size_t>(5 * n_vocab));
+  for (int i = 0; i < 5; ++i) {
+    ForwardBatch one;
+    one.chunks.push_back({absl::MakeConstSpan(tokens).subspan(35 + i, 1), 35 + i, table, true});
+    const std::vector<float> want = Step(other, one);
+    const std::vector<float> got(rows.begin() + i * n_vocab, rows.begin() + (i + 1) * n_vocab);
+    const Agreement a = Compare(want, got);
+    EXPECT_LE(a.rel_error, 1e-3) << "row " << i;
+    EXPECT_EQ(Argmax(got.data(), n_vocab), Argmax(want.data(), n_vocab)) << "row " << i;
+  }
+}
 
 TEST_F(CudaModelRunnerTest, PrefillAndGreedyDecodeMatchTheCpuRunner) {
   ExpectGreedyAgreement("smollm2");
@@ -288,6 +317,21 @@ TEST_F(CudaModelRunnerTest, ActivationsBeyondTheHalfRangeKeepTheLogitsFinite) {
     EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }))
         << (rt == &gpu ? "gpu" : "cpu");
   }
+}
+
+// Host-side, so it runs without a device: a chunk asking for k rows gets
+// the indices of its last k tokens in the step.
+TEST(StepMetaTest, LogitRowsAreTheChunksLastTokens) {
+  const std::vector<int32_t> a = {1, 2, 3, 4}, b = {5, 6, 7}, c = {8};
+  const std::vector<int32_t> table = {0, 1};
+  ForwardBatch batch;
+  batch.chunks.push_back({a, 0, table, false});
+  batch.chunks.push_back({b, 4, table, true, 3});
+  batch.chunks.push_back({c, 9, table, true});
+  cuda::StepMeta meta;
+  meta.Build(batch);
+  EXPECT_EQ(meta.logit_rows, (std::vector<int32_t>{4, 5, 6, 7}));
+  EXPECT_EQ(meta.ids.size(), 8u);
 }
 
 }  // namespace
