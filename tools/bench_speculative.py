@@ -18,8 +18,11 @@ Run with a Python that has llama-cpp-python (scripts/bench-speculative.sh).
 import argparse
 import json
 import re
+import signal
 import subprocess
+import threading
 import time
+import urllib.request
 
 FUNC = """def compute_{i}(data, factor):
     {v} = 0
@@ -93,6 +96,68 @@ def run_llama(llm, prompt, max_tokens):
     return {"text": "".join(text), "rate": rate, "chunks": len(times)}
 
 
+def stream_chat(port, prompt, max_tokens):
+    """One streamed chat completion over the OpenAI API; the arrival time of
+    every content chunk."""
+    body = json.dumps({"messages": [{"role": "user", "content": prompt}],
+                       "max_tokens": max_tokens, "temperature": 0, "stream": True,
+                       "stream_options": {"include_usage": True}}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+    times, tokens = [], 0
+    with urllib.request.urlopen(req, timeout=600) as resp:
+        for line in resp:
+            line = line.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            doc = json.loads(line[6:])
+            if doc.get("usage"):
+                tokens = doc["usage"]["completion_tokens"]
+            choices = doc.get("choices") or [{}]
+            if choices[0].get("delta", {}).get("content"):
+                times.append(time.perf_counter())
+    return times, tokens
+
+
+def serve_batch(binary, model, prompt, max_tokens, threads, batch, speculative):
+    """`batch` copies of the prompt at once through `pdserve up` (one
+    prefill and one decode worker): aggregate decode tokens/s and the median
+    inter-token gap."""
+    port = 18000 + (1 if speculative else 0)
+    cmd = [binary, "up", "--model", model, "--threads", str(threads), "--router_port", "0",
+           "--http_listen", f"127.0.0.1:{port}", f"--speculative={str(speculative).lower()}",
+           "--log_dir", f"/tmp/pdserve-bench-spec-{port}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.2)
+        results = [None] * batch
+
+        def one(i):
+            results[i] = stream_chat(port, prompt, max_tokens)
+
+        workers = [threading.Thread(target=one, args=(i,)) for i in range(batch)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    # Tokens after each stream's first, over the time from the first of
+    # them to the last; a chunk may carry several tokens, so the gaps are
+    # what a client sees between chunks.
+    first = min(t[0] for t, _ in results)
+    last = max(t[-1] for t, _ in results)
+    after = sum(n - 1 for _, n in results)
+    gaps = sorted(b - a for t, _ in results for a, b in zip(t, t[1:]))
+    return after / (last - first), 1000 * gaps[len(gaps) // 2]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -101,6 +166,8 @@ def main():
     ap.add_argument("--max_tokens", type=int, default=400)
     ap.add_argument("--draft", type=int, default=10,
                     help="llama.cpp prompt lookup: tokens drafted per step")
+    ap.add_argument("--batch", type=int, default=8,
+                    help="concurrent copies of each prompt through `pdserve up` (0 = skip)")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -121,7 +188,13 @@ def main():
         on = run_pdserve(args.pdserve, args.model, prompt, args.max_tokens, args.threads, True)
         lp = run_llama(plain, prompt, args.max_tokens)
         ll = run_llama(lookup, prompt, args.max_tokens)
+        batch = {}
+        if args.batch > 0:
+            for spec in (False, True):
+                batch[spec] = serve_batch(args.pdserve, args.model, prompt, args.max_tokens,
+                                          args.threads, args.batch, spec)
         rows.append({
+            "batch": {str(k): v for k, v in batch.items()},
             "workload": name, "tokens": len(on["ids"]), "identical": off["ids"] == on["ids"],
             "pdserve_off": off["rate"], "pdserve_on": on["rate"],
             "accepted": on["kept"] / max(1, on["drafted"]),
@@ -137,6 +210,15 @@ def main():
               f"| {r['tokens_per_step']:.2f} | {r['llama_off']:.1f} | {r['llama_on']:.1f} "
               f"| {r['llama_on'] / max(1e-9, r['llama_off']):.2f}x "
               f"| {'yes' if r['identical'] else 'NO'} / {'yes' if r['llama_identical'] else 'NO'} |")
+    if args.batch > 0:
+        print(f"\n{args.batch} streams at once through `pdserve up` (OpenAI API, one prefill and "
+              "one decode worker): decode tokens/s of all streams together, median inter-token gap")
+        print("\n| workload | off tok/s | on tok/s | speed-up | off ITL p50 ms | on ITL p50 ms |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            off, on = r["batch"]["False"], r["batch"]["True"]
+            print(f"| {r['workload']} | {off[0]:.1f} | {on[0]:.1f} | {on[0] / off[0]:.2f}x "
+                  f"| {off[1]:.1f} | {on[1]:.1f} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/base/status_macros.h"
 #include "common/engine/logprobs.h"
 #include "common/engine/prompt_lookup.h"
@@ -26,6 +28,17 @@ std::optional<TokenLogprobs> CommittedLogprobs(const Sequence& seq, int32_t firs
     return std::nullopt;
   }
   return logprobs;
+}
+
+// Weight of the past in a sequence's keep rate, per verified position.
+constexpr double kKeepRateDecay = 0.9;
+
+// Draft positions 1..j all kept has chance keep_rate^j; position j is worth
+// its row while that exceeds `threshold`.
+int32_t WorthwhileDraft(double keep_rate, double threshold, int32_t max_len) {
+  int32_t j = 0;
+  for (double p = keep_rate; j < max_len && p > threshold; p *= keep_rate) ++j;
+  return j;
 }
 
 }  // namespace
@@ -319,18 +332,29 @@ std::vector<ScheduledSlot> Engine::Schedule() const {
                                    options_.max_prefill_tokens_while_decoding});
 }
 
+double Engine::DraftThreshold(int32_t decoding) const {
+  if (!options_.speculation.price_rows || !step_cost_.ready() || decoding <= 0) return 0;
+  const double per_token = step_cost_.StepSeconds(decoding) / decoding;
+  return per_token > 0 ? std::min(1.0, step_cost_.per_row() / per_token) : 1.0;
+}
+
 void Engine::PlanDrafts() {
   const SpeculationOptions& spec = options_.speculation;
   std::vector<Sequence*> drafted;
   int32_t decoding = 0;
+  for (const auto& [id, seq] : sequences_) decoding += seq->running() ? 1 : 0;
+  decoding = std::min(decoding, options_.max_running);  // the scheduler's cut
+  const double threshold = DraftThreshold(decoding);
+  int32_t seen = 0;
   for (auto& [id, seq] : sequences_) {
     seq->draft.clear();
-    if (!seq->running() || decoding == options_.max_running) continue;  // the scheduler's cut
-    ++decoding;
+    if (!seq->running() || seen == decoding) continue;
+    ++seen;
     // The last row's token may be the max_tokens-th, never one past it:
     // this also keeps every row inside the blocks reserved at admission.
     const int32_t room = seq->options.max_tokens - seq->generated() - 1;
-    const int32_t len = std::min(seq->draft_len, room);
+    int32_t len = std::min(seq->draft_len, room);
+    if (threshold > 0) len = std::min(len, WorthwhileDraft(seq->keep_rate, threshold, len));
     if (!seq->speculate || len <= 0) continue;
     seq->draft = PromptLookupDraft(seq->tokens, spec.min_ngram, spec.max_ngram, len);
     seq->draft_source = DraftSource::kPromptLookup;
@@ -341,10 +365,10 @@ void Engine::PlanDrafts() {
     if (!seq->draft.empty()) drafted.push_back(seq.get());
   }
   int32_t spare = std::min(spec.max_step_rows, options_.max_batch_tokens) - decoding;
-  // Rows go first to the sequences that have kept most of their drafts
-  // (their draft_len has grown), admission order among equals.
+  // Rows go first to the sequences that keep most of their drafts,
+  // admission order among equals.
   std::stable_sort(drafted.begin(), drafted.end(),
-                   [](const Sequence* a, const Sequence* b) { return a->draft_len > b->draft_len; });
+                   [](const Sequence* a, const Sequence* b) { return a->keep_rate > b->keep_rate; });
   for (Sequence* seq : drafted) {
     const int32_t take = std::clamp(spare, 0, static_cast<int32_t>(seq->draft.size()));
     seq->draft.resize(static_cast<size_t>(take));
@@ -379,6 +403,7 @@ int32_t Engine::VerifyDraft(Sequence& seq, float* logits) {
   while (rows <= k) {
     SampleNext(seq, absl::MakeSpan(logits + static_cast<int64_t>(rows) * vocab, vocab));
     const bool match = rows < k && seq.tokens.back() == seq.draft[rows];
+    if (rows < k) seq.keep_rate = kKeepRateDecay * seq.keep_rate + (1 - kKeepRateDecay) * match;
     ++rows;
     if (!match || seq.finish != FinishReason::kNone) break;
     ++kept;
@@ -411,6 +436,10 @@ absl::Status Engine::Step() {
   if (options_.on_layer_done) {
     batch.on_layer_done = [&](int layer) { RunLayerHook(batch, owners, layer); };
   }
+  // Decode-only steps price verification rows (step_cost_model.h).
+  const bool decode_only = std::all_of(owners.begin(), owners.end(),
+                                       [](const Sequence* s) { return s->running(); });
+  const absl::Time start = absl::Now();
   if (absl::Status s = runner_->Forward(batch, *cache_, &logits_); !s.ok()) {
     // Admission validated these sequences, so this is an engine bug or a
     // lost device; end them rather than retrying the same batch forever.
@@ -434,6 +463,11 @@ absl::Status Engine::Step() {
     }
     PublishFullBlocks(seq);
     ReleaseOutOfWindow(seq);
+  }
+  if (decode_only) {
+    int32_t rows = 0;
+    for (const SequenceChunk& chunk : batch.chunks) rows += static_cast<int32_t>(chunk.tokens.size());
+    step_cost_.Observe(rows, absl::ToDoubleSeconds(absl::Now() - start));
   }
   ReapFinished();
   return absl::OkStatus();

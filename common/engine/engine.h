@@ -34,6 +34,7 @@
 #include "common/engine/scheduler.h"
 #include "common/engine/sequence.h"
 #include "common/engine/speculation.h"
+#include "common/engine/step_cost_model.h"
 #include "common/engine/suffix_cache.h"
 #include "common/request/token_logprobs.h"
 #include "common/text/tokenizer.h"
@@ -137,6 +138,9 @@ class Engine {
   std::vector<ScheduledSlot> Schedule() const;  // scheduler.h
   // Drafts for this step's decoding sequences, within the step's rows.
   void PlanDrafts();
+  // The smallest chance of being kept that pays for a verification row
+  // in a step of `decoding` sequences (0 until the step cost is known).
+  double DraftThreshold(int32_t decoding) const;
   void BuildBatch(ForwardBatch* batch, std::vector<Sequence*>* owners);
   // Samples the rows of a drafted step (`logits`: 1 + draft rows) while
   // they agree with the draft; returns the rows used, whose inputs are now
@@ -186,6 +190,8 @@ class Engine {
   SpeculationStats speculation_stats_;
   // Recent outputs to draft from; null when SpeculationOptions keeps none.
   std::unique_ptr<SuffixCache> suffix_cache_;
+  // Decode-only steps' times, to price verification rows.
+  StepCostModel step_cost_;
 };
 
 }  // namespace pdserve

@@ -89,6 +89,9 @@ struct Sequence {
   // then the draft).
   bool speculate = false;
   int32_t draft_len = 0;
+  // The chance that a draft token is kept given that the one before it
+  // was, a moving average over this sequence's verified positions.
+  double keep_rate = 0.8;
   std::vector<int32_t> draft;
   DraftSource draft_source = DraftSource::kNone;
   std::vector<int32_t> step_input;

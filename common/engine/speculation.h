@@ -45,6 +45,13 @@ struct SpeculationOptions {
   // they cost as much as the tokens they may save, so speculation backs
   // off to plain decode as the batch grows.
   int32_t max_step_rows = 16;
+  // Price verification rows with the measured cost of a step
+  // (step_cost_model.h): a sequence drafts position j only while the chance
+  // that positions 1..j are all kept exceeds what a row costs relative to
+  // a token of plain decode, so drafts shrink as the batch grows and stop
+  // where rows are dear. False: only the limits above (tests, for
+  // decisions that do not depend on timing).
+  bool price_rows = true;
 };
 
 // Cumulative counters of one engine.

@@ -4,11 +4,14 @@
 // the sampling settings, the KV dtype, windows or the prefix cache.
 #include <algorithm>
 #include <cstdint>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/cpu/cpu_model_runner.h"
 #include "common/engine/engine.h"
 #include "common/engine/kv_cache.h"
@@ -77,6 +80,26 @@ class PositionBiasRunner : public ModelRunner {
   int32_t max_rows_ = 0;
 };
 
+// Takes fixed + per_row * rows of wall time per step (sleeping), so the
+// engine's step-cost model sees a machine where rows are dear or cheap.
+class TimedRunner : public ModelRunner {
+ public:
+  TimedRunner(ModelRunner* inner, absl::Duration fixed, absl::Duration per_row)
+      : inner_(inner), fixed_(fixed), per_row_(per_row) {}
+  const ModelConfig& config() const override { return inner_->config(); }
+  absl::Status Forward(const ForwardBatch& batch, KvCache& cache,
+                       std::vector<float>* logits) override {
+    int64_t rows = 0;
+    for (const SequenceChunk& ch : batch.chunks) rows += static_cast<int64_t>(ch.tokens.size());
+    absl::SleepFor(fixed_ + per_row_ * rows);
+    return inner_->Forward(batch, cache, logits);
+  }
+
+ private:
+  ModelRunner* inner_;
+  absl::Duration fixed_, per_row_;
+};
+
 struct Outcome {
   std::vector<std::vector<TokenEvent>> events;  // per sequence, in order
   SpeculationStats stats;
@@ -126,9 +149,13 @@ class EngineSpeculationTest : public ::testing::Test {
     runner_ = std::make_unique<CpuModelRunner>(model_->config, &model_->weights, 2);
   }
 
-  // Runs every sequence to its end, all admitted up front.
+  // Runs every sequence to its end, all admitted up front. Rows are not
+  // priced by time unless a test asks (RowsArePricedByWhatTheyCost): the
+  // other tests' draft counts must not depend on this machine's load.
   Outcome Run(const std::vector<SequenceOptions>& seqs, Engine::Options opts,
-              ModelRunner* runner = nullptr, const std::string& dtype = "f16") {
+              ModelRunner* runner = nullptr, const std::string& dtype = "f16",
+              bool price_rows = false) {
+    opts.speculation.price_rows = price_rows;
     Outcome out;
     auto cache = KvCache::Create(KvLayout::ForModel(model_->config, kBlockSize, dtype), 96);
     EXPECT_TRUE(cache.ok()) << cache.status();
@@ -370,6 +397,7 @@ TEST_F(EngineSpeculationTest, LaterRequestsDraftFromEarlierOutputs) {
   Engine::Options opts;
   opts.speculation.enabled = true;
   opts.speculation.min_ngram = 3;  // no 3-gram repeats in 30 random tokens
+  opts.speculation.price_rows = false;
   opts.prefix_cache = false;
   Engine engine(tokenizer_.get(), &biased, cache->get(), opts);
   std::vector<int32_t> first, second;
@@ -387,6 +415,26 @@ TEST_F(EngineSpeculationTest, LaterRequestsDraftFromEarlierOutputs) {
   EXPECT_GT(engine.speculation_stats().source[suffix].accepted, 0);
   const Outcome plain = Run({o}, {}, &biased);
   EXPECT_EQ(second, TokensOf(plain.events[0]));
+}
+
+TEST_F(EngineSpeculationTest, RowsArePricedByWhatTheyCost) {
+  // Where a row costs 50x a step's fixed part, a draft position must be
+  // nearly sure to be kept to pay for itself; where it costs 1/50th, any
+  // decent guess does. Same requests, same drafts offered: the dear
+  // machine verifies far fewer.
+  std::vector<SequenceOptions> seqs = {CopyPrompt(10, 3, 48, 95), CopyPrompt(12, 3, 48, 96)};
+  Engine::Options opts;
+  opts.speculation.enabled = true;
+  PositionBiasRunner biased(runner_.get());
+  TimedRunner dear(&biased, absl::Microseconds(100), absl::Milliseconds(5));
+  TimedRunner cheap(&biased, absl::Milliseconds(5), absl::Microseconds(100));
+  const Outcome on_dear = Run(seqs, opts, &dear, "f16", /*price_rows=*/true);
+  const Outcome on_cheap = Run(seqs, opts, &cheap, "f16", /*price_rows=*/true);
+  ExpectSameEvents(on_dear, on_cheap);
+  std::cout << "draft tokens verified: " << Drafted(on_dear.stats) << " where rows are dear, "
+            << Drafted(on_cheap.stats) << " where they are cheap\n";
+  EXPECT_GT(Drafted(on_cheap.stats), 0);
+  EXPECT_LT(2 * Drafted(on_dear.stats), Drafted(on_cheap.stats));
 }
 
 TEST_F(EngineSpeculationTest, RequestsChooseForThemselves) {
