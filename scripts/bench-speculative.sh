@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Speculative decoding, pdserve against llama.cpp (llama-cpp-python's
 # prompt-lookup decoding) on copy-heavy prompts and one with nothing to
-# copy, same model, threads and prompts, in one run. Prints a markdown table
-# for docs/PERFORMANCE.md.
+# copy, same model, threads and prompts, in one run; then eight streams of
+# each prompt at once through `pdserve up`, speculation off and on. Prints
+# markdown tables for docs/PERFORMANCE.md.
 #
 #   scripts/bench-speculative.sh [max_tokens=400] [threads=2]
 #

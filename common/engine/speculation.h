@@ -40,10 +40,8 @@ struct SpeculationOptions {
   // tokens; 0 = none. Asked only where prompt lookup finds nothing.
   int64_t suffix_cache_tokens = 32768;
   // Decode rows (one per decoding sequence plus their drafts) a step may
-  // hold before drafts stop being handed out. Verification rows are cheap
-  // only while a step is bound by reading the weights; in a large batch
-  // they cost as much as the tokens they may save, so speculation backs
-  // off to plain decode as the batch grows.
+  // hold at most, whatever price_rows decides: a bound on the step's
+  // latency for everyone in it.
   int32_t max_step_rows = 16;
   // Price verification rows with the measured cost of a step
   // (step_cost_model.h): a sequence drafts position j only while the chance

@@ -11,8 +11,8 @@ ABSL_FLAG(int64_t, speculative_suffix_tokens, 32768,
           "Tokens of recent requests' outputs kept to draft from when a request's own text has "
           "nothing to copy (0 = none: drafts never depend on other requests)");
 ABSL_FLAG(int32_t, speculative_max_step_rows, 16,
-          "Decode rows (sequences plus their drafts) a step may hold before drafts stop: "
-          "speculation backs off as the batch grows");
+          "Most decode rows (sequences plus their drafts) a step may hold; within it each draft "
+          "row is priced by the measured step cost");
 
 namespace pdserve {
 
