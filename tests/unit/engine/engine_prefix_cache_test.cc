@@ -13,32 +13,16 @@
 #include "common/engine/kv_cache.h"
 #include "common/text/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/flattened_runner.h"
 #include "tests/testing/random_model_util.h"
 
 namespace pdserve {
 namespace {
 
+using test::FlattenedRunner;
 using test::RandomTokens;
 
 constexpr int32_t kBlockSize = 16;
-
-// Divides the logits so seeded sampling picks varied tokens: any difference
-// in the KV a sequence reads then shows in its output (random models are
-// too peaked for greedy output alone to show much).
-class FlattenedRunner : public ModelRunner {
- public:
-  explicit FlattenedRunner(ModelRunner* inner) : inner_(inner) {}
-  const ModelConfig& config() const override { return inner_->config(); }
-  absl::Status Forward(const ForwardBatch& batch, KvCache& cache,
-                       std::vector<float>* logits) override {
-    absl::Status s = inner_->Forward(batch, cache, logits);
-    for (float& x : *logits) x /= 16.0f;
-    return s;
-  }
-
- private:
-  ModelRunner* inner_;
-};
 
 std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());

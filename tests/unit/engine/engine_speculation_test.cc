@@ -18,6 +18,7 @@
 #include "common/engine/model_runner.h"
 #include "common/text/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/flattened_runner.h"
 #include "tests/testing/random_model_util.h"
 
 namespace pdserve {
@@ -26,24 +27,6 @@ namespace {
 using test::RandomTokens;
 
 constexpr int32_t kBlockSize = 16;
-
-// Scales a runner's logits, so that seeded sampling on a random model
-// (whose logits are very peaked) picks varied tokens.
-class ScaledRunner : public ModelRunner {
- public:
-  ScaledRunner(ModelRunner* inner, float scale) : inner_(inner), scale_(scale) {}
-  const ModelConfig& config() const override { return inner_->config(); }
-  absl::Status Forward(const ForwardBatch& batch, KvCache& cache,
-                       std::vector<float>* logits) override {
-    absl::Status s = inner_->Forward(batch, cache, logits);
-    for (float& x : *logits) x *= scale_;
-    return s;
-  }
-
- private:
-  ModelRunner* inner_;
-  float scale_;
-};
 
 // Adds a large bias to one token at every fourth position, chosen by the
 // position alone: greedy text on a random model, which otherwise settles
@@ -271,7 +254,7 @@ TEST_F(EngineSpeculationTest, GreedyOutputIsUnchangedAndDraftsAreKept) {
 TEST_F(EngineSpeculationTest, SeededSamplingIsUnchangedForEverySeed) {
   // Many seeds over flattened logits: every sampled stream, with penalties,
   // top-k/top-p truncation and logprobs, is the one plain decode samples.
-  ScaledRunner flat(runner_.get(), 0.15f);
+  test::FlattenedRunner flat(runner_.get(), 6.0f);
   std::vector<SequenceOptions> seqs;
   for (uint64_t seed = 1; seed <= 24; ++seed) {
     SequenceOptions o = CopyPrompt(6, 4, 40, 500 + seed % 3);

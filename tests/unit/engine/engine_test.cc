@@ -18,11 +18,13 @@
 #include "common/request/token_logprobs.h"
 #include "common/text/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/flattened_runner.h"
 #include "tests/testing/random_model_util.h"
 
 namespace pdserve {
 namespace {
 
+using test::FlattenedRunner;
 using test::RandomTokens;
 
 constexpr int32_t kBlockSize = 16;
@@ -60,27 +62,6 @@ class FixedTokenRunner : public ModelRunner {
  private:
   ModelConfig config_;
   int32_t token_;
-};
-
-// Wraps a real runner and divides its logits by a constant. Random models
-// have very peaked logits (a temperature-0.8 sample is almost always the
-// argmax, and greedy output repeats one token); flatter logits make seeded
-// sampling pick varied tokens, so the generated text depends on every
-// earlier logit row and any cross-sequence mix-up shows.
-class FlattenedRunner : public ModelRunner {
- public:
-  FlattenedRunner(ModelRunner* inner, float divisor) : inner_(inner), divisor_(divisor) {}
-  const ModelConfig& config() const override { return inner_->config(); }
-  absl::Status Forward(const ForwardBatch& batch, KvCache& cache,
-                       std::vector<float>* logits) override {
-    absl::Status s = inner_->Forward(batch, cache, logits);
-    for (float& x : *logits) x /= divisor_;
-    return s;
-  }
-
- private:
-  ModelRunner* inner_;
-  float divisor_;
 };
 
 // Wraps a runner and keeps a copy of every logits row it returns, so a test
