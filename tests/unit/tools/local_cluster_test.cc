@@ -34,7 +34,10 @@ echo "$@" > "$file.args"
 # Port 0: the kernel would pick; any number unlikely to repeat will do.
 [ "$port" = 0 ] && port=$(( $$ % 20000 + 30000 ))
 [ "$metrics" = -1 ] && metrics=$(( port + 1 ))
-printf 'grpc=%s\nmetrics=%s\nkv=0\n' "$port" "${metrics:-0}" > "$file"
+# Written aside and renamed, as the binaries do (common/rpc/port_file.h):
+# a reader never sees a half-written file.
+printf 'grpc=%s\nmetrics=%s\nkv=0\n' "$port" "${metrics:-0}" > "$file.tmp"
+mv "$file.tmp" "$file"
 exec sleep 300
 )";
 
