@@ -37,11 +37,15 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const Model& model) {
 // On stderr, so that the output stays the text alone. The decode rate
 // counts the tokens after the first over the time since the first.
 void LogRunStats(const SpeculationStats& s, size_t tokens, int64_t steps, absl::Duration decode) {
-  const SpeculationStats::PerSource& lookup = s.source[static_cast<int>(DraftSource::kPromptLookup)];
+  SpeculationStats::PerSource drafts;
+  for (const SpeculationStats::PerSource& source : s.source) {
+    drafts.drafted += source.drafted;
+    drafts.accepted += source.accepted;
+  }
   const double rate = tokens > 1 ? (tokens - 1) / std::max(1e-9, absl::ToDoubleSeconds(decode)) : 0;
   LOG(INFO) << tokens << " tokens in " << steps << " steps, decode "
-            << absl::StrFormat("%.1f", rate) << " tokens/s; drafts: " << lookup.accepted << " of "
-            << lookup.drafted << " draft tokens kept";
+            << absl::StrFormat("%.1f", rate) << " tokens/s; drafts: " << drafts.accepted << " of "
+            << drafts.drafted << " draft tokens kept";
 }
 
 }  // namespace

@@ -18,12 +18,14 @@
 #include "common/request/token_logprobs.h"
 #include "common/text/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/fixed_token_runner.h"
 #include "tests/testing/flattened_runner.h"
 #include "tests/testing/random_model_util.h"
 
 namespace pdserve {
 namespace {
 
+using test::FixedTokenRunner;
 using test::FlattenedRunner;
 using test::RandomTokens;
 
@@ -39,30 +41,6 @@ std::vector<int32_t> Tokens(const Events& ev) {
   }
   return out;
 }
-
-// A test-only runner whose logits always favour one token (the EOS), to
-// drive the end-of-generation paths deterministically.
-class FixedTokenRunner : public ModelRunner {
- public:
-  FixedTokenRunner(const ModelConfig& c, int32_t token) : config_(c), token_(token) {}
-  const ModelConfig& config() const override { return config_; }
-  absl::Status Forward(const ForwardBatch& batch, KvCache& cache,
-                       std::vector<float>* logits) override {
-    if (absl::Status s = ValidateBatch(batch, config_, cache); !s.ok()) return s;
-    logits->clear();
-    for (const SequenceChunk& ch : batch.chunks) {
-      if (!ch.want_logits) continue;
-      const size_t row = logits->size();
-      logits->resize(row + config_.n_vocab, 0.0f);
-      (*logits)[row + token_] = 10.0f;
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  ModelConfig config_;
-  int32_t token_;
-};
 
 // Wraps a runner and keeps a copy of every logits row it returns, so a test
 // can recompute what the engine derived from them.

@@ -17,6 +17,7 @@
 #include "common/engine/kv_cache.h"
 #include "common/text/tokenizer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/fixed_token_runner.h"
 #include "tests/testing/random_model_util.h"
 
 namespace pdserve {
@@ -25,41 +26,6 @@ namespace {
 constexpr int32_t kBlockSize = 16;
 constexpr int32_t kWindow = 512;
 constexpr int32_t kDecodeTokens = 8192;
-
-// Writes every layer's K/V rows of each position it computes (so their
-// pages become resident, as a real runner's would) and always favours one
-// token.
-class TouchingRunner : public ModelRunner {
- public:
-  TouchingRunner(const ModelConfig& c, int32_t token) : config_(c), token_(token) {}
-  const ModelConfig& config() const override { return config_; }
-  absl::Status Forward(const ForwardBatch& batch, KvCache& cache,
-                       std::vector<float>* logits) override {
-    if (absl::Status s = ValidateBatch(batch, config_, cache); !s.ok()) return s;
-    const int64_t row_bytes = cache.layout().row_bytes();
-    logits->clear();
-    for (const SequenceChunk& ch : batch.chunks) {
-      for (size_t i = 0; i < ch.tokens.size(); ++i) {
-        const int32_t pos = ch.start_pos + static_cast<int32_t>(i);
-        const int32_t block = ch.block_table[pos / kBlockSize];
-        for (int l = 0; l < config_.n_layers; ++l) {
-          uint8_t* k = cache.LayerBlock(l, block) + (pos % kBlockSize) * row_bytes;
-          std::memset(k, 1, row_bytes);
-          std::memset(k + kBlockSize * row_bytes, 1, row_bytes);
-        }
-      }
-      if (!ch.want_logits) continue;
-      const size_t row = logits->size();
-      logits->resize(row + config_.n_vocab, 0.0f);
-      (*logits)[row + token_] = 10.0f;
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  ModelConfig config_;
-  int32_t token_;
-};
 
 bool Resident(const uint8_t* p, int64_t bytes) {
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -108,7 +74,7 @@ class EngineWindowTest : public ::testing::Test {
 
 TEST_F(EngineWindowTest, ALongDecodeHoldsAWindowPerLocalLayer) {
   const int32_t token = 7;
-  TouchingRunner runner(config_, token);
+  test::FixedTokenRunner runner(config_, token, /*write_kv=*/true);
   Engine::Options opts;
   opts.prefix_cache = true;
   Engine engine(tokenizer_.get(), &runner, cache_.get(), opts);
