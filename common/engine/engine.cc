@@ -336,10 +336,12 @@ void Engine::PlanDrafts() {
   for (const auto& [id, seq] : sequences_) decoding += seq->running() ? 1 : 0;
   decoding = std::min(decoding, options_.max_running);  // the scheduler's cut
   const double threshold = DraftThreshold(decoding);
+  int32_t spare = std::min(spec.max_step_rows, options_.max_batch_tokens) - decoding;
   int32_t seen = 0;
   for (auto& [id, seq] : sequences_) {
     seq->draft.clear();
-    if (!seq->running() || seen == decoding) continue;
+    // A full batch has no rows to spare: no history is searched then.
+    if (!seq->running() || seen == decoding || spare <= 0) continue;
     ++seen;
     // The last row's token may be the max_tokens-th, never one past it:
     // this also keeps every row inside the blocks reserved at admission.
@@ -355,7 +357,6 @@ void Engine::PlanDrafts() {
     }
     if (!seq->draft.empty()) drafted.push_back(seq.get());
   }
-  int32_t spare = std::min(spec.max_step_rows, options_.max_batch_tokens) - decoding;
   // Rows go first to the sequences that keep most of their drafts,
   // admission order among equals.
   std::stable_sort(drafted.begin(), drafted.end(),
