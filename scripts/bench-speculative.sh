@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
-# Speculative decoding, pdserve against llama.cpp (llama-cpp-python's
-# prompt-lookup decoding) on copy-heavy prompts and one with nothing to
-# copy, same model, threads and prompts, in one run; then eight streams of
-# each prompt at once through `pdserve up`, speculation off and on. Prints
-# markdown tables for docs/PERFORMANCE.md.
+# Speculative decoding, pdserve against llama.cpp's llama-server (plain,
+# ngram-simple and ngram-map-k), on the chat workloads of `pdserve bench
+# --workload` (code edit, summary, multi-turn chat, nothing to copy): one
+# stream at a time and eight at once, same model, threads and requests, in
+# one run. Prints markdown tables for docs/PERFORMANCE.md.
 #
-#   scripts/bench-speculative.sh [max_tokens=400] [threads=2]
+#   scripts/bench-speculative.sh [max_tokens=600] [threads=2] [batch=8]
 #
 # MODEL (default models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf; fetched by
-# scripts/fetch-model.sh) picks the GGUF; LLAMA_PYTHON (default python3) the
-# Python whose llama-cpp-python (0.3.36 in our runs) runs the peer.
+# scripts/fetch-model.sh) picks the GGUF; llama-server is built once by
+# scripts/build-llama-server.sh (~10 min). Build pdserve first (make build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MAX_TOKENS="${1:-400}"
+MAX_TOKENS="${1:-600}"
 THREADS="${2:-2}"
+BATCH="${3:-8}"
 MODEL="${MODEL:-$(scripts/fetch-model.sh qwen2.5-coder | tail -n 1)}"
-PY="${LLAMA_PYTHON:-python3}"
-"$PY" -c "import llama_cpp" 2>/dev/null || "$PY" -m pip install --quiet llama-cpp-python==0.3.36
+LLAMA_SERVER="$(scripts/build-llama-server.sh | tail -n 1)"
 # llama.cpp's AMX kernels are wrong or crash on AMX CPUs (tests/data/README.md).
 OUT="$(mktemp -d)"
+trap 'rm -rf "$OUT"' EXIT
 cc -O2 -shared -fPIC tests/data/no_amx_preload.c -o "$OUT/no_amx.so" -ldl
-LD_PRELOAD="$OUT/no_amx.so" "$PY" tools/bench_speculative.py --model "$MODEL" \
-  --max_tokens "$MAX_TOKENS" --threads "$THREADS"
+LD_PRELOAD="$OUT/no_amx.so" python3 tools/bench_speculative.py --model "$MODEL" \
+  --llama_server "$LLAMA_SERVER" --max_tokens "$MAX_TOKENS" --threads "$THREADS" --batch "$BATCH"

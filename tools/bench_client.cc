@@ -137,7 +137,8 @@ class LoadRunner {
 BenchRequestSpec SpecFor(const RequestShape& shape, const LoadOptions& options) {
   BenchRequestSpec spec;
   spec.prompt = shape.prompt;
-  if (options.prompt_text != nullptr) {
+  spec.messages = shape.messages;
+  if (options.prompt_text != nullptr && shape.messages.empty()) {
     spec.text = options.prompt_text->Render(shape.prompt, &spec.prompt);
   }
   spec.max_tokens = shape.max_tokens;

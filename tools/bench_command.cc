@@ -60,6 +60,10 @@ ABSL_FLAG(bool, openai_ban_eos, false,
 ABSL_FLAG(bool, text_prompts, false,
           "bench: send prompts as text (the decoded synthetic ids; tokenizer from --model) "
           "instead of token ids; implied by --target=openai");
+ABSL_FLAG(std::string, workload, "synthetic",
+          "bench: synthetic (token-id prompts of --input_len), or a chat workload: code-edit, "
+          "summary, chat (multi-turn) or no-copy (tools/bench_conversation.h); targets router "
+          "and openai");
 ABSL_FLAG(bool, calibrate, false,
           "bench: measure the client's own overhead against an in-process echo server");
 
@@ -127,9 +131,31 @@ bool Changed(absl::string_view flag) {
   return f != nullptr && f->CurrentValue() != f->DefaultValue();
 }
 
+// A chat workload's prompts are its own: flags that shape synthetic
+// prompts would be silently ignored, so they are refused.
+absl::Status CheckConversationFlags() {
+  for (absl::string_view flag : {"input_len", "length_file", "long_fraction", "shared_prefixes",
+                                 "text_prompts"}) {
+    if (Changed(flag)) {
+      return Bad(flag, absl::StrCat("does not apply to --workload=",
+                                    absl::GetFlag(FLAGS_workload)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<WorkloadOptions> WorkloadOptionsFromFlags() {
   WorkloadOptions w;
   w.seed = absl::GetFlag(FLAGS_seed);
+  const std::string workload = absl::GetFlag(FLAGS_workload);
+  if (workload != "synthetic") {
+    absl::StatusOr<ConversationKind> kind = ParseConversationKind(workload);
+    if (!kind.ok()) return Bad("workload", kind.status().message());
+    RETURN_IF_ERROR(CheckConversationFlags());
+    w.conversation = *kind;
+    ASSIGN_OR_RETURN(w.output, LengthFlag("output_len", absl::GetFlag(FLAGS_output_len)));
+    return w;
+  }
   const std::string file = absl::GetFlag(FLAGS_length_file);
   if (!file.empty()) {
     if (Changed("input_len") || Changed("output_len")) {
@@ -205,13 +231,18 @@ BenchSettings Settings(const std::string& address, const std::string& model,
   BenchSettings s = {
       {"target", absl::StrCat(absl::GetFlag(FLAGS_target), " at ", address)},
       {"model", model},
-      {"prompts", o.prompt_text != nullptr ? "text" : "token ids"},
+      {"prompts", absl::GetFlag(FLAGS_workload) != "synthetic"
+                      ? absl::StrCat("chat: ", absl::GetFlag(FLAGS_workload))
+                  : o.prompt_text != nullptr ? "text"
+                                             : "token ids"},
       {"arrivals", Arrivals(o)},
       {"requests", o.num_requests > 0 ? absl::StrCat(o.num_requests) : "unbounded"},
       {"duration limit (s)", o.duration > absl::ZeroDuration()
                                  ? absl::StrCat(absl::ToDoubleSeconds(o.duration))
                                  : "none"},
-      {"input tokens", file.empty() ? absl::GetFlag(FLAGS_input_len) : "from " + file},
+      {"input tokens", absl::GetFlag(FLAGS_workload) != "synthetic" ? "as the server renders the chat"
+                       : file.empty()                             ? absl::GetFlag(FLAGS_input_len)
+                                                                  : "from " + file},
       {"output tokens", file.empty() ? absl::GetFlag(FLAGS_output_len) : "from " + file},
       {"ignore_eos", o.ignore_eos ? "true" : "false"},
       {"temperature", absl::StrCat(o.sampling.temperature())},
@@ -274,7 +305,11 @@ absl::Status BenchCommand() {
   if (absl::GetFlag(FLAGS_warmup_requests) < 0) return Bad("warmup_requests", "want >= 0");
   RETURN_IF_ERROR(CheckJsonOut());
   ASSIGN_OR_RETURN(const BenchTargetKind kind, ParseBenchTargetKind(absl::GetFlag(FLAGS_target)));
-  const bool text = absl::GetFlag(FLAGS_text_prompts) || kind == BenchTargetKind::kOpenAi;
+  const bool chat = wopts.conversation.has_value();
+  if (chat && kind == BenchTargetKind::kDecode) {
+    return Bad("workload", "the decode target takes token ids; use --target=router or openai");
+  }
+  const bool text = !chat && (absl::GetFlag(FLAGS_text_prompts) || kind == BenchTargetKind::kOpenAi);
   std::optional<PromptText> tokenizer;
   if (text || kind != BenchTargetKind::kRouter) {
     ASSIGN_OR_RETURN(tokenizer, PromptText::FromModel(absl::GetFlag(FLAGS_model)));

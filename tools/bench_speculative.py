@@ -1,227 +1,193 @@
 #!/usr/bin/env python3
-"""Speculative decoding, pdserve against llama.cpp, on prompts that copy and
-one that does not, in one run on one machine.
+"""Speculative decoding, pdserve against llama.cpp's llama-server, on the chat
+workloads of `pdserve bench --workload` (tools/bench_conversation.h), in one
+run on one machine:
 
-For each workload (a chat message: a code edit, a summary that quotes its
-source, a conversation asked to restate an earlier answer, and a story with
-nothing to copy) it measures single-stream greedy decode:
-  pdserve     `pdserve run --speculative=false` and `=true` (prompt lookup,
-              docs/ARCHITECTURE.md "Engine"); the ids must be identical
-  llama.cpp   llama-cpp-python's create_chat_completion plain and with its
-              prompt-lookup draft model (LlamaPromptLookupDecoding), the
-              speculative mode llama-cpp-python exposes
-Decode rate = (tokens - 1) / (time of the last token - time of the first),
-so prompt processing is not in it. Prints a markdown table.
+  code-edit  rename a parameter in 24 short Python functions
+  summary    summarise a passage, quoting it word for word
+  chat       a multi-turn chat whose last turn asks to restate an answer
+  no-copy    a story: nothing to copy, the cost of drafts that fail
 
-Run with a Python that has llama-cpp-python (scripts/bench-speculative.sh).
+Servers, each started in turn with the same model and threads:
+  pdserve       `pdserve up` (one prefill, one decode worker, OpenAI API)
+                with --speculative=false and =true
+  llama-server  the C++ server of the pinned llama.cpp
+                (scripts/build-llama-server.sh), --parallel = batch, with
+                --spec-type none, ngram-simple and ngram-map-k
+
+Every server gets the same requests from `pdserve bench --target=openai`
+(greedy, natural end or --max_tokens): one stream at a time (decode rate =
+1000 / mean TPOT, so prompt processing is not in it) and `--batch` streams at
+once (output tokens/s of the whole run and mean TPOT). Kept drafts come from
+pdserve's decode-worker metrics and llama-server's log. Prints markdown.
 """
 import argparse
 import json
+import os
 import re
 import signal
 import subprocess
-import threading
+import tempfile
 import time
 import urllib.request
 
-FUNC = """def compute_{i}(data, factor):
-    {v} = 0
-    for x in data:
-        if x > factor:
-            {v} += x * factor
-        else:
-            {v} -= x
-    return {v}
-"""
-NAMES = ["total", "count", "items", "value", "result", "index", "buffer", "score",
-         "weight", "offset", "limit", "cursor"]
-
-PASSAGE = (
-    "The lighthouse at Kessock Point was built in 1871 from granite quarried on the far shore. "
-    "Its light, a fixed white beam, could be seen eighteen miles out on a clear night. "
-    "For forty years the same family kept it: first Angus Munro, then his daughter Isla, who "
-    "logged every ship that passed and every storm that struck. In the winter of 1894 a gale "
-    "tore the lantern glass away, and Isla kept a paraffin lamp burning in the gallery for "
-    "nine nights until the glaziers could cross. The board of commissioners later wrote that "
-    "no vessel was lost on that coast in all the years of her keeping. The light was automated "
-    "in 1961, and the keeper's cottage became a small museum of charts, logbooks and lamps.")
-
-ANSWER = (
-    "To set up the project: 1. Install Python 3.11 and create a virtual environment with "
-    "`python3 -m venv .venv`. 2. Activate it with `source .venv/bin/activate`. 3. Install the "
-    "dependencies with `pip install -r requirements.txt`. 4. Copy `config.example.yaml` to "
-    "`config.yaml` and set `database_url` to your PostgreSQL instance. 5. Run the migrations "
-    "with `python manage.py migrate`. 6. Start the server with `python manage.py runserver "
-    "0.0.0.0:8000` and open http://localhost:8000 in a browser.")
+WORKLOADS = ["code-edit", "summary", "chat", "no-copy"]
 
 
-def workloads():
-    code = "\n".join(FUNC.format(i=i, v=v) for i, v in enumerate(NAMES))
-    return [
-        ("code edit", "Rewrite the following Python code, renaming the parameter `data` to "
-                      "`values` everywhere. Output only the code.\n\n```python\n" + code + "```"),
-        ("summary with quotes", "Summarise this text in five sentences, quoting its key "
-                                "sentences word for word.\n\n" + PASSAGE),
-        ("restated answer", "Earlier in our conversation you answered:\n\n" + ANSWER +
-                            "\n\nRepeat that answer exactly, then add a step 7 about running "
-                            "the tests."),
-        ("nothing to copy", "Write a long, imaginative story about a lighthouse keeper who "
-                            "discovers a strange signal from the sea. Use vivid, varied "
-                            "language."),
-    ]
+def wait_ready(url, proc, what):
+    for _ in range(600):
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{what} not ready after 300 s")
 
 
-def run_pdserve(binary, model, prompt, max_tokens, threads, speculative):
-    out = subprocess.run(
-        [binary, "run", "--model", model, "--chat", "--prompt", prompt, "--max_tokens",
-         str(max_tokens), "--threads", str(threads), f"--speculative={str(speculative).lower()}",
-         "--print_token_ids"], capture_output=True, text=True, check=True)
-    ids = out.stdout.split()
-    m = re.search(r"(\d+) tokens in (\d+) steps, decode ([\d.]+) tokens/s; drafts: (\d+) of (\d+)",
-                  out.stderr)
-    return {"ids": ids, "steps": int(m.group(2)), "rate": float(m.group(3)),
-            "kept": int(m.group(4)), "drafted": int(m.group(5))}
+class Pdserve:
+    def __init__(self, args, speculative, tmp):
+        self.name, self.mode = "pdserve", "on" if speculative else "off"
+        self.port = 18300 + speculative
+        self.log_dir = os.path.join(tmp, f"pdserve-{self.mode}")
+        self.out = open(os.path.join(tmp, f"pdserve-{self.mode}.out"), "w")
+        self.proc = subprocess.Popen(
+            [args.pdserve, "up", "--model", args.model, "--threads", str(args.threads),
+             "--router_port", "0", "--http_listen", f"127.0.0.1:{self.port}",
+             f"--speculative={str(speculative).lower()}", "--worker_metrics",
+             "--log_dir", self.log_dir], stdout=self.out, stderr=self.out)
+        wait_ready(f"http://127.0.0.1:{self.port}/v1/models", self.proc, "pdserve up")
+        with open(os.path.join(self.log_dir, "decode-0.port")) as f:
+            self.metrics = int(re.search(r"metrics=(\d+)", f.read()).group(1))
+
+    def drafts(self):
+        """(verified, kept) draft tokens so far, all sources."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics}/metrics") as r:
+            text = r.read().decode()
+        total = lambda name: sum(float(v) for v in re.findall(
+            rf"^pdserve_decode_spec_{name}_total{{[^}}]*}} (\S+)$", text, re.M))
+        return total("draft_tokens"), total("accepted_tokens")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=60)
 
 
-def run_llama(llm, prompt, max_tokens):
-    times, text = [], []
-    for chunk in llm.create_chat_completion(
-            messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
-            temperature=0.0, stream=True):
-        piece = chunk["choices"][0]["delta"].get("content")
-        if piece:
-            times.append(time.perf_counter())
-            text.append(piece)
-    rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
-    return {"text": "".join(text), "rate": rate, "chunks": len(times)}
+class LlamaServer:
+    def __init__(self, args, spec_type, tmp):
+        self.name, self.mode = "llama-server", spec_type
+        self.port = 18310
+        self.log = os.path.join(tmp, f"llama-server-{spec_type}.log")
+        self.out = open(self.log, "w")
+        slots = max(1, args.batch)
+        self.proc = subprocess.Popen(
+            [args.llama_server, "-m", args.model, "-t", str(args.threads), "-tb",
+             str(args.threads), "-c", str(args.ctx_per_stream * slots), "-np", str(slots),
+             "--host", "127.0.0.1", "--port", str(self.port), "--spec-type", spec_type],
+            stdout=self.out, stderr=self.out)
+        wait_ready(f"http://127.0.0.1:{self.port}/health", self.proc, "llama-server")
+
+    def drafts(self):
+        with open(self.log, errors="replace") as f:
+            pairs = re.findall(r"draft acceptance = \S+ \(\s*(\d+) accepted /\s*(\d+) generated\)",
+                               f.read())
+        return sum(int(g) for _, g in pairs), sum(int(a) for a, _ in pairs)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
 
 
-def stream_chat(port, prompt, max_tokens):
-    """One streamed chat completion over the OpenAI API; the arrival time of
-    every content chunk."""
-    body = json.dumps({"messages": [{"role": "user", "content": prompt}],
-                       "max_tokens": max_tokens, "temperature": 0, "stream": True,
-                       "stream_options": {"include_usage": True}}).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
-                                 headers={"Content-Type": "application/json"})
-    times, tokens = [], 0
-    with urllib.request.urlopen(req, timeout=600) as resp:
-        for line in resp:
-            line = line.decode().strip()
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            doc = json.loads(line[6:])
-            if doc.get("usage"):
-                tokens = doc["usage"]["completion_tokens"]
-            choices = doc.get("choices") or [{}]
-            if choices[0].get("delta", {}).get("content"):
-                times.append(time.perf_counter())
-    return times, tokens
+def bench(args, server, workload, streams, tmp):
+    out = os.path.join(tmp, f"{server.name}-{server.mode}-{workload}-{streams}.json")
+    before = server.drafts()
+    subprocess.run(
+        [args.pdserve, "bench", "--model", args.model, "--target", "openai", "--address",
+         f"127.0.0.1:{server.port}", "--workload", workload, "--max_concurrency", str(streams),
+         "--num_requests", str(args.requests if streams == 1 else streams),
+         "--output_len", str(args.max_tokens), "--seed", str(args.seed), "--json_out", out],
+        check=True, stdout=subprocess.DEVNULL)
+    after = server.drafts()
+    with open(out) as f:
+        s = json.load(f)["summary"]
+    if s["failed"]:
+        raise RuntimeError(f"{server.name} {server.mode} {workload}: {s['error_examples']}")
+    drafted, kept = after[0] - before[0], after[1] - before[1]
+    return {"tokens": s["output_tokens"] / s["completed"],
+            "decode": 1000.0 / s["tpot_ms"]["mean"], "tpot": s["tpot_ms"]["mean"],
+            "throughput": s["output_token_throughput"],
+            "kept": kept / drafted if drafted else None}
 
 
-def serve_batch(binary, model, prompt, max_tokens, threads, batch, speculative):
-    """`batch` copies of the prompt at once through `pdserve up` (one
-    prefill and one decode worker): aggregate decode tokens/s and the median
-    inter-token gap."""
-    port = 18000 + (1 if speculative else 0)
-    cmd = [binary, "up", "--model", model, "--threads", str(threads), "--router_port", "0",
-           "--http_listen", f"127.0.0.1:{port}", f"--speculative={str(speculative).lower()}",
-           "--log_dir", f"/tmp/pdserve-bench-spec-{port}"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
-        results = [None] * batch
-
-        def one(i):
-            results[i] = stream_chat(port, prompt, max_tokens)
-
-        workers = [threading.Thread(target=one, args=(i,)) for i in range(batch)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
-    # Tokens after each stream's first, over the time from the first of
-    # them to the last; a chunk may carry several tokens, so the gaps are
-    # what a client sees between chunks.
-    first = min(t[0] for t, _ in results)
-    last = max(t[-1] for t, _ in results)
-    after = sum(n - 1 for _, n in results)
-    gaps = sorted(b - a for t, _ in results for a, b in zip(t, t[1:]))
-    return after / (last - first), 1000 * gaps[len(gaps) // 2]
+def pct(x):
+    return "–" if x is None else f"{100 * x:.0f}%"
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--pdserve", default="build/bin/pdserve")
+    ap.add_argument("--llama_server", required=True)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--max_tokens", type=int, default=400)
-    ap.add_argument("--draft", type=int, default=10,
-                    help="llama.cpp prompt lookup: tokens drafted per step")
-    ap.add_argument("--batch", type=int, default=8,
-                    help="concurrent copies of each prompt through `pdserve up` (0 = skip)")
+    ap.add_argument("--max_tokens", type=int, default=600)
+    ap.add_argument("--requests", type=int, default=2, help="single-stream requests per workload")
+    ap.add_argument("--batch", type=int, default=8, help="streams at once (0 = skip)")
+    ap.add_argument("--ctx_per_stream", type=int, default=4096)
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")
     args = ap.parse_args()
 
-    import llama_cpp
-    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+    systems = [(Pdserve, False), (Pdserve, True), (LlamaServer, "none"),
+               (LlamaServer, "ngram-simple"), (LlamaServer, "ngram-map-k")]
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for make, mode in systems:
+            server = make(args, mode, tmp)
+            try:
+                # Batches compare plain decode with each system's best mode.
+                batched = args.batch > 1 and mode != "ngram-simple"
+                for w in WORKLOADS:
+                    for streams in [1] + ([args.batch] if batched else []):
+                        results[(server.name, server.mode, w, streams)] = bench(
+                            args, server, w, streams, tmp)
+            finally:
+                server.stop()
 
-    def llama(draft):
-        return llama_cpp.Llama(
-            model_path=args.model, n_ctx=4096, n_threads=args.threads,
-            n_threads_batch=args.threads, verbose=False,
-            logits_all=draft,  # its draft verification reads every row
-            draft_model=LlamaPromptLookupDecoding(num_pred_tokens=args.draft) if draft else None)
-
-    plain, lookup = llama(False), llama(True)
-    rows = []
-    for name, prompt in workloads():
-        off = run_pdserve(args.pdserve, args.model, prompt, args.max_tokens, args.threads, False)
-        on = run_pdserve(args.pdserve, args.model, prompt, args.max_tokens, args.threads, True)
-        lp = run_llama(plain, prompt, args.max_tokens)
-        ll = run_llama(lookup, prompt, args.max_tokens)
-        batch = {}
-        if args.batch > 0:
-            for spec in (False, True):
-                batch[spec] = serve_batch(args.pdserve, args.model, prompt, args.max_tokens,
-                                          args.threads, args.batch, spec)
-        rows.append({
-            "batch": {str(k): v for k, v in batch.items()},
-            "workload": name, "tokens": len(on["ids"]), "identical": off["ids"] == on["ids"],
-            "pdserve_off": off["rate"], "pdserve_on": on["rate"],
-            "accepted": on["kept"] / max(1, on["drafted"]),
-            "tokens_per_step": len(on["ids"]) / max(1, on["steps"]),
-            "llama_off": lp["rate"], "llama_on": ll["rate"],
-            "llama_identical": lp["text"] == ll["text"]})
-    print(f"| workload | tokens | pdserve off | pdserve on | speed-up | kept drafts | tokens/step "
-          f"| llama.cpp off | llama.cpp lookup | speed-up | same text (pdserve / llama.cpp) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['workload']} | {r['tokens']} | {r['pdserve_off']:.1f} | {r['pdserve_on']:.1f} "
-              f"| {r['pdserve_on'] / r['pdserve_off']:.2f}x | {100 * r['accepted']:.0f}% "
-              f"| {r['tokens_per_step']:.2f} | {r['llama_off']:.1f} | {r['llama_on']:.1f} "
-              f"| {r['llama_on'] / max(1e-9, r['llama_off']):.2f}x "
-              f"| {'yes' if r['identical'] else 'NO'} / {'yes' if r['llama_identical'] else 'NO'} |")
-    if args.batch > 0:
-        print(f"\n{args.batch} streams at once through `pdserve up` (OpenAI API, one prefill and "
-              "one decode worker): decode tokens/s of all streams together, median inter-token gap")
-        print("\n| workload | off tok/s | on tok/s | speed-up | off ITL p50 ms | on ITL p50 ms |")
-        print("|---|---|---|---|---|---|")
-        for r in rows:
-            off, on = r["batch"]["False"], r["batch"]["True"]
-            print(f"| {r['workload']} | {off[0]:.1f} | {on[0]:.1f} | {on[0] / off[0]:.2f}x "
-                  f"| {off[1]:.1f} | {on[1]:.1f} |")
+    r = lambda system, mode, w, n=1: results[(system, mode, w, n)]
+    print("Single stream: decode tokens/s (1000 / mean TPOT), kept share of drafted tokens\n")
+    print("| workload | tokens | pdserve off | pdserve on | speed-up | kept | llama-server off "
+          "| ngram-simple | speed-up | kept | ngram-map-k | speed-up | kept |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for w in WORKLOADS:
+        off, on = r("pdserve", "off", w), r("pdserve", "on", w)
+        lo = r("llama-server", "none", w)
+        ls, lm = r("llama-server", "ngram-simple", w), r("llama-server", "ngram-map-k", w)
+        print(f"| {w} | {on['tokens']:.0f} | {off['decode']:.1f} | {on['decode']:.1f} "
+              f"| {on['decode'] / off['decode']:.2f}x | {pct(on['kept'])} | {lo['decode']:.1f} "
+              f"| {ls['decode']:.1f} | {ls['decode'] / lo['decode']:.2f}x | {pct(ls['kept'])} "
+              f"| {lm['decode']:.1f} | {lm['decode'] / lo['decode']:.2f}x | {pct(lm['kept'])} |")
+    if args.batch > 1:
+        b = args.batch
+        print(f"\n{b} streams at once: output tokens/s of the whole run (prompts included), "
+              "mean TPOT in ms\n")
+        print("| workload | pdserve off | pdserve on | speed-up | TPOT off | TPOT on | kept "
+              "| llama-server off | ngram-map-k | speed-up | TPOT off | TPOT ngram-map-k |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for w in WORKLOADS:
+            off, on = r("pdserve", "off", w, b), r("pdserve", "on", w, b)
+            lo, lm = r("llama-server", "none", w, b), r("llama-server", "ngram-map-k", w, b)
+            print(f"| {w} | {off['throughput']:.1f} | {on['throughput']:.1f} "
+                  f"| {on['throughput'] / off['throughput']:.2f}x | {off['tpot']:.1f} "
+                  f"| {on['tpot']:.1f} | {pct(on['kept'])} | {lo['throughput']:.1f} "
+                  f"| {lm['throughput']:.1f} | {lm['throughput'] / lo['throughput']:.2f}x "
+                  f"| {lo['tpot']:.1f} | {lm['tpot']:.1f} |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump([{"system": k[0], "mode": k[1], "workload": k[2], "streams": k[3], **v}
+                       for k, v in results.items()], f, indent=1)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/text/chat_template.h"
 #include "pdserve/v1/common.pb.h"
 #include "tools/bench_stats.h"
 
@@ -31,11 +32,13 @@ inline double MsBetween(BenchClock::time_point from, BenchClock::time_point to) 
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
-// One request as every target sees it. `text` is set in text-prompt mode
-// (servers that take no token ids); `prompt` always holds the ids.
+// One request as every target sees it: chat `messages` (a conversation
+// workload), else `text` in text-prompt mode (servers that take no token
+// ids), else the ids in `prompt`, which text-prompt mode also sets.
 struct BenchRequestSpec {
   std::vector<int32_t> prompt;
   std::string text;
+  std::vector<ChatMessage> messages;
   int max_tokens = 0;
   bool ignore_eos = false;
   v1::SamplingParams sampling;

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tools/split_mix64.h"
 
 namespace pdserve {
 namespace {
@@ -13,27 +14,6 @@ namespace {
 // Ids below and above these margins are left alone: that is where
 // vocabularies keep their special and control tokens.
 constexpr int kIdMargin = 100;
-
-// SplitMix64: a tiny, well-mixed generator whose output does not depend on
-// the standard library, so prompts are identical on every platform.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [lo, hi]; the modulo bias is negligible for our ranges.
-  int Between(int lo, int hi) {
-    return lo + static_cast<int>(Next() % static_cast<uint64_t>(hi - lo + 1));
-  }
-  double Unit() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-
- private:
-  uint64_t state_;
-};
 
 absl::Status CheckRange(const LengthRange& r, absl::string_view what) {
   if (r.min < 1 || r.max < r.min) {
@@ -118,6 +98,10 @@ RequestShape Workload::Make(int64_t index) const {
     input = rng.Between(options_.input.min, options_.input.max);
     r.max_tokens = rng.Between(options_.output.min, options_.output.max);
   }
+  if (options_.conversation.has_value()) {
+    r.messages = MakeConversation(*options_.conversation, options_.seed, index);
+    return r;
+  }
   if (options_.long_fraction > 0 && rng.Unit() < options_.long_fraction) {
     input = rng.Between(options_.long_input.min, options_.long_input.max);
     r.long_prompt = true;
@@ -137,6 +121,7 @@ RequestShape Workload::Make(int64_t index) const {
 }
 
 int Workload::MaxRequestTokens() const {
+  if (options_.conversation.has_value()) return options_.output.max;
   return MaxOwnTokens() + (options_.shared_prefixes > 0 ? options_.shared_prefix_len : 0);
 }
 

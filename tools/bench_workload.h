@@ -3,7 +3,9 @@
 // two servers) see exactly the same requests.
 //
 // Prompts are token ids, not text, so input lengths are exact (text would
-// be re-tokenized by the router). Ids are drawn from the ordinary range
+// be re-tokenized by the router) — unless a named conversation workload
+// (bench_conversation.h) is chosen: then each request is chat messages and
+// only its output length comes from here. Ids are drawn from the ordinary range
 // [100, vocab - 100) — away from the special tokens that sit at either end
 // of a vocabulary — and differ per request, so no prompt shares a cached
 // prefix with another unless shared prefixes are asked for.
@@ -14,11 +16,14 @@
 #define PDSERVE_TOOLS_BENCH_WORKLOAD_H_
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/text/chat_template.h"
+#include "tools/bench_conversation.h"
 
 namespace pdserve {
 
@@ -54,11 +59,15 @@ struct WorkloadOptions {
   int shared_prefix_len = 0;
   int vocab_size = 0;
   uint64_t seed = 0;
+  // When set, every request is this workload's chat (input lengths,
+  // shared prefixes and long prompts do not apply).
+  std::optional<ConversationKind> conversation;
 };
 
 struct RequestShape {
   int64_t index = 0;
-  std::vector<int32_t> prompt;
+  std::vector<int32_t> prompt;     // empty for a conversation
+  std::vector<ChatMessage> messages;  // a conversation workload's chat
   int max_tokens = 0;
   bool long_prompt = false;
 };
@@ -70,7 +79,9 @@ class Workload {
   // The same (seed, index) always gives the same request.
   RequestShape Make(int64_t index) const;
   // Prompt plus output tokens of the longest possible request, to check the
-  // workload against the model's context before sending anything.
+  // workload against the model's context before sending anything. Output
+  // tokens only for a conversation, whose prompt length the server's
+  // template decides.
   int MaxRequestTokens() const;
 
  private:

@@ -22,6 +22,9 @@ ABSL_FLAG(int32_t, router_port, 50051, "up: router port on 127.0.0.1 (0 = any fr
 ABSL_FLAG(std::string, http_listen, "0.0.0.0:8000",
           "up: host:port of the router's OpenAI-compatible HTTP API (none = off)");
 ABSL_FLAG(std::string, log_dir, "/tmp/pdserve-up", "up: where each process logs");
+ABSL_FLAG(bool, worker_metrics, false,
+          "up: workers serve Prometheus /metrics on free ports, printed at start and written to "
+          "--log_dir/<worker>.port");
 ABSL_FLAG(std::string, demo_prompt, "",
           "up: stream an answer to this prompt once ready (a chat message unless --chat=false)");
 ABSL_FLAG(int32_t, gen_timeout_ms, 120000, "generate: deadline");
@@ -99,6 +102,7 @@ absl::Status UpCommand() {
   o.extra_worker_flags.push_back("--kv_dtype=" + absl::GetFlag(FLAGS_kv_dtype));
   o.extra_worker_flags.push_back(absl::StrCat("--block_size=", absl::GetFlag(FLAGS_block_size)));
   if (absl::GetFlag(FLAGS_cuda_graphs)) o.extra_worker_flags.push_back("--cuda_graphs");
+  if (absl::GetFlag(FLAGS_worker_metrics)) o.extra_worker_flags.push_back("--metrics_port=-1");
   o.extra_prefill_flags.push_back("--kv_transport=" + absl::GetFlag(FLAGS_kv_transport));
   // Checked here so that a bad value fails `up` itself, not a child.
   ASSIGN_OR_RETURN(SpeculationOptions speculation, SpeculationOptionsFromFlags());
@@ -133,6 +137,15 @@ absl::Status UpCommand() {
                  http.c_str(), http.c_str(), chat ? "chat/completions" : "completions",
                  chat ? "\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}]"
                       : "\"prompt\": \"Once upon a time\"");
+  }
+  if (absl::GetFlag(FLAGS_worker_metrics)) {
+    std::vector<std::string> workers;
+    for (int i = 0; i < (o.colocated ? 0 : o.prefill); ++i) workers.push_back(absl::StrCat("prefill-", i));
+    for (int i = 0; i < o.decode; ++i) workers.push_back(absl::StrCat("decode-", i));
+    for (const std::string& w : workers) {
+      std::fprintf(stderr, "pdserve: %s metrics on http://127.0.0.1:%d/metrics\n", w.c_str(),
+                   cluster->metrics_port(w));
+    }
   }
   const std::string demo = absl::GetFlag(FLAGS_demo_prompt);
   if (!demo.empty()) {

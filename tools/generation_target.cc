@@ -40,7 +40,13 @@ PhaseTimings ToPhases(const v1::Timings& t) {
 
 v1::GenerateRequest BenchRequest(const BenchRequestSpec& spec) {
   v1::GenerateRequest req;
-  if (spec.text.empty()) {
+  if (!spec.messages.empty()) {
+    for (const ChatMessage& m : spec.messages) {
+      v1::ChatMessage* out = req.mutable_chat()->add_messages();
+      out->set_role(m.role);
+      out->set_content(m.content);
+    }
+  } else if (spec.text.empty()) {
     req.mutable_tokens()->mutable_ids()->Add(spec.prompt.begin(), spec.prompt.end());
   } else {
     req.set_text(spec.text);

@@ -68,10 +68,21 @@ class EventSink {
       return false;
     }
     const nlohmann::json event = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
-    if (!event.is_object() || !event.contains("choices") || event["choices"].empty()) return true;
+    if (!event.is_object()) return true;
+    TakeUsage(event);
+    if (!event.contains("choices") || !event["choices"].is_array() || event["choices"].empty()) {
+      return true;
+    }
     const nlohmann::json& choice = event["choices"][0];
-    if (choice.contains("text") && choice["text"].is_string() &&
-        !choice["text"].get<std::string>().empty()) {
+    // A completion's "text", a chat completion's "delta.content".
+    const nlohmann::json* text = nullptr;
+    if (choice.contains("text")) {
+      text = &choice["text"];
+    } else if (choice.contains("delta") && choice["delta"].is_object() &&
+               choice["delta"].contains("content")) {
+      text = &choice["delta"]["content"];
+    }
+    if (text != nullptr && text->is_string() && !text->get<std::string>().empty()) {
       record_->chunks.push_back({MsBetween(sent_, now), 1});
     }
     if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
@@ -80,23 +91,39 @@ class EventSink {
     return true;
   }
 
-  // A "length" finish generated exactly max_tokens tokens; credit any the
-  // server sent merged into one event to its last one.
+  // The server's usage count, where it sent one, else a "length" finish
+  // (exactly max_tokens tokens), says how many tokens the stream carried;
+  // credit any the server merged into one event to its last one.
   void Finish() {
-    if (finish_reason_ != "length" || record_->chunks.empty()) return;
+    if (record_->chunks.empty()) return;
+    int want = completion_tokens_;
+    if (want == 0 && finish_reason_ == "length") want = record_->requested_output_tokens;
     int seen = 0;
     for (const ChunkArrival& c : record_->chunks) seen += c.tokens;
-    if (seen < record_->requested_output_tokens) {
-      record_->chunks.back().tokens += record_->requested_output_tokens - seen;
-    }
+    if (seen < want) record_->chunks.back().tokens += want - seen;
   }
 
   bool complete() const { return done_ || !finish_reason_.empty(); }
 
  private:
+  // stream_options.include_usage: the last event before [DONE] counts the
+  // prompt (as the server's template rendered it) and the output.
+  void TakeUsage(const nlohmann::json& event) {
+    if (!event.contains("usage") || !event["usage"].is_object()) return;
+    const nlohmann::json& usage = event["usage"];
+    if (usage.contains("completion_tokens") && usage["completion_tokens"].is_number_integer()) {
+      completion_tokens_ = usage["completion_tokens"].get<int>();
+    }
+    if (record_->input_tokens == 0 && usage.contains("prompt_tokens") &&
+        usage["prompt_tokens"].is_number_integer()) {
+      record_->input_tokens = usage["prompt_tokens"].get<int>();
+    }
+  }
+
   RequestRecord* const record_;
   const Clock::time_point sent_;
   std::string finish_reason_;
+  int completion_tokens_ = 0;
   bool done_ = false;
 };
 
@@ -155,7 +182,6 @@ std::string OpenAiCompletionBody(const BenchRequestSpec& spec,
   // Every knob is explicit: the server's defaults (top_k 40, top_p 0.95,
   // repeat penalty 1.1) differ from ours.
   nlohmann::json body = {
-      {"prompt", spec.text},
       {"max_tokens", spec.max_tokens},
       {"stream", true},
       {"temperature", s.has_temperature() ? s.temperature() : 0.0f},
@@ -169,6 +195,18 @@ std::string OpenAiCompletionBody(const BenchRequestSpec& spec,
       {"frequency_penalty", s.frequency_penalty()},
       {"seed", s.seed()},
   };
+  if (spec.messages.empty()) {
+    body["prompt"] = spec.text;
+  } else {
+    nlohmann::json messages = nlohmann::json::array();
+    for (const ChatMessage& m : spec.messages) {
+      messages.push_back({{"role", m.role}, {"content", m.content}});
+    }
+    body["messages"] = std::move(messages);
+    // The prompt's length is the server's template's to decide; its usage
+    // event reports it (and the output's exact count).
+    body["stream_options"] = {{"include_usage", true}};
+  }
   if (spec.ignore_eos) body["ignore_eos"] = true;
   // For servers without ignore_eos (llama-cpp-python's): ban the
   // end-of-generation tokens instead.
@@ -218,7 +256,7 @@ void OpenAiTarget::Run(BenchRequestSpec spec, RequestRecord record, Clock::time_
                          absl::ToChronoNanoseconds(spec.timeout));
   Clock::time_point sent = Clock::now();
   absl::Status status = [&]() -> absl::Status {
-    if (spec.text.empty()) {
+    if (spec.text.empty() && spec.messages.empty()) {
       return absl::InvalidArgumentError("the openai target sends text: set a prompt tokenizer");
     }
     asio::io_context io;
@@ -230,7 +268,8 @@ void OpenAiTarget::Run(BenchRequestSpec spec, RequestRecord record, Clock::time_
         ec) {
       return Failed(absl::StrCat("connect ", address_), ec);
     }
-    http::request<http::string_body> request(http::verb::post, "/v1/completions", 11);
+    http::request<http::string_body> request(
+        http::verb::post, spec.messages.empty() ? "/v1/completions" : "/v1/chat/completions", 11);
     request.set(http::field::host, address_);
     request.set(http::field::content_type, "application/json");
     request.set(http::field::accept, "text/event-stream");

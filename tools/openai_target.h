@@ -1,11 +1,13 @@
 // OpenAiTarget: `pdserve bench` against an OpenAI-compatible completions
 // endpoint that streams server-sent events — llama.cpp's server, as shipped
 // by `llama-cpp-python[server]`, is the peer compared in
-// docs/PERFORMANCE.md. Prompts go as text (LoadOptions::prompt_text must be
-// set); each event with text is timed as one token, and a stream that ends
-// with finish_reason "length" is credited with exactly max_tokens (a server
-// may hold back a token or two, e.g. an incomplete UTF-8 character, and
-// send them together).
+// docs/PERFORMANCE.md. Prompts go as text to /v1/completions
+// (LoadOptions::prompt_text must be set), conversations as messages to
+// /v1/chat/completions; each event with text is timed as one token, and a
+// stream is credited with the server's usage count of output tokens or,
+// without one, with exactly max_tokens when it ends with finish_reason
+// "length" (a server may send several tokens in one event, e.g. an
+// incomplete UTF-8 character held back, or a speculative step's tokens).
 //
 // HTTP on Boost.Beast, one connection and thread per request in flight:
 // simple, and the loads compared here keep at most a few hundred requests

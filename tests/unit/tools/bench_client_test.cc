@@ -122,6 +122,22 @@ TEST_F(BenchClientTest, RequestCarriesTokensAndAsksForIds) {
   EXPECT_FLOAT_EQ(req.sampling().temperature(), 0.5f);
 }
 
+TEST_F(BenchClientTest, ConversationGoesAsChatEvenInTextMode) {
+  WorkloadOptions w;
+  w.vocab_size = 1000;
+  w.conversation = ConversationKind::kChat;
+  absl::StatusOr<Workload> chat = Workload::Create(w);
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  const RequestShape shape = chat->Make(2);
+  const v1::GenerateRequest req = BenchRequest(SpecFor(shape, LoadOptions{}));
+  ASSERT_TRUE(req.has_chat());
+  ASSERT_EQ(req.chat().messages_size(), static_cast<int>(shape.messages.size()));
+  for (int i = 0; i < req.chat().messages_size(); ++i) {
+    EXPECT_EQ(req.chat().messages(i).role(), shape.messages[i].role);
+    EXPECT_EQ(req.chat().messages(i).content(), shape.messages[i].content);
+  }
+}
+
 TEST_F(BenchClientTest, ReportAndJsonCarryTheMetrics) {
   LoadOptions o;
   o.max_concurrency = 2;

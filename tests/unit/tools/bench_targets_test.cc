@@ -119,12 +119,15 @@ std::string Event(const std::string& text, const std::string& finish = "") {
                       "}]}\r\n\r\n");
 }
 
-// Runs one request of `max_tokens` through an OpenAiTarget.
-RequestRecord RunOne(const std::string& address, int max_tokens, bool ignore_eos = false) {
+// Runs one request of `max_tokens` through an OpenAiTarget: a text prompt,
+// or `messages` when given.
+RequestRecord RunOne(const std::string& address, int max_tokens, bool ignore_eos = false,
+                     std::vector<ChatMessage> messages = {}) {
   absl::StatusOr<std::unique_ptr<OpenAiTarget>> target = OpenAiTarget::Create(address, {0, 2});
   EXPECT_TRUE(target.ok()) << target.status();
   BenchRequestSpec spec;
-  spec.text = "hello";
+  if (messages.empty()) spec.text = "hello";
+  spec.messages = std::move(messages);
   spec.max_tokens = max_tokens;
   spec.ignore_eos = ignore_eos;
   spec.timeout = absl::Seconds(30);
@@ -155,6 +158,38 @@ TEST(OpenAiTargetTest, CountsTokensAndCreditsHeldBackOnesOnLength) {
       << server.last_request();
   EXPECT_NE(server.last_request().find("\"ignore_eos\":true"), std::string::npos)
       << server.last_request();
+}
+
+std::string ChatEvent(const std::string& delta, const std::string& finish = "") {
+  const std::string reason = finish.empty() ? "null" : absl::StrCat("\"", finish, "\"");
+  return absl::StrCat("data: {\"choices\":[{\"index\":0,\"delta\":", delta,
+                      ",\"finish_reason\":", reason, "}]}\r\n\r\n");
+}
+
+TEST(OpenAiTargetTest, ConversationsGoToChatCompletionsAndUsageCounts) {
+  // A role-only first delta (no token), three content events carrying four
+  // tokens, the finish, then the usage event with no choices.
+  ScriptedHttpServer server(
+      {kSseHead,
+       Chunked({ChatEvent(R"({"role":"assistant"})"), ChatEvent(R"({"content":"a"})"),
+                ChatEvent(R"({"content":"bc"})"), ChatEvent(R"({"content":"d"})"),
+                ChatEvent("{}", "stop"),
+                "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":37,"
+                "\"completion_tokens\":4,\"total_tokens\":41}}\r\n\r\n",
+                "data: [DONE]\r\n\r\n"})});
+  const RequestRecord r = RunOne(server.address(), 16, false,
+                                 {{"user", "hi"}, {"assistant", "hello"}, {"user", "again"}});
+  EXPECT_EQ(r.code, absl::StatusCode::kOk) << r.error;
+  EXPECT_EQ(r.chunks.size(), 3u);
+  EXPECT_EQ(OutputTokens(r), 4);
+  EXPECT_EQ(r.input_tokens, 37);
+  const std::string req = server.last_request();
+  EXPECT_EQ(req.rfind("POST /v1/chat/completions ", 0), 0u) << req;
+  EXPECT_NE(req.find(R"("messages":[{"content":"hi","role":"user"},{"content":"hello","role":"assistant"})"),
+            std::string::npos)
+      << req;
+  EXPECT_NE(req.find(R"("include_usage":true)"), std::string::npos) << req;
+  EXPECT_EQ(req.find(R"("prompt")"), std::string::npos) << req;
 }
 
 TEST(OpenAiTargetTest, UnchunkedBodyUntilClose) {

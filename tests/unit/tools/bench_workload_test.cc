@@ -208,3 +208,104 @@ TEST(WorkloadTest, SharedPrefixesRepeatPerGroupAndDifferAcrossGroups) {
 
 }  // namespace
 }  // namespace pdserve
+
+namespace pdserve {
+namespace {
+
+constexpr ConversationKind kKinds[] = {ConversationKind::kCodeEdit, ConversationKind::kSummary,
+                                       ConversationKind::kChat, ConversationKind::kNoCopy};
+
+bool SameMessages(const std::vector<ChatMessage>& a, const std::vector<ChatMessage>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].role != b[i].role || a[i].content != b[i].content) return false;
+  }
+  return true;
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(ConversationTest, NamesRoundTripAndUnknownNamesAreRefused) {
+  for (ConversationKind kind : kKinds) {
+    absl::StatusOr<ConversationKind> parsed = ParseConversationKind(ConversationKindName(kind));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, kind);
+  }
+  absl::StatusOr<ConversationKind> bad = ParseConversationKind("code_edit");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("code-edit"), std::string::npos) << bad.status();
+}
+
+TEST(ConversationTest, AFunctionOfSeedAndIndexThatVaries) {
+  for (ConversationKind kind : kKinds) {
+    SCOPED_TRACE(ConversationKindName(kind));
+    const std::vector<ChatMessage> first = MakeConversation(kind, 7, 3);
+    EXPECT_TRUE(SameMessages(first, MakeConversation(kind, 7, 3)));
+    ASSERT_FALSE(first.empty());
+    EXPECT_EQ(first.back().role, "user");
+    // Different requests differ (names, numbers, order), so a prefix
+    // cache cannot serve one from another beyond the instructions.
+    int differing = 0;
+    for (int64_t i = 0; i < 16; ++i) {
+      differing += !SameMessages(first, MakeConversation(kind, 7, 100 + i));
+    }
+    EXPECT_GE(differing, 14);
+    EXPECT_FALSE(SameMessages(first, MakeConversation(kind, 8, 3)));
+  }
+}
+
+TEST(ConversationTest, CodeEditRenamesAParameterOfTwentyFourFunctions) {
+  for (int64_t i = 0; i < 8; ++i) {
+    const std::vector<ChatMessage> m = MakeConversation(ConversationKind::kCodeEdit, 1, i);
+    ASSERT_EQ(m.size(), 1u);
+    const std::string& text = m[0].content;
+    EXPECT_EQ(Count(text, "\ndef "), 24) << text;
+    // "renaming the parameter `old` to `new`": old is every function's
+    // first parameter, new appears only in the instruction.
+    const size_t from = text.find('`') + 1;
+    const std::string old_name = text.substr(from, text.find('`', from) - from);
+    const size_t to = text.find('`', text.find("to `", from)) + 1;
+    const std::string new_name = text.substr(to, text.find('`', to) - to);
+    EXPECT_GE(Count(text, "(" + old_name + ", "), 24) << text;
+    EXPECT_EQ(Count(text, new_name), 1) << text;
+  }
+}
+
+TEST(ConversationTest, ChatIsRealTurnsEndingInARequestToRepeat) {
+  const std::vector<ChatMessage> m = MakeConversation(ConversationKind::kChat, 1, 0);
+  ASSERT_EQ(m.size(), 5u);
+  const char* roles[] = {"user", "assistant", "user", "assistant", "user"};
+  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i].role, roles[i]);
+  EXPECT_NE(m[1].content.find("6. "), std::string::npos) << m[1].content;
+  EXPECT_NE(m[4].content.find("Repeat your first answer"), std::string::npos);
+}
+
+TEST(ConversationTest, SummaryQuotesAShuffledPassage) {
+  const std::string a = MakeConversation(ConversationKind::kSummary, 1, 0)[0].content;
+  EXPECT_NE(a.find("word for word"), std::string::npos);
+  EXPECT_GE(Count(a, ". "), 9) << a;  // the passage's ten sentences
+}
+
+TEST(WorkloadTest, ConversationRequestsCarryMessagesNotIds) {
+  WorkloadOptions o = Options();
+  o.conversation = ConversationKind::kChat;
+  o.output = {300, 600};
+  absl::StatusOr<Workload> w = Workload::Create(o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (int64_t i = 0; i < 20; ++i) {
+    const RequestShape r = w->Make(i);
+    EXPECT_TRUE(r.prompt.empty());
+    EXPECT_TRUE(SameMessages(r.messages, MakeConversation(ConversationKind::kChat, 7, i)));
+    EXPECT_GE(r.max_tokens, 300);
+    EXPECT_LE(r.max_tokens, 600);
+  }
+  EXPECT_EQ(w->MaxRequestTokens(), 600);
+}
+
+}  // namespace
+}  // namespace pdserve
