@@ -60,12 +60,16 @@ class CudaModelRunnerTest : public ::testing::Test {
     if (testing::NoGpu()) GTEST_SKIP() << "no CUDA device";
     model_ = test::LoadTestModel(Spec());
     ASSERT_NE(model_, nullptr);
+    Adapt(model_->config, model_->weights);
     const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     cpu_ = Make(DeviceSpec{}, threads);
     gpu_ = Make(DeviceSpec{DeviceSpec::Kind::kCuda, 0}, 1);
   }
 
   virtual RandomModelSpec Spec() const { return RandomModelSpec::SmolLm2Shapes(); }
+  // Turns on architecture features the random llama file cannot carry,
+  // with their weights, before both runners are made.
+  virtual void Adapt(ModelConfig&, ModelWeights&) {}
 
   Runtime Make(const DeviceSpec& device, int threads, bool graphs = false) {
     Runtime rt;
@@ -192,6 +196,76 @@ class CudaLlama3StyleTest : public CudaModelRunnerTest {
 
 TEST_F(CudaLlama3StyleTest, PrefillAndGreedyDecodeMatchTheCpuRunner) {
   ExpectGreedyAgreement("llama3_style");
+}
+
+// Values around `center`, deterministic in the seed.
+std::vector<float> RandomVector(size_t n, float center, float spread, uint32_t seed) {
+  std::vector<float> v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (float& f : v) {
+    x = x * 1664525u + 1013904223u;
+    f = center + spread * (static_cast<float>(x >> 8) / 16777216.0f - 0.5f);
+  }
+  return v;
+}
+
+RandomModelSpec SmallUntiedSpec(int n_layers, int n_kv_heads) {
+  RandomModelSpec s;
+  s.n_layers = n_layers, s.n_embd = 256, s.n_ff = 512, s.n_heads = 4, s.n_kv_heads = n_kv_heads;
+  s.n_vocab = 2048, s.context_length = 512, s.tied_output = false;
+  s.matrix_type = 12;  // Q4_K
+  return s;
+}
+
+// qwen2's features: Q/K/V biases and NEOX (half-split) RoPE.
+class CudaQwen2StyleTest : public CudaModelRunnerTest {
+ protected:
+  RandomModelSpec Spec() const override { return SmallUntiedSpec(2, 2); }
+  void Adapt(ModelConfig& c, ModelWeights& w) override {
+    c.architecture = "qwen2";
+    c.rope_neox = true;
+    c.qkv_bias = true;
+    for (int l = 0; l < c.n_layers; ++l) {
+      w.layers[l].bq = RandomVector(c.q_dim(), 0.0f, 1.0f, 10 + l);
+      w.layers[l].bk = RandomVector(c.kv_dim(), 0.0f, 1.0f, 20 + l);
+      w.layers[l].bv = RandomVector(c.kv_dim(), 0.0f, 1.0f, 30 + l);
+    }
+  }
+};
+
+TEST_F(CudaQwen2StyleTest, PrefillAndGreedyDecodeMatchTheCpuRunner) {
+  ExpectGreedyAgreement("qwen2_style");
+}
+
+// gemma3's: one KV head (MQA), local layers with a 16-position window
+// (shorter than the 45-token prompt, so it slides in prefill and decode)
+// and their own RoPE base, per-head Q/K norms, post-attention and post-FFN
+// norms, GELU gating, a scaled embedding and another attention scale.
+class CudaGemma3StyleTest : public CudaModelRunnerTest {
+ protected:
+  RandomModelSpec Spec() const override { return SmallUntiedSpec(3, 1); }
+  void Adapt(ModelConfig& c, ModelWeights& w) override {
+    c.architecture = "gemma3";
+    c.rope_neox = true;
+    c.qk_norm = true;
+    c.post_norms = true;
+    c.ffn_activation = FfnActivation::kGelu;
+    c.embed_scale = 16.0f;
+    c.attn_scale = 0.5f / std::sqrt(static_cast<float>(c.head_dim));
+    c.layer_window = {16, 16, 0};
+    c.rope_base = 1000000.0f;
+    c.rope_base_local = 10000.0f;
+    for (int l = 0; l < c.n_layers; ++l) {
+      w.layers[l].q_norm = RandomVector(c.head_dim, 1.0f, 0.5f, 40 + l);
+      w.layers[l].k_norm = RandomVector(c.head_dim, 1.0f, 0.5f, 50 + l);
+      w.layers[l].post_attn_norm = RandomVector(c.n_embd, 1.0f, 0.5f, 60 + l);
+      w.layers[l].post_ffn_norm = RandomVector(c.n_embd, 1.0f, 0.5f, 70 + l);
+    }
+  }
+};
+
+TEST_F(CudaGemma3StyleTest, PrefillAndGreedyDecodeMatchTheCpuRunner) {
+  ExpectGreedyAgreement("gemma3_style");
 }
 
 TEST_F(CudaModelRunnerTest, RaggedBatchMatchesSequenceBySequence) {

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -134,6 +135,17 @@ class CudaModelRunner::Impl {
                        l.block_size, static_cast<int32_t>(l.kv_dim())};
   }
 
+  // Local (window) layers rotate with their own base and no scaling, as
+  // the CPU runner's angles do.
+  RopeParams LayerRope(int l) const {
+    const ModelConfig& c = config_;
+    if (c.window(l) > 0) return {c.rope_dim, c.rope_base_local, 1.0f, nullptr, c.rope_neox};
+    return {c.rope_dim, c.rope_base, c.rope_freq_scale,
+            weights_.rope_freq_factors.bytes() != 0 ? weights_.rope_freq_factors.get<float>()
+                                                    : nullptr,
+            c.rope_neox};
+  }
+
   // `batch` is null while a decode graph is captured (no layer hook).
   absl::Status RunLayer(const ForwardBatch* batch, StepBuffers& b, const StepTokensView& view,
                         KvCache& cache, int l) {
@@ -149,26 +161,40 @@ class CudaModelRunner::Impl {
 
     LaunchRmsNorm(x, w.attn_norm.get<float>(), T, c.n_embd, c.rms_eps, h, stream_);
     RETURN_IF_ERROR(Gemm(w.wqkv, h, T, qkv));
-    const RopeParams rope{c.rope_dim, c.rope_base, c.rope_freq_scale,
-                          weights_.rope_freq_factors.bytes() != 0
-                              ? weights_.rope_freq_factors.get<float>()
-                              : nullptr};
-    LaunchRope(qkv, qkv_width, c.n_heads + c.n_kv_heads, c.head_dim, rope, view, stream_);
+    if (c.qkv_bias) LaunchAddBias(qkv, w.bqkv.get<float>(), T, static_cast<int>(qkv_width), stream_);
+    if (c.qk_norm) {
+      LaunchHeadRmsNorm(qkv, qkv_width, 0, c.n_heads, c.head_dim, w.q_norm.get<float>(), c.rms_eps,
+                        T, stream_);
+      LaunchHeadRmsNorm(qkv, qkv_width, c.q_dim(), c.n_kv_heads, c.head_dim,
+                        w.k_norm.get<float>(), c.rms_eps, T, stream_);
+    }
+    LaunchRope(qkv, qkv_width, c.n_heads + c.n_kv_heads, c.head_dim, LayerRope(l), view, stream_);
     LaunchStoreKv(qkv, qkv_width, c.q_dim(), c.q_dim() + c.kv_dim(), view, kv, stream_);
     if (batch != nullptr && batch->on_layer_done) {
       // The callback's transport reads the blocks from another stream.
       PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
       batch->on_layer_done(l);
     }
-    LaunchPagedAttention(qkv, qkv_width, {c.n_heads, c.n_kv_heads, c.head_dim}, view, kv,
-                         b.scores.get<float>(), b.attn.get<__half>(), stream_);
+    const float scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    LaunchPagedAttention(qkv, qkv_width, {c.n_heads, c.n_kv_heads, c.head_dim, scale, c.window(l)},
+                         view, kv, b.scores.get<float>(), b.attn.get<__half>(), stream_);
     RETURN_IF_ERROR(Gemm(w.wo, b.attn.get<__half>(), T, y));
+    if (c.post_norms) {
+      LaunchRmsNormF32(y, w.post_attn_norm.get<float>(), T, c.n_embd, c.rms_eps, y, stream_);
+    }
     LaunchAddInPlace(x, y, T * c.n_embd, stream_);
 
     LaunchRmsNorm(x, w.ffn_norm.get<float>(), T, c.n_embd, c.rms_eps, h, stream_);
     RETURN_IF_ERROR(Gemm(w.w_gate_up, h, T, b.gate_up.get<float>()));
-    LaunchSwiGlu(b.gate_up.get<float>(), T, c.n_ff, h, stream_);
+    if (c.ffn_activation == FfnActivation::kGelu) {
+      LaunchGeGlu(b.gate_up.get<float>(), T, c.n_ff, h, stream_);
+    } else {
+      LaunchSwiGlu(b.gate_up.get<float>(), T, c.n_ff, h, stream_);
+    }
     RETURN_IF_ERROR(Gemm(w.w_down, h, T, y));
+    if (c.post_norms) {
+      LaunchRmsNormF32(y, w.post_ffn_norm.get<float>(), T, c.n_embd, c.rms_eps, y, stream_);
+    }
     LaunchAddInPlace(x, y, T * c.n_embd, stream_);
     PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     return absl::OkStatus();
@@ -179,7 +205,7 @@ class CudaModelRunner::Impl {
   absl::Status EnqueueStep(const ForwardBatch* batch, StepBuffers& b, const StepTokensView& view,
                            const int32_t* logit_rows, int64_t rows, KvCache& cache) {
     const ModelConfig& c = config_;
-    LaunchEmbed(weights_.token_embd.get(), view.token_ids, view.n_tokens, c.n_embd,
+    LaunchEmbed(weights_.token_embd.get(), view.token_ids, view.n_tokens, c.n_embd, c.embed_scale,
                 b.x.get<float>(), stream_);
     for (int l = 0; l < c.n_layers; ++l) RETURN_IF_ERROR(RunLayer(batch, b, view, cache, l));
     if (rows == 0) return absl::OkStatus();
@@ -253,15 +279,6 @@ absl::StatusOr<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(
     const ModelConfig& config, const ModelWeights& weights, const CudaRunnerOptions& options) {
   if (config.n_heads % config.n_kv_heads != 0 || config.rope_dim % 2 != 0) {
     return absl::FailedPreconditionError("cuda runner: unsupported head layout");
-  }
-  // The CUDA kernels implement the llama forward pass only; the qwen2 and
-  // gemma3 features run on the CPU runner.
-  if (config.rope_neox || config.qkv_bias || config.qk_norm || config.post_norms ||
-      config.has_windows() || config.ffn_activation != FfnActivation::kSilu ||
-      config.embed_scale != 1.0f) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cuda runner: architecture '", config.architecture,
-        "' is not implemented on CUDA (run it with --device=cpu)"));
   }
   auto impl = std::make_unique<Impl>(config, options);
   RETURN_IF_ERROR(impl->Init(weights));

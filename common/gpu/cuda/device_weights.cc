@@ -58,8 +58,10 @@ size_t DeviceWeights::bytes() const {
   size_t n = token_embd.data.bytes() + output.data.bytes() + output_norm.bytes() +
              rope_freq_factors.bytes();
   for (const DeviceLayerWeights& l : layers) {
-    n += l.attn_norm.bytes() + l.ffn_norm.bytes() + l.wqkv.data.bytes() + l.wo.data.bytes() +
-         l.w_gate_up.data.bytes() + l.w_down.data.bytes();
+    n += l.attn_norm.bytes() + l.ffn_norm.bytes() + l.bqkv.bytes() + l.q_norm.bytes() +
+         l.k_norm.bytes() + l.post_attn_norm.bytes() + l.post_ffn_norm.bytes() +
+         l.wqkv.data.bytes() + l.wo.data.bytes() + l.w_gate_up.data.bytes() +
+         l.w_down.data.bytes();
   }
   return n;
 }
@@ -81,6 +83,20 @@ absl::StatusOr<DeviceWeights> DeviceWeights::Upload(const ModelConfig& config,
     DeviceLayerWeights dst;
     ASSIGN_OR_RETURN(dst.attn_norm, UploadVector(src.attn_norm));
     ASSIGN_OR_RETURN(dst.ffn_norm, UploadVector(src.ffn_norm));
+    if (config.qkv_bias) {
+      std::vector<float> bqkv = src.bq;
+      bqkv.insert(bqkv.end(), src.bk.begin(), src.bk.end());
+      bqkv.insert(bqkv.end(), src.bv.begin(), src.bv.end());
+      ASSIGN_OR_RETURN(dst.bqkv, UploadVector(bqkv));
+    }
+    if (config.qk_norm) {
+      ASSIGN_OR_RETURN(dst.q_norm, UploadVector(src.q_norm));
+      ASSIGN_OR_RETURN(dst.k_norm, UploadVector(src.k_norm));
+    }
+    if (config.post_norms) {
+      ASSIGN_OR_RETURN(dst.post_attn_norm, UploadVector(src.post_attn_norm));
+      ASSIGN_OR_RETURN(dst.post_ffn_norm, UploadVector(src.post_ffn_norm));
+    }
     ASSIGN_OR_RETURN(dst.wqkv, UploadStacked({&src.wq, &src.wk, &src.wv}));
     ASSIGN_OR_RETURN(dst.wo, UploadStacked({&src.wo}));
     ASSIGN_OR_RETURN(dst.w_gate_up, UploadStacked({&src.w_gate, &src.w_up}));

@@ -1,6 +1,6 @@
-// DeviceWeights: a llama model's weights uploaded once to one device, as f16
+// DeviceWeights: a model's weights uploaded once to one device, as f16
 // matrices for cuBLAS (dequantised from any GGUF type on the host) and f32
-// norm vectors. Q, K and V are fused into one matrix, and so are gate and
+// norm and bias vectors. Q, K and V are fused into one matrix, and so are gate and
 // up, so each becomes a single GEMM. Internal to common/gpu/cuda/.
 //
 // Owns its device memory; immutable after Upload(); not copyable.
@@ -28,6 +28,10 @@ struct DeviceMatrix {
 
 struct DeviceLayerWeights {
   DeviceBuffer attn_norm, ffn_norm;  // f32 [n_embd]
+  // Present only where ModelConfig says so (empty buffers otherwise).
+  DeviceBuffer bqkv;                            // qkv_bias: [q_dim + 2 kv_dim], q|k|v
+  DeviceBuffer q_norm, k_norm;                  // qk_norm: [head_dim] each
+  DeviceBuffer post_attn_norm, post_ffn_norm;   // post_norms: [n_embd] each
   DeviceMatrix wqkv;                 // [q_dim + 2 kv_dim][n_embd]
   DeviceMatrix wo;                   // [n_embd][q_dim]
   DeviceMatrix w_gate_up;            // [2 n_ff][n_embd]

@@ -48,21 +48,49 @@ __device__ float BlockReduce(float v, float* shared) {
   return r;
 }
 
-__global__ void EmbedKernel(const __half* table, const int32_t* ids, int n_embd, float* x) {
+__global__ void EmbedKernel(const __half* table, const int32_t* ids, int n_embd, float scale,
+                            float* x) {
   const int64_t t = blockIdx.x;
   const __half* row = table + static_cast<int64_t>(ids[t]) * n_embd;
-  for (int i = threadIdx.x; i < n_embd; i += blockDim.x) x[t * n_embd + i] = __half2float(row[i]);
+  for (int i = threadIdx.x; i < n_embd; i += blockDim.x) {
+    x[t * n_embd + i] = __half2float(row[i]) * scale;
+  }
 }
 
-__global__ void RmsNormKernel(const float* x, const float* w, int n, float eps, __half* out) {
+__device__ void StoreNormed(float v, __half* out) { *out = ToHalfSaturated(v); }
+__device__ void StoreNormed(float v, float* out) { *out = v; }
+
+// One block per row of n: a GEMM input (f16) or, for the post norms, f32.
+// x and out may be the same row: every read of it precedes the reduction's
+// barrier, every write follows it.
+template <typename Out>
+__global__ void RmsNormKernel(const float* x, const float* w, int n, float eps, Out* out) {
   __shared__ float shared[32];
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * n;
   float sum = 0.0f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) sum += xr[i] * xr[i];
   sum = BlockReduce<false>(sum, shared);
   const float scale = rsqrtf(sum / n + eps);
-  __half* o = out + static_cast<int64_t>(blockIdx.x) * n;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) o[i] = ToHalfSaturated((xr[i] * scale) * w[i]);
+  Out* o = out + static_cast<int64_t>(blockIdx.x) * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) StoreNormed((xr[i] * scale) * w[i], &o[i]);
+}
+
+// One warp per (token, head): head_dim is at most a few hundred floats.
+__global__ void HeadRmsNormKernel(float* rows, int64_t row_stride, int64_t offset, int n_heads,
+                                  int head_dim, const float* w, float eps, int64_t n_tokens) {
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (item >= n_tokens * n_heads) return;  // whole warps leave together
+  const int lane = threadIdx.x % 32;
+  float* v = rows + (item / n_heads) * row_stride + offset + (item % n_heads) * head_dim;
+  float sum = 0.0f;
+  for (int i = lane; i < head_dim; i += 32) sum += v[i] * v[i];
+  const float scale = rsqrtf(WarpSum(sum) / head_dim + eps);
+  for (int i = lane; i < head_dim; i += 32) v[i] = (v[i] * scale) * w[i];
+}
+
+__global__ void AddBiasKernel(float* rows, const float* bias, int64_t n_tokens, int width) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n_tokens * width) rows[i] += bias[i % width];
 }
 
 // One thread per (token, head, pair).
@@ -80,10 +108,12 @@ __global__ void RopeKernel(float* rows, int64_t row_stride, int n_heads, int hea
                        powf(rope.base, -2.0f * pair / static_cast<float>(rope.rope_dim)) / factor);
   float s, c;
   sincosf(theta, &s, &c);
-  float* v = rows + t * row_stride + static_cast<int64_t>(head) * head_dim + 2 * pair;
-  const float x0 = v[0], x1 = v[1];
-  v[0] = fmaf(x0, c, -(x1 * s));
-  v[1] = fmaf(x0, s, x1 * c);
+  float* head_row = rows + t * row_stride + static_cast<int64_t>(head) * head_dim;
+  float* a = head_row + (rope.neox ? pair : 2 * pair);
+  float* b = a + (rope.neox ? half : 1);
+  const float x0 = *a, x1 = *b;
+  *a = fmaf(x0, c, -(x1 * s));
+  *b = fmaf(x0, s, x1 * c);
 }
 
 __global__ void StoreKvKernel(const float* qkv, int64_t row_stride, int64_t k_offset,
@@ -121,6 +151,8 @@ __global__ void PagedAttentionKernel(const float* qkv, int64_t row_stride, Atten
   const int dh = shape.head_dim;
   const int kv_head = h / (shape.n_heads / shape.n_kv_heads);
   const int ctx = step.positions[t] + 1;
+  // A window's keys are [first, ctx); s keeps its ctx slots, the first unused.
+  const int first = shape.window > 0 ? max(0, ctx - shape.window) : 0;
   const int32_t* table = step.block_tables + step.table_offsets[t];
   float* s = scores + step.score_offsets[t] * shape.n_heads + static_cast<int64_t>(h) * ctx;
   float* q = smem;
@@ -129,9 +161,9 @@ __global__ void PagedAttentionKernel(const float* qkv, int64_t row_stride, Atten
   }
   __syncthreads();
 
-  const float scale = rsqrtf(static_cast<float>(dh));
+  const float scale = shape.scale;
   float local_max = -FLT_MAX;
-  for (int j = threadIdx.x; j < ctx; j += blockDim.x) {
+  for (int j = first + threadIdx.x; j < ctx; j += blockDim.x) {
     const __half* k = KvRow(kv, table, j, false, kv_head, dh);
     float dot = 0.0f;
     for (int d = 0; d < dh; ++d) dot = fmaf(q[d], __half2float(k[d]), dot);
@@ -141,7 +173,7 @@ __global__ void PagedAttentionKernel(const float* qkv, int64_t row_stride, Atten
   }
   const float m = BlockReduce<true>(local_max, reduce);
   float local_sum = 0.0f;
-  for (int j = threadIdx.x; j < ctx; j += blockDim.x) {
+  for (int j = first + threadIdx.x; j < ctx; j += blockDim.x) {
     const float e = __expf(s[j] - m);
     s[j] = e;
     local_sum += e;
@@ -154,7 +186,7 @@ __global__ void PagedAttentionKernel(const float* qkv, int64_t row_stride, Atten
   if (g < groups) {
     for (int d = threadIdx.x % dh; d < dh; d += (groups == 1 ? blockDim.x : dh)) {
       float acc = 0.0f;
-      for (int j = g; j < ctx; j += groups) {
+      for (int j = first + g; j < ctx; j += groups) {
         acc = fmaf(s[j], __half2float(KvRow(kv, table, j, true, kv_head, dh)[d]), acc);
       }
       partial[g * dh + d] = acc;
@@ -177,6 +209,18 @@ __global__ void SwiGluKernel(const float* gate_up, int64_t n_tokens, int n_ff, _
   out[i] = ToHalfSaturated(g / (1.0f + __expf(-g)) * u);
 }
 
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2 / pi) x (1 + 0.044715 x^2))).
+__global__ void GeGluKernel(const float* gate_up, int64_t n_tokens, int n_ff, __half* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_tokens * n_ff) return;
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  const int64_t t = i / n_ff, c = i % n_ff;
+  const float g = gate_up[t * 2 * n_ff + c];
+  const float u = gate_up[t * 2 * n_ff + n_ff + c];
+  const float gelu = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * g * (1.0f + 0.044715f * g * g)));
+  out[i] = ToHalfSaturated(gelu * u);
+}
+
 __global__ void AddKernel(float* x, const float* y, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] += y[i];
@@ -191,16 +235,40 @@ unsigned Blocks(int64_t n, int threads) { return static_cast<unsigned>((n + thre
 
 }  // namespace
 
-void LaunchEmbed(const __half* table, const int32_t* ids, int64_t n_tokens, int n_embd, float* x,
-                 cudaStream_t stream) {
+void LaunchEmbed(const __half* table, const int32_t* ids, int64_t n_tokens, int n_embd,
+                 float scale, float* x, cudaStream_t stream) {
   if (n_tokens == 0) return;
-  EmbedKernel<<<static_cast<unsigned>(n_tokens), kThreads, 0, stream>>>(table, ids, n_embd, x);
+  EmbedKernel<<<static_cast<unsigned>(n_tokens), kThreads, 0, stream>>>(table, ids, n_embd, scale,
+                                                                        x);
 }
 
 void LaunchRmsNorm(const float* x, const float* w, int64_t rows, int n, float eps, __half* out,
                    cudaStream_t stream) {
   if (rows == 0) return;
   RmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, w, n, eps, out);
+}
+
+void LaunchRmsNormF32(const float* x, const float* w, int64_t rows, int n, float eps, float* out,
+                      cudaStream_t stream) {
+  if (rows == 0) return;
+  RmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, w, n, eps, out);
+}
+
+void LaunchHeadRmsNorm(float* rows, int64_t row_stride, int64_t offset, int n_heads,
+                       int head_dim, const float* w, float eps, int64_t n_tokens,
+                       cudaStream_t stream) {
+  const int64_t items = n_tokens * n_heads;
+  if (items == 0) return;
+  constexpr int kWarps = kThreads / 32;
+  HeadRmsNormKernel<<<Blocks(items, kWarps), kThreads, 0, stream>>>(
+      rows, row_stride, offset, n_heads, head_dim, w, eps, n_tokens);
+}
+
+void LaunchAddBias(float* rows, const float* bias, int64_t n_tokens, int width,
+                   cudaStream_t stream) {
+  const int64_t n = n_tokens * width;
+  if (n == 0) return;
+  AddBiasKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(rows, bias, n_tokens, width);
 }
 
 void LaunchRope(float* rows, int64_t row_stride, int n_heads, int head_dim, const RopeParams& rope,
@@ -234,6 +302,13 @@ void LaunchSwiGlu(const float* gate_up, int64_t n_tokens, int n_ff, __half* out,
   const int64_t n = n_tokens * n_ff;
   if (n == 0) return;
   SwiGluKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(gate_up, n_tokens, n_ff, out);
+}
+
+void LaunchGeGlu(const float* gate_up, int64_t n_tokens, int n_ff, __half* out,
+                 cudaStream_t stream) {
+  const int64_t n = n_tokens * n_ff;
+  if (n == 0) return;
+  GeGluKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(gate_up, n_tokens, n_ff, out);
 }
 
 void LaunchAddInPlace(float* x, const float* y, int64_t n, cudaStream_t stream) {
