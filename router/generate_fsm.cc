@@ -291,6 +291,16 @@ void GenerateFsm::HandleDecodeEnd(const grpc::Status& status, Actions* a) {
         failover_wait_until_ = Now() + retry_.failover_wait;
       }
     }
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED && address == released_on_ &&
+        !release_wait_extended_) {
+      // The worker that holds our given-up reservation is short of blocks.
+      // It frees them between engine steps, and a step with a long prefill
+      // chunk on a CPU lasts seconds: its refusal can come after the first
+      // window, before our blocks are back. Poll it for one more window
+      // from now; a pool that is really full then refuses again.
+      release_wait_until_ = std::max(release_wait_until_, Now() + retry_.failover_wait);
+      release_wait_extended_ = true;
+    }
     refusals_.RecordRefusal(address, status);
     Place(a);
     return;
@@ -543,6 +553,7 @@ void GenerateFsm::FallBackToLocalPrefill(const char* why, Actions* a) {
   if (decode_active_) {
     a->cancel_decode = decode_;
     release_wait_until_ = Now() + retry_.failover_wait;
+    released_on_ = decode_worker_.address;
   }
   decode_active_ = false;
   reads_paused_ = false;

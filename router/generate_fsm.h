@@ -277,6 +277,10 @@ class GenerateFsm {
   // for lack of blocks polls too (the blocks come back once the cancelled
   // stream is torn down on the worker).
   absl::Time release_wait_until_;
+  // Where that reservation was, and whether its worker's first refusal has
+  // already moved the window (once: see HandleDecodeEnd).
+  std::string released_on_;
+  bool release_wait_extended_ = false;
   absl::Time decode_started_;
   absl::Time last_decode_event_;  // of the current attempt (or its start)
   bool reads_paused_ = false;

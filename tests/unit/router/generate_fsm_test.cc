@@ -452,6 +452,37 @@ std::vector<Case> Cases() {
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
                              {PrefillDone(RESOURCE_EXHAUSTED), kDecodeOpen,
                               "decode(d1,local) cancel_decode#0"}}});
+  // The decode worker frees a given-up reservation between engine steps; a
+  // busy worker (seconds-long prefill chunks) refuses the local attempt
+  // only after the first release window, before the blocks are back. The
+  // request polls that worker for one more window, and fails only if it
+  // still refuses after it.
+  cases.push_back({.name = "ALateRefusalForBlocksWaitsOneMoreWindowForItsOwn",
+                   .decode = kOneDecode,
+                   .configure = [](RouterConfig* c) { c->prefill_retries = 0; },
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
+                             {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
+                             {PrefillDone(RESOURCE_EXHAUSTED), kDecodeOpen,
+                              "decode(d1,local) cancel_decode#0"},
+                             {Advance(6700 * ms), kDecodeOpen, ""},
+                             {DecodeEnd(RESOURCE_EXHAUSTED), kPlacing, "backoff(200ms)"},
+                             {BackoffFires(), kDecodeOpen, "decode(d1,local)"},
+                             {Tokens(0, "hi"), kStreaming, "Chunk(hi)"},
+                             {Finished(), kDone,
+                              "Finished(EOS,d1,,attempts=1,failovers=0,local) -> OK"}}});
+  cases.push_back({.name = "ARefusalForBlocksAfterTheExtraWindowFails",
+                   .decode = kOneDecode,
+                   .configure = [](RouterConfig* c) { c->prefill_retries = 0; },
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
+                             {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
+                             {PrefillDone(RESOURCE_EXHAUSTED), kDecodeOpen,
+                              "decode(d1,local) cancel_decode#0"},
+                             {Advance(6700 * ms), kDecodeOpen, ""},
+                             {DecodeEnd(RESOURCE_EXHAUSTED), kPlacing, "backoff(200ms)"},
+                             {Advance(3000 * ms), kPlacing, ""},
+                             {BackoffFires(), kDecodeOpen, "decode(d1,local)"},
+                             {DecodeEnd(RESOURCE_EXHAUSTED), kDone, "-> RESOURCE_EXHAUSTED",
+                              "no decode worker could take the request"}}});
   cases.push_back({.name = "AFailedRetryTransferLeavesItToTheDecodeStream",
                    .steps = {{Start(), kDecodeOpen, "decode(d1,remote) watchdog(468.75ms)"},
                              {Reserved(), kPrefilling, "prefill(p1,epoch=1) Started(d1,p1)"},
