@@ -8,7 +8,8 @@
 #   scripts/bench-speculative.sh [max_tokens=600] [threads=2] [batch=8]
 #
 # MODEL (default models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf; fetched by
-# scripts/fetch-model.sh) picks the GGUF; llama-server is built once by
+# scripts/fetch-model.sh) picks the GGUF, WORKLOADS (comma-separated row
+# names, default all) the rows; llama-server is built once by
 # scripts/build-llama-server.sh (~10 min). Build pdserve first (make build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,4 +23,5 @@ OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 cc -O2 -shared -fPIC tests/data/no_amx_preload.c -o "$OUT/no_amx.so" -ldl
 LD_PRELOAD="$OUT/no_amx.so" python3 tools/bench_speculative.py --model "$MODEL" \
-  --llama_server "$LLAMA_SERVER" --max_tokens "$MAX_TOKENS" --threads "$THREADS" --batch "$BATCH"
+  --llama_server "$LLAMA_SERVER" --max_tokens "$MAX_TOKENS" --threads "$THREADS" --batch "$BATCH" \
+  ${WORKLOADS:+--workloads "$WORKLOADS"}

@@ -56,6 +56,20 @@ absl::StatusCode CodeForHttp(int status) {
   }
 }
 
+// {"error": {"message", "type", ...}}: the status its type stands for.
+absl::Status ErrorEventStatus(const nlohmann::json& error) {
+  const std::string type = error.value("type", std::string());
+  std::string message = error.value("message", std::string());
+  if (message.empty()) message = "error event without a message";
+  absl::StatusCode code = absl::StatusCode::kUnavailable;
+  if (type == "rate_limit_error") code = absl::StatusCode::kResourceExhausted;
+  if (type == "invalid_request_error") code = absl::StatusCode::kInvalidArgument;
+  if (type == "authentication_error") code = absl::StatusCode::kUnauthenticated;
+  if (type == "timeout_error") code = absl::StatusCode::kDeadlineExceeded;
+  if (type == "server_error" || type == "api_error") code = absl::StatusCode::kInternal;
+  return absl::Status(code, absl::StrCat("error event (", type, "): ", message));
+}
+
 // Folds the events of one stream into a record as they arrive.
 class EventSink {
  public:
@@ -69,6 +83,12 @@ class EventSink {
     }
     const nlohmann::json event = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
     if (!event.is_object()) return true;
+    if (event.contains("error") && event["error"].is_object()) {
+      // A failure after the 200 head: OpenAI-compatible servers (pdserve,
+      // vLLM) can only report it as an event.
+      error_ = ErrorEventStatus(event["error"]);
+      return false;
+    }
     TakeUsage(event);
     if (!event.contains("choices") || !event["choices"].is_array() || event["choices"].empty()) {
       return true;
@@ -104,6 +124,7 @@ class EventSink {
   }
 
   bool complete() const { return done_ || !finish_reason_.empty(); }
+  const absl::Status& error() const { return error_; }
 
  private:
   // stream_options.include_usage: the last event before [DONE] counts the
@@ -125,6 +146,7 @@ class EventSink {
   std::string finish_reason_;
   int completion_tokens_ = 0;
   bool done_ = false;
+  absl::Status error_;
 };
 
 // Reads the response as it arrives: Beast parses the status line and the
@@ -169,6 +191,7 @@ absl::Status ReadStream(asio::io_context& io, beast::tcp_stream& stream, Clock::
     return absl::Status(CodeForHttp(status), absl::StrCat("HTTP ", status, ": ",
                                                           events_parser.body().substr(0, 300)));
   }
+  if (!sink.error().ok()) return sink.error();
   if (!sink.complete()) return absl::UnavailableError("stream ended before the completion did");
   sink.Finish();
   return absl::OkStatus();

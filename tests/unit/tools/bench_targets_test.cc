@@ -192,6 +192,16 @@ TEST(OpenAiTargetTest, ConversationsGoToChatCompletionsAndUsageCounts) {
   EXPECT_EQ(req.find(R"("prompt")"), std::string::npos) << req;
 }
 
+TEST(OpenAiTargetTest, ErrorEventAfterTheHeadIsTheStatus) {
+  // pdserve's (and vLLM's) way to fail a stream whose 200 already went out.
+  ScriptedHttpServer server(
+      {kSseHead, Chunked({Event("a"), "data: {\"error\":{\"message\":\"kv cache: need 104 blocks\","
+                                      "\"type\":\"rate_limit_error\",\"code\":\"rate_limit_exceeded\"}}\r\n\r\n"})});
+  const RequestRecord r = RunOne(server.address(), 4);
+  EXPECT_EQ(r.code, absl::StatusCode::kResourceExhausted) << r.error;
+  EXPECT_NE(r.error.find("need 104 blocks"), std::string::npos) << r.error;
+}
+
 TEST(OpenAiTargetTest, UnchunkedBodyUntilClose) {
   ScriptedHttpServer server({"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n",
                              Event("a"), Event("b", "length")});
