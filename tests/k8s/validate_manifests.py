@@ -138,6 +138,8 @@ def check_schema(kubernetes, o, report, where):
     if kind not in BUILTIN:
         if api_version == "monitoring.coreos.com/v1" and kind == "ServiceMonitor":
             check_service_monitor_structure(o, report, where)
+        elif api_version == "monitoring.coreos.com/v1" and kind == "PrometheusRule":
+            check_prometheus_rule_structure(o, report, where)
         else:
             report.check(False, where, f"unexpected kind {api_version} {kind}")
         return
@@ -195,8 +197,44 @@ def check_service_monitor_structure(o, report, where):
         report.check(ep.get("scheme", "http") in ("http", "https"), where, f"endpoints[{i}].scheme")
 
 
+def check_prometheus_rule_structure(o, report, where):
+    spec = o.get("spec")
+    if not report.check(isinstance(spec, dict) and set(spec) == {"groups"}, where,
+                        "spec must hold exactly 'groups'"):
+        return
+    groups = spec["groups"]
+    if not report.check(isinstance(groups, list) and groups, where, "spec.groups must be a non-empty list"):
+        return
+    for g in groups:
+        report.check(isinstance(g.get("name"), str) and set(g) <= {"name", "interval", "rules"}, where,
+                     f"group {g.get('name')!r}: needs a name; unknown fields {sorted(set(g) - {'name', 'interval', 'rules'})}")
+        for r in g.get("rules") or []:
+            here = f"{where} alert {r.get('alert')!r}"
+            allowed = {"alert", "expr", "for", "labels", "annotations", "keep_firing_for"}
+            report.check(set(r) <= allowed, here, f"unknown rule fields {sorted(set(r) - allowed)}")
+            report.check(isinstance(r.get("alert"), str) and isinstance(r.get("expr"), str), here,
+                         "an alerting rule needs 'alert' and 'expr' strings")
+            if "for" in r:
+                report.check(re.fullmatch(r"\d+(ms|s|m|h)", str(r["for"])) is not None, here,
+                             f"'for' {r['for']!r} is not a Prometheus duration")
+            report.check((r.get("labels") or {}).get("severity") in ("warning", "critical"), here,
+                         "labels.severity must be warning or critical")
+            report.check(bool((r.get("annotations") or {}).get("summary")), here, "annotations.summary missing")
+
+
 # ---------------------------------------------------------------------------
 # Cross-references.
+
+def defined_metrics(source_root):
+    """pdserve_* metric names the binaries define (quoted in their sources)."""
+    names = set()
+    for d in ("common", "router", "prefill_worker", "decode_worker"):
+        for dirpath, _, files in os.walk(os.path.join(source_root, d)):
+            for f in files:
+                if f.endswith(".cc"):
+                    with open(os.path.join(dirpath, f), errors="replace") as fh:
+                        names |= set(re.findall(r'"(pdserve_[a-z0-9_]+)"', fh.read()))
+    return names
 
 class Pod:
     """A pod template of a workload, with what the checks need."""
@@ -324,6 +362,7 @@ class RenderCheck:
         self.check_pdbs()
         self.check_network_policies()
         self.check_service_monitors()
+        self.check_alert_metrics()
         self.check_overlay_specifics()
 
     # -- every object ------------------------------------------------------
@@ -358,6 +397,9 @@ class RenderCheck:
             self.c(spec_sec.get("runAsNonRoot") is True, w, "pods must set runAsNonRoot")
             self.c(pod.spec.get("automountServiceAccountToken") is False, w,
                    "pods call no API: automountServiceAccountToken must be false")
+            node_selector = pod.spec.get("nodeSelector") or {}
+            self.c(node_selector.get("kubernetes.io/arch") == "amd64", w,
+                   "pods must select kubernetes.io/arch: amd64 (the images are amd64 only)")
             for c in pod.containers + pod.init_containers:
                 image = c.get("image", "")
                 self.c(re.search(r"(:[^/:]+|@sha256:[0-9a-f]+)$", image) is not None
@@ -386,9 +428,16 @@ class RenderCheck:
                        "spec.selector does not match the pod template labels")
                 strat = w["spec"].get("strategy") or {}
                 ru = strat.get("rollingUpdate") or {}
-                self.c(strat.get("type") == "RollingUpdate" and ru.get("maxUnavailable") == 0
-                       and ru.get("maxSurge") == 1, w,
-                       "rolling update must be maxUnavailable 0 / maxSurge 1")
+                if any("nvidia.com/gpu" in ((c.get("resources") or {}).get("limits") or {})
+                       for c in pod.containers):
+                    self.c(strat.get("type") == "RollingUpdate" and ru.get("maxUnavailable") == 1
+                           and ru.get("maxSurge") == 0, w,
+                           "a GPU Deployment must roll with maxSurge 0 / maxUnavailable 1: a surge "
+                           "pod cannot schedule on a full GPU pool")
+                else:
+                    self.c(strat.get("type") == "RollingUpdate" and ru.get("maxUnavailable") == 0
+                           and ru.get("maxSurge") == 1, w,
+                           "rolling update must be maxUnavailable 0 / maxSurge 1")
                 for i, tsc in enumerate(pod.spec.get("topologySpreadConstraints") or []):
                     self.c(self._selector_ok(tsc.get("labelSelector"), pod.labels), w,
                            "labelSelector does not select this Deployment's pods",
@@ -627,6 +676,9 @@ class RenderCheck:
             covered |= {p.name for p in pods}
             self.c(("maxUnavailable" in b["spec"]) != ("minAvailable" in b["spec"]), b,
                    "set exactly one of maxUnavailable / minAvailable")
+            self.c(b["spec"].get("unhealthyPodEvictionPolicy") == "AlwaysAllow", b,
+                   "unhealthyPodEvictionPolicy must be AlwaysAllow (pods that never became ready "
+                   "must not block node drains)")
         for p in self.pods:
             if p.kind == "Deployment":
                 self.c(p.name in covered, p.workload, "no PodDisruptionBudget")
@@ -733,6 +785,22 @@ class RenderCheck:
                 self.report.check(self._allowed(self.endpoint(pod), dns, 53, "UDP"), here,
                                   f"{pod.name} -> kube-dns denied")
 
+    # -- PrometheusRule -----------------------------------------------------
+    def check_alert_metrics(self):
+        """Every pdserve_* series an alert reads is one the binaries export
+        (a histogram's _bucket/_sum/_count count as its name)."""
+        rules = self.kind("PrometheusRule")
+        if not rules:
+            return
+        known = defined_metrics(self.source_root)
+        for pr in rules:
+            for g in pr["spec"]["groups"]:
+                for r in g.get("rules") or []:
+                    for name in re.findall(r"\b(pdserve_[a-z0-9_]+)", r.get("expr", "")):
+                        base = re.sub(r"_(bucket|sum|count)$", "", name)
+                        self.c(name in known or base in known, pr,
+                               f"alert {r.get('alert')}: no binary exports {name}")
+
     # -- ServiceMonitor -----------------------------------------------------
     def check_service_monitors(self):
         from k8s_render import labels_match
@@ -767,7 +835,19 @@ class RenderCheck:
                 self.c(limits.get("nvidia.com/gpu") == "1", pod.workload, "one GPU per worker pod")
                 self.c(any(tol.get("key") == "nvidia.com/gpu" for tol in pod.spec.get("tolerations") or []),
                        pod.workload, "needs the nvidia.com/gpu toleration")
-                self.c("nodeSelector" in pod.spec, pod.workload, "needs GPU node selection")
+                # The GPU limit places the pod; GPU Operator labels are optional.
+                labels = sorted(k for k in pod.spec.get("nodeSelector") or {}
+                                if k.startswith("nvidia.com/"))
+                self.c(not labels, pod.workload,
+                       f"nodeSelector on {labels} requires the GPU Operator's labels; the "
+                       "nvidia.com/gpu limit places the pod (pin products with components/gpu-product)")
+                if "gpu-product" in self.name:
+                    terms = ((((pod.spec.get("affinity") or {}).get("nodeAffinity") or {})
+                              .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+                             .get("nodeSelectorTerms") or [])
+                    self.c(any(e.get("key") == "nvidia.com/gpu.product" and e.get("values")
+                               for t in terms for e in t.get("matchExpressions") or []),
+                           pod.workload, "gpu-product: no nvidia.com/gpu.product node affinity")
 
 
 def main(argv):

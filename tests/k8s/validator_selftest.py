@@ -52,10 +52,11 @@ MUTATIONS = [
     ("replicas under hpa", "base/decode.yaml", "  revisionHistoryLimit: 5", "  replicas: 2\n  revisionHistoryLimit: 5",
      "fights the HPA"),
     ("pdb selector", "base/router.yaml",
-     "  maxUnavailable: 1\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: pdserve\n"
-     "      app.kubernetes.io/component: router",
-     "  maxUnavailable: 1\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: pdserve\n"
-     "      app.kubernetes.io/component: routr", "selector matches 0 workloads"),
+     "  unhealthyPodEvictionPolicy: AlwaysAllow\n  selector:\n    matchLabels:\n"
+     "      app.kubernetes.io/name: pdserve\n      app.kubernetes.io/component: router",
+     "  unhealthyPodEvictionPolicy: AlwaysAllow\n  selector:\n    matchLabels:\n"
+     "      app.kubernetes.io/name: pdserve\n      app.kubernetes.io/component: routr",
+     "selector matches 0 workloads"),
     ("kv traffic blocked", "base/networkpolicy.yaml", "          port: 50072\n", "          port: 50073\n",
      "prefill -> decode:50072 is denied"),
     ("worker reachable from anywhere", "base/networkpolicy.yaml",
@@ -73,6 +74,19 @@ MUTATIONS = [
     ("servicemonitor port", "base/servicemonitor.yaml", "- port: metrics", "- port: metric", "has no port metric"),
     ("gpu limit", "overlays/gpu/gpu-decode.yaml", 'nvidia.com/gpu: "1"', 'example.com/foo: "1"',
      "nvidia.com/gpu limit missing"),
+    ("gpu surge", "overlays/gpu/gpu-nodes.yaml", "      maxSurge: 0\n", "      maxSurge: 1\n",
+     "a surge pod cannot schedule"),
+    ("arch selector", "base/prefill.yaml", "kubernetes.io/arch: amd64", "kubernetes.io/arch: arm64",
+     "kubernetes.io/arch: amd64"),
+    ("pdb eviction policy", "base/decode.yaml", "unhealthyPodEvictionPolicy: AlwaysAllow",
+     "unhealthyPodEvictionPolicy: IfHealthyBudget", "must be AlwaysAllow"),
+    ("gpu operator label", "overlays/gpu/gpu-nodes.yaml", "      tolerations:\n",
+     "      nodeSelector:\n        nvidia.com/gpu.present: \"true\"\n      tolerations:\n",
+     "requires the GPU Operator"),
+    ("alert metric", "components/alerts/prometheusrule.yaml", "pdserve_decode_kv_blocks_utilization",
+     "pdserve_decode_kv_block_utilization", "no binary exports pdserve_decode_kv_block_utilization"),
+    ("alert duration", "components/alerts/prometheusrule.yaml", "for: 10m", "for: 10 minutes",
+     "is not a Prometheus duration"),
     ("kustomize error", "base/kustomization.yaml", "  - decode.yaml\n", "  - decode.yaml\n  - nothere.yaml\n",
      "kubectl kustomize"),
 ]
