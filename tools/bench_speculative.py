@@ -8,7 +8,9 @@ run on one machine:
   chat       a multi-turn chat whose last turn asks to restate an answer
   no-copy    a story: nothing to copy, the cost of drafts that fail; greedy
              decoding of a small model falls into loops over a long answer
-             (which then copy well), so it also runs sampled (T = 0.8)
+             (which then copy well), so it also runs sampled (T = 0.8), and
+             at T = 1.5, where the text is close to random and drafts fail:
+             the floor of what speculating costs
 
 Servers, each started in turn with the same model and threads:
   pdserve       `pdserve up` (one prefill, one decode worker, OpenAI API)
@@ -36,7 +38,8 @@ import urllib.request
 # (row name, --workload, extra pdserve bench flags)
 WORKLOADS = [("code-edit", "code-edit", []), ("summary", "summary", []), ("chat", "chat", []),
              ("no-copy", "no-copy", []),
-             ("no-copy (T=0.8)", "no-copy", ["--temperature", "0.8", "--top_p", "0.95"])]
+             ("no-copy (T=0.8)", "no-copy", ["--temperature", "0.8", "--top_p", "0.95"]),
+             ("random text (T=1.5)", "no-copy", ["--temperature", "1.5"])]
 
 
 def wait_ready(url, proc, what):
