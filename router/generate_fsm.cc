@@ -393,13 +393,13 @@ void GenerateFsm::StartPrefill(Actions* a) {
   if (env_.breaker != nullptr) q.ejected = env_.breaker->Ejected(q.now);
   absl::StatusOr<const WorkerState*> prefill = PickPrefill(*snapshot, decode_worker_, q);
   if (!prefill.ok() || !env_.workers->ReachPrefill((*prefill)->address)) {
-    // Incompatible prefill workers are an error, never a silent fallback.
-    if (absl::IsFailedPrecondition(prefill.status())) {
-      Fail(ToGrpcStatus(prefill.status()), a);
-      return;
-    }
-    // None left (all failed this request, or all gone since placement).
-    FallBackToLocalPrefill("no usable prefill worker left", a);
+    // None left (all failed this request, all gone since placement, or
+    // the ones left no longer pair with this decode worker, as in a
+    // rollout): the decode worker prefills.
+    FallBackToLocalPrefill(absl::IsFailedPrecondition(prefill.status())
+                               ? "no prefill worker pairs with this decode worker"
+                               : "no usable prefill worker left",
+                           a);
     return;
   }
   const std::string& address = (*prefill)->address;

@@ -28,7 +28,8 @@ constexpr PolicyKind kPolicies[] = {PolicyKind::kLeastLoaded, PolicyKind::kRound
 
 // Placement::reason values (routing_policy.h), by where they prefill.
 constexpr const char* kLocalReasons[] = {"forced", "prefill_fallback", "short_uncached_prompt",
-                                         "no_prefill_worker", "prefill_saturated"};
+                                         "no_prefill_worker", "prefill_saturated",
+                                         "no_compatible_prefill_worker"};
 constexpr const char* kRemoteReasons[] = {"prefill_worker_available"};
 
 constexpr char kPrefillDecisions[] = "pdserve_router_prefill_decisions_total";

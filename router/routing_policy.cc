@@ -1,7 +1,6 @@
 #include "router/routing_policy.h"
 
 #include <algorithm>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -357,21 +356,32 @@ absl::StatusOr<Placement> PlaceOnBestDecode(const RegistrySnapshot& snapshot,
 absl::StatusOr<Placement> PlaceRequest(const RegistrySnapshot& snapshot,
                                        const PlacementQuery& query) {
   // A decode worker that no live prefill worker pairs with (another KV
-  // dtype or layout, as in a pool being switched over tier by tier) gives
-  // way to the next best one; only when none pairs is the incompatibility
-  // the answer. Each round excludes one more worker, so this ends.
+  // dtype or layout, or another protocol version, as while a pool is rolled
+  // over tier by tier) gives way to the next best one. Each round excludes
+  // one more worker, so this ends.
   PlacementQuery q = query;
-  std::optional<absl::Status> incompatible;
+  bool incompatible = false;
   while (true) {
     const WorkerState* chosen = nullptr;
     absl::StatusOr<Placement> placement = PlaceOnBestDecode(snapshot, q, &chosen);
     if (placement.ok()) return placement;
     if (chosen == nullptr || !absl::IsFailedPrecondition(placement.status())) {
-      return incompatible.value_or(placement.status());
+      if (!incompatible) return placement.status();
+      break;
     }
-    if (!incompatible.has_value()) incompatible = placement.status();
+    incompatible = true;
     q.decode.excluded.push_back(chosen->address);
   }
+  // No decode worker pairs with any live prefill worker: the best one
+  // prefills the prompt itself rather than the request failing. Its
+  // reason, counted in the prefill-decision metric and named in each
+  // placement's log line, tells the operator.
+  const WorkerState* chosen = nullptr;
+  PlacementQuery local = query;
+  local.colocated = true;
+  local.forced_why = "no prefill worker pairs with any decode worker";
+  local.forced_reason = "no_compatible_prefill_worker";
+  return PlaceOnBestDecode(snapshot, local, &chosen);
 }
 
 }  // namespace pdserve::router

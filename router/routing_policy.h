@@ -128,8 +128,8 @@ struct Placement {
   const char* why = "";  // for logs: why this prefill mode
   // For pdserve_router_prefill_decisions_total{reason}: "forced"
   // (--colocated, decode failover), "prefill_fallback" (no prefill worker
-  // left for a retry), "short_uncached_prompt", "no_prefill_worker", "prefill_saturated" (local)
-  // or "prefill_worker_available" (remote).
+  // left for a retry), "short_uncached_prompt", "no_prefill_worker", "prefill_saturated",
+  // "no_compatible_prefill_worker" (local) or "prefill_worker_available" (remote).
   const char* reason = "";
   // The decode worker's estimated prefix hit (prefix_hit.h), in tokens.
   int32_t decode_cached_tokens = 0;

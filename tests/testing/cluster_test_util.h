@@ -80,7 +80,10 @@ inline absl::Status AwaitReady(LocalCluster& c, bool has_prefill_tier) {
 // chance). Every process binds port 0, so clusters of tests that ctest runs
 // in parallel cannot collide on ports; the logs go to TestTempDir(tag), so
 // they cannot collide on files either.
-inline std::unique_ptr<LocalCluster> StartCluster(LocalClusterOptions o, const std::string& tag) {
+// `await_remote_prefill` false: ready once any probe is served (for a
+// prefill tier that is meant never to be used).
+inline std::unique_ptr<LocalCluster> StartCluster(LocalClusterOptions o, const std::string& tag,
+                                                  bool await_remote_prefill = true) {
   o.bin_dir = BinDir();
   if (o.model.empty()) o.model = RealModelPath();
   o.log_dir = TestTempDir(tag);
@@ -89,7 +92,8 @@ inline std::unique_ptr<LocalCluster> StartCluster(LocalClusterOptions o, const s
     ADD_FAILURE() << "cluster '" << tag << "': " << c.status();
     return nullptr;
   }
-  if (absl::Status ready = AwaitReady(**c, o.prefill > 0 && !o.colocated); !ready.ok()) {
+  if (absl::Status ready = AwaitReady(**c, await_remote_prefill && o.prefill > 0 && !o.colocated);
+      !ready.ok()) {
     ADD_FAILURE() << "cluster '" << tag << "' did not become ready: " << ready;
     return nullptr;
   }

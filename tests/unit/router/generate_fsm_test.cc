@@ -298,10 +298,13 @@ std::vector<Case> Cases() {
   cases.push_back({.name = "NoDecodeWorkerIsUnavailable",
                    .decode = {},
                    .steps = {{Start(), kDone, "-> UNAVAILABLE", "no live decode worker"}}});
-  cases.push_back({.name = "IncompatiblePrefillWorkersAreFailedPrecondition",
+  // No prefill worker pairs with any decode worker (one tier rolled over
+  // before the other): the decode worker prefills instead of the request
+  // failing.
+  cases.push_back({.name = "IncompatiblePrefillWorkersMeanLocalPrefill",
                    .prefill = {{"p1", 100, 0, "other"}},
-                   .steps = {{Start(), kDone, "-> FAILED_PRECONDITION",
-                              "prefill worker p1 model fingerprint other != decode worker d1"}}});
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {Tokens(0, "hi"), kStreaming, "Started(d1,) Chunk(hi)"}}});
   cases.push_back({.name = "ADecodeWorkerThatLeftThePoolIsSkipped",
                    .steps = {{Unreachable("d1"), State::kAdmitted, ""},
                              {Start(), kDecodeOpen, "decode(d2,remote) watchdog(468.75ms)"}}});

@@ -352,6 +352,7 @@ struct PlacementCase {
   int32_t prompt_tokens = 100;
   bool want_local = false;
   absl::StatusCode want_code = absl::StatusCode::kOk;
+  std::string want_reason = "";  // checked when set
 };
 
 TEST(RoutingPolicyTest, PlaceRequestChoosesThePrefillMode) {
@@ -368,9 +369,15 @@ TEST(RoutingPolicyTest, PlaceRequestChoosesThePrefillMode) {
       {.name = "longer prompts are remote", .prefill = {W("p")}, .local_max = 99},
       {.name = "no live prefill worker: local", .prefill = {W("p").Dead()}, .want_local = true},
       {.name = "no prefill tier: local", .prefill = {}, .want_local = true},
-      {.name = "only incompatible prefill workers: error",
+      // A tier rolled over before the other: serve, prefilling locally.
+      {.name = "only incompatible prefill workers: local",
        .prefill = {W("p").Fp("zz")},
-       .want_code = absl::StatusCode::kFailedPrecondition},
+       .want_local = true,
+       .want_reason = "no_compatible_prefill_worker"},
+      {.name = "only another protocol version: local",
+       .prefill = {W("p").Protocol(2)},
+       .want_local = true,
+       .want_reason = "no_compatible_prefill_worker"},
       {.name = "colocated ignores incompatible prefill workers",
        .prefill = {W("p").Fp("zz")},
        .colocated = true,
@@ -393,6 +400,7 @@ TEST(RoutingPolicyTest, PlaceRequestChoosesThePrefillMode) {
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->decode->address, "d");
     EXPECT_EQ(got->local_prefill, c.want_local);
+    if (!c.want_reason.empty()) EXPECT_EQ(std::string(got->reason), c.want_reason);
   }
 }
 
@@ -426,8 +434,8 @@ TEST(RoutingPolicyTest, PickDecodeSkipsPoolsThatCanNeverHoldTheRequest) {
 }
 
 // A pool switched over tier by tier: the decode worker that would win on
-// load has no prefill worker to pair with, so the next one takes it; only
-// when none pairs is it FAILED_PRECONDITION.
+// load has no prefill worker to pair with, so the next one takes it; when
+// none pairs, the best one prefills locally.
 TEST(RoutingPolicyTest, PlaceRequestSkipsDecodeWorkersNoPrefillWorkerPairsWith) {
   W int8_decode = W("d-int8").Free(200);  // the least loaded
   int8_decode.layout = Layout(2, 16, "int8");
@@ -443,8 +451,10 @@ TEST(RoutingPolicyTest, PlaceRequestSkipsDecodeWorkersNoPrefillWorkerPairsWith) 
 
   const RegistrySnapshot int8_only = Snapshot({int8_decode}, {W("p")});
   got = PlaceRequest(int8_only, q);
-  EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << got.status();
-  EXPECT_NE(got.status().message().find("kv dtype mismatch"), std::string::npos) << got.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->decode->address, "d-int8");
+  EXPECT_TRUE(got->local_prefill);
+  EXPECT_EQ(std::string(got->reason), "no_compatible_prefill_worker");
 }
 
 // A 256-token prompt: 16 blocks of 16 tokens.
