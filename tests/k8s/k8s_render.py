@@ -71,12 +71,25 @@ def pod_templates(objects):
     return out
 
 
-def env_values(container, pod_namespace, pod_name):
-    """The container's env as the kubelet would resolve it (downward API faked)."""
+def config_maps(objects):
+    """{name: data} of the rendered ConfigMaps."""
+    return {o["metadata"]["name"]: o.get("data") or {}
+            for o in objects if o.get("kind") == "ConfigMap"}
+
+
+def env_values(container, pod_namespace, pod_name, maps=None):
+    """The container's env as the kubelet would resolve it (downward API
+    faked; ConfigMap keys from `maps`, see config_maps). A reference to a
+    ConfigMap or key that is not there leaves the variable undefined."""
     values = {}
     for e in container.get("env", []) or []:
+        ref = (e.get("valueFrom") or {}).get("configMapKeyRef")
         if "value" in e:
             values[e["name"]] = expand(str(e["value"]), values)
+        elif ref is not None:
+            data = (maps or {}).get(ref.get("name")) or {}
+            if ref.get("key") in data:
+                values[e["name"]] = str(data[ref["key"]])
         elif "valueFrom" in e and "fieldRef" in e["valueFrom"]:
             field = e["valueFrom"]["fieldRef"].get("fieldPath")
             values[e["name"]] = {

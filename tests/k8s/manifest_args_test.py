@@ -31,7 +31,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from k8s_render import (env_values, expand, kubectl, parse_flags, render_dir,  # noqa: E402
+from k8s_render import (config_maps, env_values, expand, kubectl, parse_flags, render_dir,  # noqa: E402
                         split_host_port, split_worker_target)
 
 TIERS = {"pdserve-router": "router", "pdserve-prefill": "prefill", "pdserve-decode": "decode"}
@@ -121,9 +121,11 @@ def main():
         if t not in tiers:
             return fail(f"the {args.overlay} overlay has no {t} container")
 
-    # The model: the manifest's file name, found locally.
-    _, router_c = tiers["router"]
-    manifest_model = parse_flags(router_c["args"])["model"]
+    # The model: the manifest's file name (from the ConfigMap), found locally.
+    maps = config_maps(objects)
+    router_d, router_c = tiers["router"]
+    router_env = env_values(router_c, router_d["metadata"].get("namespace", "default"), "r", maps)
+    manifest_model = parse_flags([expand(a, router_env) for a in router_c["args"]])["model"]
     model = args.model or os.path.join(os.path.dirname(os.path.dirname(k8s_dir)), "models",
                                        os.path.basename(manifest_model))
     if not os.path.exists(model):
@@ -144,7 +146,7 @@ def main():
     def argv_for(tier, substitute_targets=True):
         deploy, c = tiers[tier]
         ns = deploy["metadata"].get("namespace", "default")
-        env = env_values(c, ns, f"{deploy['metadata']['name']}-test")
+        env = env_values(c, ns, f"{deploy['metadata']['name']}-test", maps)
         env = {k: ("127.0.0.1" if v == "10.0.0.1" else v) for k, v in env.items()}
         flags = parse_flags([expand(a, env) for a in c.get("args") or []])
         out = []

@@ -49,6 +49,8 @@ BUILTIN = {
     "NetworkPolicy": "networking.k8s.io/v1",
 }
 CLUSTER_SCOPED = {"Namespace"}
+# The ConfigMap that names the model (deploy/k8s/base/model.yaml).
+MODEL_CONFIG = "pdserve-model"
 
 # Which binary serves which tier, where its flags are defined, and the HPA
 # metric each worker tier scales on.
@@ -303,11 +305,14 @@ def adapter_metrics(k8s_dir):
     return out
 
 
-def model_file_name(source_root):
+def default_model(source_root):
+    """(file name, sha256) of scripts/fetch-model.sh's default model."""
     path = os.path.join(source_root, "scripts", "fetch-model.sh")
     with open(path) as f:
-        m = re.search(r'^NAME="([^"]+)"', f.read(), re.M)
-    return m.group(1) if m else None
+        text = f.read()
+    name = re.search(r'^NAME="([^"]+)"', text, re.M)
+    sha = re.search(r'^SHA256="([^"]+)"', text, re.M)
+    return (name.group(1) if name else None, sha.group(1) if sha else None)
 
 
 def duration_s(text):
@@ -386,8 +391,9 @@ class RenderCheck:
     # -- Deployments, Jobs, containers --------------------------------------
     def check_workloads(self):
         from kubernetes.utils import parse_quantity
-        from k8s_render import env_values, expand, parse_flags, split_host_port
-        model_name = model_file_name(self.source_root)
+        from k8s_render import config_maps, env_values, expand, parse_flags, split_host_port
+        maps = config_maps(self.objects)
+        model_name = self.check_model_config(maps)
         tiers = {}
         for pod in self.pods:
             w = pod.workload
@@ -419,6 +425,10 @@ class RenderCheck:
                 if ok:
                     self.c(parse_quantity(lim["memory"]) >= parse_quantity(req["memory"]), w,
                            "limits.memory < requests.memory", f" container {c['name']}")
+                if c["name"] == "fetch-model":
+                    self.c({"configMapRef": {"name": MODEL_CONFIG}} in (c.get("envFrom") or []), w,
+                           f"fetch-model must take its model from the ConfigMap {MODEL_CONFIG} "
+                           "(envFrom), the one the tiers' --model names")
                 mounts = {m["name"] for m in c.get("volumeMounts") or []}
                 vols = {v["name"] for v in pod.spec.get("volumes") or []}
                 self.c(mounts <= vols, w, f"mounts undefined volumes {sorted(mounts - vols)}",
@@ -454,7 +464,7 @@ class RenderCheck:
             self.c(pod.labels.get("app.kubernetes.io/component") == tier, w,
                    f"pod label app.kubernetes.io/component should be {tier}")
             where = f" container {c['name']}"
-            env = env_values(c, pod.namespace, f"{pod.name}-0")
+            env = env_values(c, pod.namespace, f"{pod.name}-0", maps)
             missing = []
             args = [expand(a, env, missing) for a in c.get("args") or []]
             self.c(not missing, w, f"args use undefined variables {missing}", where)
@@ -511,7 +521,8 @@ class RenderCheck:
             # Model: a file the fetch script produces, on a mounted volume (or baked).
             if self.c("model" in flags, w, "--model missing", where):
                 self.c(os.path.basename(flags["model"]) == model_name, w,
-                       f"--model {flags['model']} is not {model_name} (scripts/fetch-model.sh)", where)
+                       f"--model {flags['model']} is not the ConfigMap pdserve-model's MODEL_FILE "
+                       f"{model_name}", where)
                 mount = [m for m in c.get("volumeMounts") or []
                          if flags["model"].startswith(m["mountPath"].rstrip("/") + "/")]
                 fetchers = [ic for ic in pod.init_containers if ic["name"] == "fetch-model"]
@@ -537,6 +548,27 @@ class RenderCheck:
         for t in ("router", "prefill", "decode"):
             self.report.check(t in tiers, f"[{self.name}]", f"no {t} Deployment")
         self.tiers = tiers
+
+    def check_model_config(self, maps):
+        """The ConfigMap that names the model in one place: its three keys, a
+        known URI scheme, and (as shipped) the default model of
+        scripts/fetch-model.sh, which the tests run. Returns MODEL_FILE."""
+        data = maps.get(MODEL_CONFIG)
+        if not self.report.check(data is not None, f"[{self.name}]", f"no ConfigMap {MODEL_CONFIG}"):
+            return None
+        cm = [o for o in self.kind("ConfigMap") if o["metadata"]["name"] == MODEL_CONFIG][0]
+        missing = sorted({"MODEL_FILE", "MODEL_SHA256", "MODEL_URI"} - set(data))
+        self.c(not missing, cm, f"missing keys {missing}")
+        uri = data.get("MODEL_URI", "")
+        self.c(re.match(r"(pypi:[^#]+#.+|https?://.+|file:///.+)$", uri) is not None, cm,
+               f"MODEL_URI {uri!r}: want pypi:<requirements>#<member glob>, https://, http:// or file:///")
+        self.c(re.fullmatch(r"[0-9a-f]{64}", data.get("MODEL_SHA256", "")) is not None, cm,
+               "MODEL_SHA256 must be 64 lowercase hex digits")
+        name, sha = default_model(self.source_root)
+        self.c((data.get("MODEL_FILE"), data.get("MODEL_SHA256")) == (name, sha), cm,
+               f"ships {data.get('MODEL_FILE')} but scripts/fetch-model.sh's default (the tested "
+               f"model) is {name}")
+        return data.get("MODEL_FILE")
 
     def _selector_ok(self, selector, labels):
         from k8s_render import labels_match
