@@ -225,14 +225,14 @@ std::string Arrivals(const LoadOptions& o) {
   return out;
 }
 
+// `chat`: a conversation workload (its prompts are the server's renderings).
 BenchSettings Settings(const std::string& address, const std::string& model,
-                       const LoadOptions& o) {
+                       const LoadOptions& o, bool chat) {
   const std::string file = absl::GetFlag(FLAGS_length_file);
   BenchSettings s = {
       {"target", absl::StrCat(absl::GetFlag(FLAGS_target), " at ", address)},
       {"model", model},
-      {"prompts", absl::GetFlag(FLAGS_workload) != "synthetic"
-                      ? absl::StrCat("chat: ", absl::GetFlag(FLAGS_workload))
+      {"prompts", chat                       ? absl::StrCat("chat: ", absl::GetFlag(FLAGS_workload))
                   : o.prompt_text != nullptr ? "text"
                                              : "token ids"},
       {"arrivals", Arrivals(o)},
@@ -240,9 +240,9 @@ BenchSettings Settings(const std::string& address, const std::string& model,
       {"duration limit (s)", o.duration > absl::ZeroDuration()
                                  ? absl::StrCat(absl::ToDoubleSeconds(o.duration))
                                  : "none"},
-      {"input tokens", absl::GetFlag(FLAGS_workload) != "synthetic" ? "as the server renders the chat"
-                       : file.empty()                             ? absl::GetFlag(FLAGS_input_len)
-                                                                  : "from " + file},
+      {"input tokens", chat           ? "as the server renders the chat"
+                       : file.empty() ? absl::GetFlag(FLAGS_input_len)
+                                      : "from " + file},
       {"output tokens", file.empty() ? absl::GetFlag(FLAGS_output_len) : "from " + file},
       {"ignore_eos", o.ignore_eos ? "true" : "false"},
       {"temperature", absl::StrCat(o.sampling.temperature())},
@@ -333,7 +333,7 @@ absl::Status BenchCommand() {
   RETURN_IF_ERROR(Warmup(server.target.get(), workload, load));
   std::fprintf(stderr, "pdserve bench: measuring (%s)\n", Arrivals(load).c_str());
   ASSIGN_OR_RETURN(LoadResult result, RunLoad(server.target.get(), workload, load));
-  return Report(Settings(address, server.model_name, load), result, slo);
+  return Report(Settings(address, server.model_name, load, chat), result, slo);
 }
 
 }  // namespace pdserve

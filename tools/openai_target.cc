@@ -56,10 +56,17 @@ absl::StatusCode CodeForHttp(int status) {
   }
 }
 
+// The string at `key` of a peer's object, or "" (json::value() would throw
+// on another type).
+std::string StringField(const nlohmann::json& object, const char* key) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // {"error": {"message", "type", ...}}: the status its type stands for.
 absl::Status ErrorEventStatus(const nlohmann::json& error) {
-  const std::string type = error.value("type", std::string());
-  std::string message = error.value("message", std::string());
+  const std::string type = StringField(error, "type");
+  std::string message = StringField(error, "message");
   if (message.empty()) message = "error event without a message";
   absl::StatusCode code = absl::StatusCode::kUnavailable;
   if (type == "rate_limit_error") code = absl::StatusCode::kResourceExhausted;

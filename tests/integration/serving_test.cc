@@ -520,6 +520,16 @@ TEST_F(DisaggClusterTest, DirectPrefillWithABadTargetIsInvalidArgument) {
   EXPECT_TRUE(PoolsIdle(*cluster_, absl::Seconds(5)));
 }
 
+// One 40-token prompt and the in-process engine's 8 greedy tokens for it.
+TokenRequests OneShortRequest() {
+  auto model = Model::Load(testing::RealModelPath());
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return {};
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(1000 + i);
+  return MakeTokenRequests(**model, {prompt}, 8);
+}
+
 // A cluster whose prefill tier never pairs with its decode tier: ready once
 // the router, seeing both, has placed a probe locally for that reason.
 std::unique_ptr<LocalCluster> StartUnpairedCluster(LocalClusterOptions o, const std::string& tag) {
@@ -545,11 +555,8 @@ std::unique_ptr<LocalCluster> StartUnpairedCluster(LocalClusterOptions o, const 
 // the other) is never paired: the decode worker prefills requests itself,
 // with the tokens of the in-process engine.
 TEST_F(ServingTest, IncompatibleWorkersAreNeverPaired) {
-  auto model = Model::Load(testing::RealModelPath());
-  ASSERT_TRUE(model.ok());
-  std::vector<int32_t> prompt;
-  for (int i = 0; i < 40; ++i) prompt.push_back(1000 + i);
-  const TokenRequests t = MakeTokenRequests(**model, {prompt}, 8);
+  const TokenRequests t = OneShortRequest();
+  ASSERT_EQ(t.requests.size(), 1u);
   const testing::ScopedTempDir dir("other-model");  // outlives the cluster below
   const std::string other = dir.File("other_model.gguf");
   RandomModelSpec spec;
@@ -646,11 +653,8 @@ TEST_F(ServingTest, DisaggregatedLogprobsMatchInProcess) {
 // Tiers started with different --kv_dtype are never paired either: the
 // request is served by local prefill, with the in-process engine's tokens.
 TEST_F(ServingTest, KvDtypeMismatchIsNeverPaired) {
-  auto model = Model::Load(testing::RealModelPath());
-  ASSERT_TRUE(model.ok());
-  std::vector<int32_t> prompt;
-  for (int i = 0; i < 40; ++i) prompt.push_back(1000 + i);
-  const TokenRequests t = MakeTokenRequests(**model, {prompt}, 8);
+  const TokenRequests t = OneShortRequest();
+  ASSERT_EQ(t.requests.size(), 1u);
   LocalClusterOptions o;
   o.extra_prefill_flags = {"--kv_dtype=int8"};
   auto cluster = StartUnpairedCluster(o, "dtype_mismatch");

@@ -200,6 +200,11 @@ TEST(OpenAiTargetTest, ErrorEventAfterTheHeadIsTheStatus) {
   const RequestRecord r = RunOne(server.address(), 4);
   EXPECT_EQ(r.code, absl::StatusCode::kResourceExhausted) << r.error;
   EXPECT_NE(r.error.find("need 104 blocks"), std::string::npos) << r.error;
+  // A malformed one (fields of the wrong type) is still an error, not a crash.
+  ScriptedHttpServer odd({kSseHead, Chunked({"data: {\"error\":{\"message\":7,\"type\":[1]}}\r\n\r\n"})});
+  const RequestRecord o = RunOne(odd.address(), 4);
+  EXPECT_EQ(o.code, absl::StatusCode::kUnavailable) << o.error;
+  EXPECT_NE(o.error.find("without a message"), std::string::npos) << o.error;
 }
 
 TEST(OpenAiTargetTest, UnchunkedBodyUntilClose) {
