@@ -117,6 +117,7 @@ absl::StatusOr<RouterConfig> RouterConfigFromFlags() {
   c.worker_tls.ca = absl::GetFlag(FLAGS_worker_tls_ca);
   c.worker_tls.cert = absl::GetFlag(FLAGS_worker_tls_cert);
   c.worker_tls.key = absl::GetFlag(FLAGS_worker_tls_key);
+  c.worker_tls.reload_interval = TlsReloadIntervalFromFlags();
   c.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   c.max_streams_per_client = absl::GetFlag(FLAGS_max_streams_per_client);
   absl::StatusOr<PolicyKind> decode = ParsePolicyKind(absl::GetFlag(FLAGS_policy_decode));

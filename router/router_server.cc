@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   if (config.metrics_port != 0) {
     MetricsHttpServerOptions mo;
     mo.listen_address = MetricsListenAddress(config.metrics_port);
+    mo.ready = [router = s.get()] { return router->serving_.load() == 1; };
     ASSIGN_OR_RETURN(s->metrics_server_, MetricsHttpServer::Start(mo, &s->metrics_registry_));
   }
   GrpcServerOptions so;
@@ -77,8 +78,8 @@ absl::Status RouterServer::StartHttp(const std::string& front_key) {
   o.http.read_timeout = absl::Milliseconds(config_.http_read_timeout_ms);
   o.http.max_body_bytes = static_cast<size_t>(config_.http_max_body_bytes);
   if (!config_.tls.cert.empty()) {
-    ASSIGN_OR_RETURN(o.http.tls,
-                     MakeHttpTlsContext(config_.tls.cert, config_.tls.key, config_.tls.ca));
+    ASSIGN_OR_RETURN(o.http.tls, HttpTls::Load({config_.tls.cert, config_.tls.key, config_.tls.ca,
+                                                config_.tls.reload_interval}));
   }
   o.model_name = config_.ModelName();
   o.front_key = front_key;

@@ -61,6 +61,10 @@ class RouterServer {
   // Declared before the service, which records into them until it is gone.
   MetricsRegistry metrics_registry_;
   RouterMetrics metrics_{&metrics_registry_};
+  // Last health status published (-1: none yet); avoids re-publishing on
+  // every load report. Read by /readyz and the HTTP API, so declared before
+  // them.
+  std::atomic<int> serving_{-1};
   std::unique_ptr<MetricsHttpServer> metrics_server_;  // null when metrics_port == 0
   std::unique_ptr<Model> model_;
   std::unique_ptr<WorkerRegistry> registry_;
@@ -70,9 +74,6 @@ class RouterServer {
   std::unique_ptr<openai::OpenAiFront> http_;
   int port_ = 0;
   bool shut_down_ = false;
-  // Last health status published (-1: none yet); avoids re-publishing on
-  // every load report.
-  std::atomic<int> serving_{-1};
 };
 
 // Serves until SIGTERM or SIGINT, then drains (--drain_timeout_ms).

@@ -18,9 +18,14 @@ namespace {
 // A worker that restarts should be reachable again within seconds, not
 // after gRPC's default reconnect backoff (up to two minutes); keepalives
 // detect a peer that vanished without closing its connections.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+// A DNS target's addresses are pod IPs, while a tier's certificate names
+// its Service (one certificate for every pod of the tier): the handshake
+// checks `tls_name`, the DNS name the router was given, as gRPC's own dns:///
+// resolver would.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const std::string& tls_name,
                                           std::shared_ptr<grpc::ChannelCredentials> creds) {
   grpc::ChannelArguments args;
+  if (!tls_name.empty()) args.SetSslTargetNameOverride(tls_name);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
@@ -130,17 +135,18 @@ void WorkerRegistry::Reconcile(Tier* tier) {
   for (const std::string& address : gone) RemoveWorker(address, tier);
   // In configuration order, so a static list keeps its order in snapshots.
   for (const std::string& address : tier->static_addresses) {
-    if (!tier->watchers.contains(address)) AddWorker(address, started_, tier);
+    if (!tier->watchers.contains(address)) AddWorker(address, "", started_, tier);
   }
   for (const DnsTarget& dns : tier->dns) {
     for (const std::string& address : dns.addresses) {
-      if (!tier->watchers.contains(address)) AddWorker(address, started_, tier);
+      if (!tier->watchers.contains(address)) AddWorker(address, dns.target.host, started_, tier);
     }
   }
 }
 
-void WorkerRegistry::AddWorker(const std::string& address, bool start, Tier* tier) {
-  std::shared_ptr<grpc::Channel> channel = MakeChannel(address, credentials_);
+void WorkerRegistry::AddWorker(const std::string& address, const std::string& tls_name,
+                               bool start, Tier* tier) {
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(address, tls_name, credentials_);
   std::shared_ptr<const RegistrySnapshot> published;
   {
     absl::MutexLock lock(&mu_);

@@ -95,7 +95,9 @@ class WorkerRegistry {
   };
 
   void AddTargets(const std::vector<std::string>& targets, Tier* tier);
-  void AddWorker(const std::string& address, bool start, Tier* tier);
+  // `tls_name`: the name the worker's TLS certificate must carry ("" = the
+  // host of `address`).
+  void AddWorker(const std::string& address, const std::string& tls_name, bool start, Tier* tier);
   void RemoveWorker(const std::string& address, Tier* tier);
   // Brings the tier's workers in line with its static and DNS addresses.
   void Reconcile(Tier* tier);

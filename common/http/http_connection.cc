@@ -43,7 +43,8 @@ void SetHeaders(http::response<Body>& res, int status, const std::string& conten
 }  // namespace
 
 HttpConnection::HttpConnection(asio::ip::tcp::socket socket, uint64_t id, const Config& config)
-    : stream_(std::move(socket), config.tls),
+    : tls_context_(config.tls != nullptr ? config.tls->Current() : nullptr),
+      stream_(std::move(socket), tls_context_.get()),
       timer_(stream_.socket().get_executor()),
       id_(id),
       config_(config) {

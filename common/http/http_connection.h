@@ -37,6 +37,7 @@
 #include "common/http/http_handler.h"
 #include "common/http/http_request.h"
 #include "common/http/http_stream.h"
+#include "common/http/http_tls.h"
 
 namespace pdserve {
 
@@ -51,7 +52,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     std::chrono::milliseconds read_timeout{0};
     const HttpHandler* handler = nullptr;  // outlives the connection's I/O
     const HttpErrorBody* error_body = nullptr;  // the same; null = plain text
-    boost::asio::ssl::context* tls = nullptr;   // the same; null = plaintext
+    HttpTls* tls = nullptr;                     // the same; null = plaintext
     std::shared_ptr<HttpPostGate> gate;
     std::function<void(uint64_t id)> on_closed;  // the server forgets it
   };
@@ -97,6 +98,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void ResponseWritten();
   bool Current(uint64_t sequence) const;
 
+  // The TLS context this connection was made with (HttpTls may move on to
+  // a renewed one); null for plaintext. Declared before the stream on it.
+  std::shared_ptr<boost::asio::ssl::context> tls_context_;
   HttpStream stream_;
   boost::asio::steady_timer timer_;
   const uint64_t id_;

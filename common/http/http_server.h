@@ -31,6 +31,7 @@
 #include "common/http/http_handler.h"
 #include "common/http/http_request.h"
 #include "common/http/http_responder.h"
+#include "common/http/http_tls.h"
 
 namespace pdserve {
 
@@ -45,9 +46,9 @@ struct HttpServerOptions {
   size_t max_body_bytes = 1 << 20;
   // Unset: "<status> <reason>" as plain text.
   HttpErrorBody error_body;
-  // HTTPS when set (http_tls.h); the handshake counts against
-  // read_timeout.
-  std::shared_ptr<boost::asio::ssl::context> tls;
+  // HTTPS when set (http_tls.h; reloaded as its files change); the
+  // handshake counts against read_timeout.
+  std::shared_ptr<HttpTls> tls;
   // The I/O thread's name (at most 15 characters) in debuggers and top.
   std::string thread_name = "http";
 };

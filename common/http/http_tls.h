@@ -1,8 +1,19 @@
-// The TLS context of an HttpServer, from the same PEM files the gRPC
-// servers take (--tls_cert, --tls_key, --tls_client_ca), so one set of
+// HttpTls: the TLS context of an HttpServer, from the same PEM files the
+// gRPC servers take (--tls_cert, --tls_key, --tls_client_ca), so one set of
 // certificate flags secures both APIs of a process. With a client CA the
 // server requires and verifies client certificates (mutual TLS), as gRPC
 // does. TLS 1.2 or newer.
+//
+// The files are re-read, at most every reload_interval, when a connection
+// arrives: a renewed certificate (cert-manager rewrites its Secret, the
+// kubelet swaps the mounted files atomically) gets a new context for the
+// connections that follow, without a restart; open connections keep the
+// context they were made with. Files that no longer load (a half-finished
+// manual copy, a key that does not match) are logged once and the last
+// good context stays in use, as gRPC's file watcher does for the gRPC
+// ports (common/rpc/tls_credentials.h).
+//
+// Thread-safety: Current() may be called from any thread.
 #ifndef PDSERVE_COMMON_HTTP_HTTP_TLS_H_
 #define PDSERVE_COMMON_HTTP_HTTP_TLS_H_
 
@@ -10,14 +21,42 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace pdserve {
 
-// INVALID_ARGUMENT naming the file that is missing, unreadable or not PEM
-// of the right kind, or a key that does not match the certificate.
-absl::StatusOr<std::shared_ptr<boost::asio::ssl::context>> MakeHttpTlsContext(
-    const std::string& cert_path, const std::string& key_path, const std::string& client_ca_path);
+struct HttpTlsFiles {
+  std::string cert;       // PEM certificate chain
+  std::string key;        // PEM private key of `cert`
+  std::string client_ca;  // PEM CA of client certificates; "" = none asked
+  absl::Duration reload_interval = absl::Seconds(10);
+};
+
+class HttpTls {
+ public:
+  // INVALID_ARGUMENT naming the file that is missing, unreadable or not PEM
+  // of the right kind, or a key that does not match the certificate.
+  static absl::StatusOr<std::shared_ptr<HttpTls>> Load(const HttpTlsFiles& files);
+
+  // The context for a new connection (see the class comment).
+  std::shared_ptr<boost::asio::ssl::context> Current();
+
+ private:
+  HttpTls(HttpTlsFiles files, std::shared_ptr<boost::asio::ssl::context> context,
+          std::string contents);
+
+  const HttpTlsFiles files_;
+  absl::Mutex mu_;
+  std::shared_ptr<boost::asio::ssl::context> context_ ABSL_GUARDED_BY(mu_);
+  // The three files' bytes as last loaded, and as last refused: a change is
+  // a difference in these, whatever the files' timestamps say.
+  std::string loaded_ ABSL_GUARDED_BY(mu_);
+  std::string refused_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_check_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace pdserve
 

@@ -30,12 +30,21 @@ std::string MetricsListenAddress(int metrics_port) {
 }
 
 MetricsHttpReply MetricsHttpAnswer(absl::string_view method, absl::string_view target,
-                                   const MetricsRegistry& registry) {
+                                   const MetricsRegistry& registry,
+                                   const std::function<bool()>& ready) {
   // Beast accepts any request-target form; a scrape sends origin-form only.
   if (target.empty() || target[0] != '/') return TextReply(400, "Bad Request");
-  if (target.substr(0, target.find('?')) != "/metrics") return TextReply(404, "Not Found");
+  const absl::string_view path = target.substr(0, target.find('?'));
+  if (path != "/metrics" && path != "/healthz" && path != "/readyz") {
+    return TextReply(404, "Not Found");
+  }
   if (method != "GET" && method != "HEAD") {
     return TextReply(405, "Method Not Allowed", {{"Allow", "GET, HEAD"}});
+  }
+  if (path == "/healthz") return TextReply(200, "OK");
+  if (path == "/readyz") {
+    return ready == nullptr || ready() ? TextReply(200, "OK")
+                                       : TextReply(503, "Service Unavailable");
   }
   return {200, "text/plain; version=0.0.4; charset=utf-8", registry.Expose(), {}};
 }
@@ -54,8 +63,10 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   o.max_body_bytes = options.max_request_bytes;
   o.thread_name = "metrics-http";
   absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
-      o, [registry](HttpRequest request, std::shared_ptr<HttpResponder> responder) {
-        MetricsHttpReply reply = MetricsHttpAnswer(request.method, request.target, *registry);
+      o, [registry, ready = options.ready](HttpRequest request,
+                                           std::shared_ptr<HttpResponder> responder) {
+        MetricsHttpReply reply =
+            MetricsHttpAnswer(request.method, request.target, *registry, ready);
         reply.headers.emplace_back("Connection", "close");
         responder->Respond(reply.status, std::move(reply.content_type), std::move(reply.body),
                            std::move(reply.headers));

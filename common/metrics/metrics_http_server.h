@@ -1,6 +1,10 @@
 // MetricsHttpServer: the /metrics endpoint for Prometheus scrapes, served
 // through HttpServer (common/http). GET (or HEAD) /metrics answers 200 with
-// the registry's text exposition; any other path 404, any other method 405;
+// the registry's text exposition. /healthz answers 200 while the process
+// serves HTTP at all, /readyz 200 when it is ready for work and 503 when not
+// (starting, draining): the same answer as its gRPC health check, for
+// Kubernetes probes, which cannot speak gRPC over TLS. Any other path 404,
+// any other method 405;
 // HttpServer answers a malformed request 400 and a header block over the
 // size limit 431. One request per connection (Connection: close): a scrape
 // every interval needs no persistent connection, and none stays open
@@ -16,6 +20,7 @@
 #define PDSERVE_COMMON_METRICS_METRICS_HTTP_SERVER_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,6 +40,9 @@ struct MetricsHttpServerOptions {
   absl::Duration read_timeout = absl::Seconds(5);
   // Request line plus headers; a scrape request is a few hundred bytes.
   size_t max_request_bytes = 8192;
+  // What /readyz reports; unset = always ready. Called on the server's I/O
+  // thread: it must be cheap and thread-safe.
+  std::function<bool()> ready;
 };
 
 class MetricsHttpServer {
@@ -68,7 +76,8 @@ struct MetricsHttpReply {
 };
 // HEAD is answered as GET; HttpServer then sends the headers only.
 MetricsHttpReply MetricsHttpAnswer(absl::string_view method, absl::string_view target,
-                                   const MetricsRegistry& registry);
+                                   const MetricsRegistry& registry,
+                                   const std::function<bool()>& ready = nullptr);
 
 }  // namespace pdserve
 

@@ -1,10 +1,14 @@
 #include "common/rpc/tls_credentials.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
@@ -23,6 +27,25 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view w
   return s.str();
 }
 
+// Read once at start-up so that a missing or malformed file fails with its
+// name; the watcher would only log it and fail every handshake.
+absl::Status CheckReadable(const TlsFiles& files) {
+  if (!files.cert.empty()) {
+    RETURN_IF_ERROR(ReadPem(files.cert, "certificate").status());
+    RETURN_IF_ERROR(ReadPem(files.key, "key").status());
+  }
+  if (!files.ca.empty()) RETURN_IF_ERROR(ReadPem(files.ca, "CA").status());
+  return absl::OkStatus();
+}
+
+std::shared_ptr<grpc::experimental::FileWatcherCertificateProvider> Watcher(
+    const TlsFiles& files) {
+  const auto seconds = static_cast<unsigned int>(
+      std::max<int64_t>(1, absl::ToInt64Seconds(files.reload_interval)));
+  return std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      files.key, files.cert, files.ca, seconds);
+}
+
 absl::Status CheckPair(const TlsFiles& files) {
   if (files.cert.empty() != files.key.empty()) {
     return absl::InvalidArgumentError("a TLS certificate and its key go together; set both");
@@ -39,17 +62,16 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   if (files.cert.empty()) {
     return absl::InvalidArgumentError("a client CA needs the server's own certificate and key");
   }
-  grpc::SslServerCredentialsOptions options(
-      files.ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                       : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  ASSIGN_OR_RETURN(pair.private_key, ReadPem(files.key, "key"));
-  ASSIGN_OR_RETURN(pair.cert_chain, ReadPem(files.cert, "certificate"));
-  options.pem_key_cert_pairs.push_back(std::move(pair));
+  RETURN_IF_ERROR(CheckReadable(files));
+  grpc::experimental::TlsServerCredentialsOptions options(Watcher(files));
+  options.watch_identity_key_cert_pairs();
   if (!files.ca.empty()) {
-    ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem(files.ca, "CA"));
+    options.watch_root_certs();
+    options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  } else {
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   }
-  return grpc::SslServerCredentials(options);
+  return grpc::experimental::TlsServerCredentials(options);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
@@ -61,13 +83,17 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
     // service; pdserve asks for the CA explicitly.
     return absl::InvalidArgumentError("TLS to a server needs the CA that signed its certificate");
   }
-  grpc::SslCredentialsOptions options;
-  ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem(files.ca, "CA"));
-  if (!files.cert.empty()) {
-    ASSIGN_OR_RETURN(options.pem_private_key, ReadPem(files.key, "key"));
-    ASSIGN_OR_RETURN(options.pem_cert_chain, ReadPem(files.cert, "certificate"));
-  }
-  return grpc::SslCredentials(options);
+  RETURN_IF_ERROR(CheckReadable(files));
+  grpc::experimental::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(Watcher(files));
+  options.watch_root_certs();
+  if (!files.cert.empty()) options.watch_identity_key_cert_pairs();
+  options.set_verify_server_certs(true);
+  // The server's certificate must name the host dialled (or the channel's
+  // GRPC_SSL_TARGET_NAME_OVERRIDE_ARG), as with grpc::SslCredentials.
+  options.set_certificate_verifier(
+      std::make_shared<grpc::experimental::HostNameCertificateVerifier>());
+  return grpc::experimental::TlsCredentials(options);
 }
 
 std::string DescribeServerTls(const TlsFiles& files) {

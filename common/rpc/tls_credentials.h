@@ -8,6 +8,16 @@
 //   client side: ca                -> verify the server against ca
 //                ca + cert + key   -> also present a client certificate
 //
+// The files are read at start-up (a missing or malformed one fails it,
+// named) and then re-read every TlsFiles::reload_interval by gRPC's file
+// watcher: a renewed certificate or CA (cert-manager rewrites its Secret,
+// the kubelet swaps the mounted files atomically) is presented and trusted
+// on new connections without a restart; connections already up keep the
+// certificate they were made with. gRPC 1.51's watcher does not check that
+// a new key matches its certificate: a broken pair fails new handshakes
+// (logged by gRPC) until good files are back, which the kubelet's atomic
+// Secret updates never produce (the HTTPS side, http_tls.h, does check).
+//
 // Thread-safety: pure functions of their arguments and the files.
 #ifndef PDSERVE_COMMON_RPC_TLS_CREDENTIALS_H_
 #define PDSERVE_COMMON_RPC_TLS_CREDENTIALS_H_
@@ -19,6 +29,7 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace pdserve {
 
@@ -26,6 +37,8 @@ struct TlsFiles {
   std::string cert;  // PEM certificate chain
   std::string key;   // PEM private key of `cert`
   std::string ca;    // PEM roots that the peer's certificate must chain to
+  // How often the files are re-read (whole seconds, at least one).
+  absl::Duration reload_interval = absl::Seconds(10);
 
   bool empty() const { return cert.empty() && key.empty() && ca.empty(); }
 };

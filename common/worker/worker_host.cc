@@ -51,6 +51,8 @@ absl::Status WorkerHost::ServeMetrics(
   register_metrics(&metrics_);
   MetricsHttpServerOptions mo;
   mo.listen_address = MetricsListenAddress(config_.metrics_port);
+  // Ready as the gRPC health check says: up and not draining.
+  mo.ready = [this] { return grpc_up_.load() && !draining_->load(); };
   ASSIGN_OR_RETURN(metrics_server_, MetricsHttpServer::Start(mo, &metrics_));
   return absl::OkStatus();
 }
@@ -61,6 +63,7 @@ absl::Status WorkerHost::ServeGrpc(grpc::Service* service) {
   so.services = {service};
   ASSIGN_OR_RETURN(so.credentials, MakeServerCredentials(config_.tls));
   ASSIGN_OR_RETURN(server_, GrpcServer::Start(so));
+  grpc_up_.store(true);
   return absl::OkStatus();
 }
 

@@ -102,6 +102,7 @@ class WorkerHost {
   std::unique_ptr<EngineLoop> loop_;
   std::atomic<bool>* draining_ = nullptr;  // the tier's; set by Serve
   std::unique_ptr<GrpcServer> server_;
+  std::atomic<bool> grpc_up_{false};  // server_ started (what /readyz reads)
   MetricsRegistry metrics_;
   std::unique_ptr<MetricsHttpServer> metrics_server_;  // null when metrics_port == 0
 };

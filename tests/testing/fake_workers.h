@@ -128,6 +128,8 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     // Any 127.0.0.0/8 address: several fakes can share one port, as the
     // pods behind one DNS name do.
     std::string host = "127.0.0.1";
+    // Null = plaintext.
+    std::shared_ptr<grpc::ServerCredentials> credentials;
   };
 
   FakeDecodeWorker(Options options, FakeKvBus* bus) : options_(std::move(options)), bus_(bus) {
@@ -141,8 +143,9 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     control_.load.set_kv_blocks_total(1 << 20);
     control_.load.set_kv_blocks_free(options_.free_blocks);
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(options_.host + ":" + std::to_string(options_.port),
-                             grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort(
+        options_.host + ":" + std::to_string(options_.port),
+        options_.credentials ? options_.credentials : grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
   }

@@ -6,6 +6,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <atomic>
 #include <string>
 
 #include "absl/time/clock.h"
@@ -29,6 +30,7 @@ class MetricsHttpServerTest : public ::testing::Test {
     o.listen_address = "127.0.0.1:0";
     o.read_timeout = absl::Milliseconds(300);
     o.max_request_bytes = 1024;
+    o.ready = [this] { return ready_.load(); };
     auto s = MetricsHttpServer::Start(o, &registry_);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
@@ -52,6 +54,7 @@ class MetricsHttpServerTest : public ::testing::Test {
   }
 
   asio::io_context io_;
+  std::atomic<bool> ready_{false};
   MetricsRegistry registry_;
   std::unique_ptr<MetricsHttpServer> server_;
 };
@@ -74,6 +77,21 @@ TEST_F(MetricsHttpServerTest, QueryStringIsIgnored) {
 TEST_F(MetricsHttpServerTest, OtherPathsAre404) {
   EXPECT_THAT(RoundTrip("GET / HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404 Not Found"));
   EXPECT_THAT(RoundTrip("GET /metricsx HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404"));
+}
+
+// Kubernetes probes over plain HTTP: alive while it answers; ready as the
+// process says (its gRPC health), so a draining pod leaves the Service.
+TEST_F(MetricsHttpServerTest, ProbesReportLivenessAndReadiness) {
+  EXPECT_THAT(RoundTrip("GET /healthz HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 200 OK"));
+  EXPECT_THAT(RoundTrip("GET /readyz HTTP/1.1\r\n\r\n"),
+              StartsWith("HTTP/1.1 503 Service Unavailable"));
+  ready_ = true;
+  EXPECT_THAT(RoundTrip("GET /readyz HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 200 OK"));
+  ready_ = false;  // draining
+  EXPECT_THAT(RoundTrip("GET /readyz?verbose HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 503"));
+  EXPECT_THAT(RoundTrip("GET /healthz HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 200 OK"));
+  EXPECT_THAT(RoundTrip("POST /readyz HTTP/1.1\r\nContent-Length: 0\r\n\r\n"),
+              StartsWith("HTTP/1.1 405"));
 }
 
 TEST_F(MetricsHttpServerTest, HeadGetsTheHeadersWithoutTheBody) {
@@ -127,6 +145,9 @@ TEST(MetricsHttpAnswerTest, RoutesByPathThenMethod) {
   EXPECT_EQ(MetricsHttpAnswer("HEAD", "/metrics", r).body, r.Expose());  // HttpServer drops it
   EXPECT_EQ(MetricsHttpAnswer("GET", "/metrics?x=1", r).status, 200);
   EXPECT_EQ(MetricsHttpAnswer("GET", "/", r).status, 404);
+  EXPECT_EQ(MetricsHttpAnswer("GET", "/readyz", r).status, 200);  // no readiness: always
+  EXPECT_EQ(MetricsHttpAnswer("GET", "/readyz", r, [] { return false; }).status, 503);
+  EXPECT_EQ(MetricsHttpAnswer("GET", "/healthz", r, [] { return false; }).status, 200);
   EXPECT_EQ(MetricsHttpAnswer("POST", "/other", r).status, 404);
   const MetricsHttpReply post = MetricsHttpAnswer("POST", "/metrics", r);
   EXPECT_EQ(post.status, 405);
