@@ -45,20 +45,62 @@ def render_with_components(k8s_dir, overlay, components):
         return render_dir(os.path.dirname(path))
 
 
-def render_targets(k8s_dir):
-    """Every overlay, and each component on the cpu overlay (a "gpu-" component
-    on the gpu overlay): {name: objects}."""
+# Components that exclude each other: one autoscaler per Deployment, one
+# source of the model.
+EXCLUSIVE = [{"autoscaling-hpa", "autoscaling-keda"}, {"model-baked", "model-pvc"}]
+
+# Whole deployments as an operator would assemble them, rendered beside the
+# single components so that components that touch the same objects are
+# checked together.
+COMBINATIONS = [
+    ("cpu", ["monitoring", "alerts", "autoscaling-hpa", "model-pvc"]),
+    ("cpu", ["monitoring", "alerts", "autoscaling-keda", "model-baked"]),
+    ("gpu", ["monitoring", "alerts", "autoscaling-keda", "gpu-kv-nccl", "gpu-product", "model-pvc"]),
+    ("gpu", ["monitoring", "autoscaling-hpa", "gpu-product", "model-baked"]),
+    ("cpu", ["tls", "kv-secret", "router-auth", "monitoring", "alerts", "autoscaling-keda"]),
+    ("gpu", ["tls", "kv-secret", "gpu-kv-nccl", "monitoring", "autoscaling-hpa", "model-pvc"]),
+]
+
+
+def compatible(overlay, components):
+    """A "gpu-" component needs the gpu overlay; exclusive pairs never meet."""
+    if overlay != "gpu" and any(c.startswith("gpu-") for c in components):
+        return False
+    return all(len(group & set(components)) <= 1 for group in EXCLUSIVE)
+
+
+def target_names(k8s_dir):
+    """{name: (overlay, components)} of what render_targets renders: every
+    overlay, each component on the cpu overlay (a "gpu-" component on the
+    gpu overlay), and COMBINATIONS."""
     out = {}
     overlays_dir = os.path.join(k8s_dir, "overlays")
     for name in sorted(os.listdir(overlays_dir)):
         if os.path.exists(os.path.join(overlays_dir, name, "kustomization.yaml")):
-            out[name] = render_dir(os.path.join(overlays_dir, name))
+            out[name] = (name, [])
     components_dir = os.path.join(k8s_dir, "components")
     if os.path.isdir(components_dir):
         for name in sorted(os.listdir(components_dir)):
             if os.path.exists(os.path.join(components_dir, name, "kustomization.yaml")):
                 overlay = "gpu" if name.startswith("gpu-") else "cpu"
-                out[f"{overlay}+{name}"] = render_with_components(k8s_dir, overlay, [name])
+                out[f"{overlay}+{name}"] = (overlay, [name])
+        for overlay, components in COMBINATIONS:
+            assert compatible(overlay, components), (overlay, components)
+            if all(os.path.isdir(os.path.join(components_dir, c)) for c in components):
+                out["+".join([overlay] + components)] = (overlay, components)
+    return out
+
+
+def render_targets(k8s_dir, only=None):
+    """{name: objects} of target_names (those in `only`, when given)."""
+    out = {}
+    for name, (overlay, components) in target_names(k8s_dir).items():
+        if only is not None and name not in only:
+            continue
+        if components:
+            out[name] = render_with_components(k8s_dir, overlay, components)
+        else:
+            out[name] = render_dir(os.path.join(k8s_dir, "overlays", overlay))
     return out
 
 

@@ -3,6 +3,18 @@
 cpu overlay and streams one answer through them.
 
   manifest_args_test.py --bin_dir build/bin --k8s_dir deploy/k8s [--model M.gguf]
+                        [--components tls,kv-secret,router-auth]
+
+With --components the overlay is rendered with those components, and the
+Secrets its pods mount are made here as the cluster would hold them: for each
+cert-manager Certificate a key and certificate (its dnsNames and usages, plus
+"localhost", the name the local router dials in place of the Services'), issued
+by one test CA (ca.crt in every Secret); the operator's Secrets (KV secret,
+bearer tokens) with fresh values. Flags that name a file on a Secret volume
+read the file made for that key. The client then connects over TLS with a
+token, the answer must have travelled as KV (prefill's sent-bytes counter),
+and /readyz and /healthz on every metrics port must answer 200 (the probes of
+the tls component).
 
 Only what cannot hold outside a cluster is substituted: listen addresses become
 127.0.0.1 with free ports (--metrics_port a free port each), $(POD_IP) 127.0.0.1, the router's Service DNS
@@ -20,19 +32,21 @@ missing; 1 on failure.
 
 import argparse
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from k8s_render import (config_maps, env_values, expand, kubectl, parse_flags, render_dir,  # noqa: E402
-                        split_host_port, split_worker_target)
+                        render_with_components, split_host_port, split_worker_target)
 
 TIERS = {"pdserve-router": "router", "pdserve-prefill": "prefill", "pdserve-decode": "decode"}
 
@@ -94,6 +108,73 @@ def containers_by_tier(objects):
     return out, services
 
 
+def run(cmd):
+    subprocess.run(cmd, shell=True, check=True, capture_output=True)
+
+
+def make_secrets(objects, root):
+    """{secret name: {key: path}} for the Secrets the render's pods mount:
+    Certificates' (a test CA issues them all) and the operator's."""
+    out = {}
+    certs = [o for o in objects if o.get("kind") == "Certificate" and not o["spec"].get("isCA")]
+    if certs:
+        ca = os.path.join(root, "ca")
+        os.makedirs(ca)
+        run(f"cd {ca} && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+            "-keyout ca.key -out ca.crt -days 2 -subj /CN=pdserve-test-ca")
+        for c in certs:
+            name = c["spec"]["secretName"]
+            d = os.path.join(root, name)
+            os.makedirs(d)
+            sans = ",".join(f"DNS:{n}" for n in (c["spec"].get("dnsNames") or []) + ["localhost"])
+            eku = ",".join({"server auth": "serverAuth", "client auth": "clientAuth"}[u]
+                           for u in c["spec"].get("usages") or [])
+            with open(os.path.join(d, "ext"), "w") as f:
+                f.write(f"subjectAltName={sans}\n" + (f"extendedKeyUsage={eku}\n" if eku else ""))
+            run(f"cd {d} && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                f"-keyout tls.key -out tls.csr -subj /CN={name} && openssl x509 -req -in tls.csr "
+                f"-CA {ca}/ca.crt -CAkey {ca}/ca.key -CAcreateserial -days 2 -extfile ext "
+                f"-out tls.crt && cp {ca}/ca.crt ca.crt")
+            out[name] = {k: os.path.join(d, k) for k in ("tls.crt", "tls.key", "ca.crt")}
+    values = {("pdserve-kv-secret", "kv-secret"): os.urandom(32).hex(),
+              ("pdserve-router-tokens", "tokens"): "test-token\n"}
+    for (name, key), value in values.items():
+        d = os.path.join(root, name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, key), "w") as f:
+            f.write(value)
+        out.setdefault(name, {})[key] = os.path.join(d, key)
+    return out
+
+
+def secret_path(deploy, container, path, secrets):
+    """The local file for `path` when a Secret volume mounted in the
+    container provides it, else None."""
+    for m in container.get("volumeMounts") or []:
+        root = m["mountPath"].rstrip("/") + "/"
+        if not path.startswith(root):
+            continue
+        vol = [v for v in deploy["spec"]["template"]["spec"].get("volumes") or [] if v["name"] == m["name"]]
+        secret = vol[0].get("secret") if vol else None
+        if secret is None:
+            return None
+        rel = path[len(root):]
+        items = secret.get("items")
+        key = {i["path"]: i["key"] for i in items}.get(rel) if items else rel
+        return (secrets.get(secret["secretName"]) or {}).get(key)
+    return None
+
+
+def http_status(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
+
+
 def fail(msg, procs=()):
     print(f"FAIL: {msg}")
     for p in procs:
@@ -108,6 +189,7 @@ def main():
     ap.add_argument("--overlay", default="cpu")
     ap.add_argument("--model", default=None, help="default: <repo>/models/<the manifest's file name>")
     ap.add_argument("--prompt", default="Hi")
+    ap.add_argument("--components", default="", help="comma-separated components to add")
     args = ap.parse_args()
 
     if kubectl() is None:
@@ -115,7 +197,14 @@ def main():
         return 0
     bin_dir = os.path.abspath(args.bin_dir)
     k8s_dir = os.path.abspath(args.k8s_dir)
-    objects = render_dir(os.path.join(k8s_dir, "overlays", args.overlay))
+    components = [c for c in args.components.split(",") if c]
+    if components and shutil.which("openssl") is None:
+        print("SKIP: openssl not found to make the components' certificates")
+        return 0
+    if components:
+        objects = render_with_components(k8s_dir, args.overlay, components)
+    else:
+        objects = render_dir(os.path.join(k8s_dir, "overlays", args.overlay))
     tiers, services = containers_by_tier(objects)
     for t in ("router", "prefill", "decode"):
         if t not in tiers:
@@ -142,6 +231,9 @@ def main():
     # --metrics_port is the same on every pod; here the three share a host.
     metrics_ports = {t: free_port() for t in tiers}
     ncpu = os.cpu_count() or 1
+    secrets_dir = tempfile.TemporaryDirectory(prefix="pdserve-k8s-secrets-")
+    secrets = make_secrets(objects, secrets_dir.name)
+    router_tls = "worker_tls_ca" in parse_flags([expand(a, router_env) for a in router_c["args"]])
 
     def argv_for(tier, substitute_targets=True):
         deploy, c = tiers[tier]
@@ -151,7 +243,10 @@ def main():
         flags = parse_flags([expand(a, env) for a in c.get("args") or []])
         out = []
         for name, value in flags.items():
-            if name == "listen":
+            local = secret_path(deploy, c, value, secrets)
+            if local is not None:
+                value = local
+            elif name == "listen":
                 value = f"127.0.0.1:{ports[tier]}"
             elif name == "http_listen":
                 value = f"127.0.0.1:{http_port}"
@@ -180,9 +275,12 @@ def main():
                                      for k, v in sel.items())]
                     assert worker == [name], f"--{name} target {target} selects {worker}"
                     # An IP literal resolves to itself: dns:/// targets
-                    # still take the router's DNS discovery path.
+                    # still take the router's DNS discovery path. With TLS
+                    # the router checks the name it was given: localhost,
+                    # which the test certificates carry beside the Service's.
                     scheme = "dns:///" if dns else ""
-                    mapped.append(f"{scheme}127.0.0.1:{ports[name]}")
+                    host = "localhost" if router_tls else "127.0.0.1"
+                    mapped.append(f"{scheme}{host}:{ports[name]}")
                 value = ",".join(mapped)
             out.append(f"--{name}={value}")
         return [os.path.join(bin_dir, c["command"][0])] + out, flags
@@ -217,9 +315,17 @@ def main():
             if not router.log_has("health: SERVING"):
                 return fail("the router never became SERVING", procs)
             print("ok: router SERVING")
-            gen = subprocess.run([os.path.join(bin_dir, "pdserve"), "generate",
-                                  f"--router=127.0.0.1:{ports['router']}", "--max_tokens=16",
-                                  args.prompt], capture_output=True, text=True, timeout=300)
+            _, rflags = argv_for("router")
+            client = [f"--router=127.0.0.1:{ports['router']}"]
+            if "tls_cert" in rflags:  # the certificate names localhost, not 127.0.0.1
+                cert_secret = secret_path(router_d, router_c, rflags["tls_cert"], secrets)
+                client = [f"--router=localhost:{ports['router']}",
+                          f"--tls_ca={os.path.join(os.path.dirname(cert_secret), 'ca.crt')}"]
+            if "auth_token_file" in rflags:
+                client.append(f"--auth_token_file={secret_path(router_d, router_c, rflags['auth_token_file'], secrets)}")
+            gen = subprocess.run([os.path.join(bin_dir, "pdserve"), "generate"] + client +
+                                 ["--max_tokens=16", args.prompt],
+                                 capture_output=True, text=True, timeout=300)
             print(f"pdserve generate exited {gen.returncode}; stdout: {gen.stdout.strip()!r}")
             if gen.returncode != 0:
                 return fail(f"generate failed: {gen.stderr.strip()[-2000:]}", procs)
@@ -245,6 +351,20 @@ def main():
                 if missing:
                     return fail(f"{tier} /metrics lacks {missing}:\n{body}", procs)
             print("ok: /metrics of router, prefill and decode")
+            if components:
+                url = f"http://127.0.0.1:{metrics_ports['prefill']}/metrics"
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    sent = [line for line in r.read().decode().splitlines()
+                            if line.startswith("pdserve_prefill_kv_sent_bytes_total ")]
+                if not sent or float(sent[0].split()[1]) <= 0:
+                    return fail(f"the answer did not travel as KV from prefill to decode: {sent}", procs)
+                print(f"ok: KV moved prefill -> decode ({sent[0]})")
+            for tier in tiers:
+                for path in ("/healthz", "/readyz"):
+                    code = http_status(f"http://127.0.0.1:{metrics_ports[tier]}{path}")
+                    if code != 200:
+                        return fail(f"{tier} {path} answered {code}", procs)
+            print("ok: /healthz and /readyz of router, prefill and decode")
 
             # 3. SIGTERM: every tier drains and exits 0 within its drain timeout.
             for p in reversed(procs):

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Validates deploy/k8s without a cluster.
 
-  validate_manifests.py <deploy/k8s>
+  validate_manifests.py <deploy/k8s> [--only=<render>,...]
+
+(--only: just those renders, by the names this prints; the self-test's
+shortcut.)
 
 Renders every overlay (and the cpu overlay with each component) with
 `kubectl kustomize`, then:
@@ -69,6 +72,14 @@ BINARIES = {
                        "hpa_metric": "pdserve_decode_kv_blocks_utilization"},
 }
 METRICS_PORT = 9090
+# Secrets the operator makes by hand (components/kv-secret and
+# components/router-auth say how), with their keys; a cert-manager
+# Certificate's Secret holds CERT_SECRET_KEYS.
+OPERATOR_SECRETS = {"pdserve-kv-secret": {"kv-secret"}, "pdserve-router-tokens": {"tokens"}}
+CERT_SECRET_KEYS = {"tls.crt", "tls.key", "ca.crt"}
+# Flags that name a file a Secret provides.
+SECRET_FILE_FLAGS = ("tls_cert", "tls_key", "tls_client_ca", "worker_tls_ca", "worker_tls_cert",
+                     "worker_tls_key", "kv_secret_file", "auth_token_file")
 CLUSTER_DOMAIN = "svc.cluster.local"
 
 
@@ -137,11 +148,18 @@ def strict_diff(given, roundtrip, path, out):
 
 def check_schema(kubernetes, o, report, where):
     kind, api_version = o.get("kind"), o.get("apiVersion")
+    check_server_rules(o, report, where)
     if kind not in BUILTIN:
         if api_version == "monitoring.coreos.com/v1" and kind == "ServiceMonitor":
             check_service_monitor_structure(o, report, where)
         elif api_version == "monitoring.coreos.com/v1" and kind == "PrometheusRule":
             check_prometheus_rule_structure(o, report, where)
+        elif api_version == "keda.sh/v1alpha1" and kind == "ScaledObject":
+            check_scaled_object_structure(kubernetes, o, report, where)
+        elif api_version == "cert-manager.io/v1" and kind == "Certificate":
+            check_certificate_structure(o, report, where)
+        elif api_version == "cert-manager.io/v1" and kind == "Issuer":
+            check_issuer_structure(o, report, where)
         else:
             report.check(False, where, f"unexpected kind {api_version} {kind}")
         return
@@ -149,7 +167,12 @@ def check_schema(kubernetes, o, report, where):
                         f"apiVersion {api_version}, expected {BUILTIN[kind]}"):
         return
     version = api_version.split("/")[-1]
-    cls = version[0].upper() + version[1:] + kind
+    check_model(kubernetes, o, version[0].upper() + version[1:] + kind, kind, report, where)
+
+
+def check_model(kubernetes, o, cls, path, report, where):
+    """`o` deserialises into the client's model class `cls` and back
+    unchanged: unknown fields, wrong types and missing required fields fail."""
     if not report.check(hasattr(kubernetes.client, cls), where, f"no model class {cls}"):
         return
     api = kubernetes.client.ApiClient()
@@ -164,7 +187,7 @@ def check_schema(kubernetes, o, report, where):
         return
     roundtrip = api.sanitize_for_serialization(model)
     diffs = []
-    strict_diff(o, roundtrip, kind, diffs)
+    strict_diff(o, roundtrip, path, diffs)
     report.check(not diffs, where, "not a valid " + cls + ":\n    " + "\n    ".join(diffs))
 
 
@@ -197,6 +220,172 @@ def check_service_monitor_structure(o, report, where):
                 report.check(re.fullmatch(r"\d+(ms|s|m|h)", str(ep[d])) is not None, where,
                              f"endpoints[{i}].{d} {ep[d]!r} is not a Prometheus duration")
         report.check(ep.get("scheme", "http") in ("http", "https"), where, f"endpoints[{i}].scheme")
+
+
+# What the API server validates beyond the OpenAPI types, which the client
+# models above do not: a quantity's grammar, and the enumerated string fields
+# (the server refuses `averageValue: 700q` or `policyTypes: ["Ingres"]`; a
+# model accepts any string). Paths are kind-rooted, lists marked "[]";
+# "*" matches any prefix.
+QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?\d+)?")
+QUANTITY_PATHS = ["*.resources.limits.*", "*.resources.requests.*", "*.emptyDir.sizeLimit",
+                  "HorizontalPodAutoscaler.spec.metrics[].*.target.averageValue",
+                  "HorizontalPodAutoscaler.spec.metrics[].*.target.value"]
+ENUMS = [
+    ("*.policyTypes[]", {"Ingress", "Egress"}),
+    ("*.protocol", {"TCP", "UDP", "SCTP"}),
+    ("*.imagePullPolicy", {"Always", "IfNotPresent", "Never"}),
+    ("*.restartPolicy", {"Always", "OnFailure", "Never"}),
+    ("*.dnsPolicy", {"ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"}),
+    ("*.terminationMessagePolicy", {"File", "FallbackToLogsOnError"}),
+    ("*.whenUnsatisfiable", {"DoNotSchedule", "ScheduleAnyway"}),
+    ("*.nodeAffinityPolicy", {"Honor", "Ignore"}),
+    ("*.nodeTaintsPolicy", {"Honor", "Ignore"}),
+    ("*.unhealthyPodEvictionPolicy", {"IfHealthyBudget", "AlwaysAllow"}),
+    ("*.selectPolicy", {"Max", "Min", "Disabled"}),
+    ("*.policies[].type", {"Pods", "Percent"}),
+    ("*.accessModes[]", {"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"}),
+    ("*.volumeMode", {"Filesystem", "Block"}),
+    ("*.tolerations[].effect", {"NoSchedule", "PreferNoSchedule", "NoExecute"}),
+    ("*.tolerations[].operator", {"Exists", "Equal"}),
+    ("*.matchExpressions[].operator", {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"}),
+    ("*.seccompProfile.type", {"RuntimeDefault", "Unconfined", "Localhost"}),
+    ("*.httpGet.scheme", {"HTTP", "HTTPS"}),
+    ("Service.spec.type", {"ClusterIP", "NodePort", "LoadBalancer", "ExternalName"}),
+    ("Service.spec.sessionAffinity", {"None", "ClientIP"}),
+    ("Service.spec.ipFamilyPolicy", {"SingleStack", "PreferDualStack", "RequireDualStack"}),
+    ("Deployment.spec.strategy.type", {"RollingUpdate", "Recreate"}),
+    ("HorizontalPodAutoscaler.spec.metrics[].type",
+     {"Object", "Pods", "Resource", "External", "ContainerResource"}),
+    ("HorizontalPodAutoscaler.spec.metrics[].*.target.type", {"Utilization", "Value", "AverageValue"}),
+]
+
+
+def leaves(value, path):
+    """(path, value) of every scalar under `value`."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from leaves(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for v in value:
+            yield from leaves(v, f"{path}[]")
+    else:
+        yield path, value
+
+
+def check_server_rules(o, report, where):
+    """QUANTITY_PATHS and ENUMS on one object (a ScaledObject's HPA
+    behaviour included: KEDA copies it into an autoscaling/v2 HPA)."""
+    from fnmatch import fnmatchcase
+    for path, value in leaves(o, o.get("kind", "")):
+        if any(fnmatchcase(path, p) for p in QUANTITY_PATHS):
+            report.check(isinstance(value, (int, float)) or QUANTITY.fullmatch(str(value)) is not None,
+                         where, f"{path}: {value!r} is not a quantity")
+        for pattern, allowed in ENUMS:
+            if fnmatchcase(path, pattern):
+                report.check(value in allowed, where,
+                             f"{path}: {value!r} is not one of {sorted(allowed)}")
+
+
+def check_scaled_object_structure(kubernetes, o, report, where):
+    """KEDA's ScaledObject (keda.sh/v1alpha1) as its CRD schema has it: the
+    fields we use, integer counts, trigger metadata as a map of strings (a
+    number there is refused by the API server), and the HPA behaviour
+    checked against the autoscaling/v2 model it is copied into."""
+    spec = o.get("spec")
+    if not report.check(isinstance(spec, dict), where, "spec missing"):
+        return
+    allowed = {"scaleTargetRef", "pollingInterval", "cooldownPeriod", "initialCooldownPeriod",
+               "idleReplicaCount", "minReplicaCount", "maxReplicaCount", "fallback", "advanced",
+               "triggers"}
+    report.check(set(spec) <= allowed, where, f"unknown spec fields {sorted(set(spec) - allowed)}")
+    ref = spec.get("scaleTargetRef")
+    report.check(isinstance(ref, dict) and isinstance(ref.get("name"), str)
+                 and set(ref) <= {"name", "apiVersion", "kind", "envSourceContainerName"}, where,
+                 "spec.scaleTargetRef needs a name (and only apiVersion, kind besides)")
+    for k in ("pollingInterval", "cooldownPeriod", "minReplicaCount", "maxReplicaCount"):
+        if k in spec:
+            report.check(type(spec[k]) is int and spec[k] >= 0, where, f"spec.{k} must be a non-negative integer")
+    triggers = spec.get("triggers")
+    if report.check(isinstance(triggers, list) and triggers, where, "spec.triggers must be a non-empty list"):
+        for i, tr in enumerate(triggers):
+            here = f"{where} triggers[{i}]"
+            known = {"type", "name", "metadata", "metricType", "authenticationRef", "useCachedMetrics"}
+            report.check(isinstance(tr, dict) and set(tr) <= known, here,
+                         f"unknown trigger fields {sorted(set(tr) - known)}")
+            report.check(isinstance(tr.get("type"), str), here, "type must be a string")
+            report.check(tr.get("metricType", "AverageValue") in ("AverageValue", "Value", "Utilization"),
+                         here, f"metricType {tr.get('metricType')!r}")
+            md = tr.get("metadata")
+            report.check(isinstance(md, dict) and all(isinstance(v, str) for v in md.values()), here,
+                         "metadata must map names to strings (quote numbers)")
+    advanced = spec.get("advanced") or {}
+    report.check(set(advanced) <= {"horizontalPodAutoscalerConfig", "restoreToOriginalReplicaCount",
+                                   "scalingModifiers"}, where,
+                 f"unknown spec.advanced fields {sorted(set(advanced))}")
+    hpa = advanced.get("horizontalPodAutoscalerConfig") or {}
+    report.check(set(hpa) <= {"name", "behavior"}, where,
+                 f"unknown horizontalPodAutoscalerConfig fields {sorted(set(hpa))}")
+    if "behavior" in hpa:
+        check_model(kubernetes, hpa["behavior"], "V2HorizontalPodAutoscalerBehavior",
+                    "behavior", report, where)
+
+
+GO_DURATION = re.compile(r"(\d+(\.\d+)?(h|m|s|ms|us|ns))+")
+KEY_USAGES = {"signing", "digital signature", "content commitment", "key encipherment",
+              "key agreement", "data encipherment", "cert sign", "crl sign", "encipher only",
+              "decipher only", "any", "server auth", "client auth", "code signing",
+              "email protection", "s/mime", "ipsec end system", "ipsec tunnel", "ipsec user",
+              "timestamping", "ocsp signing", "microsoft sgc", "netscape sgc"}
+
+
+def check_certificate_structure(o, report, where):
+    """cert-manager's Certificate (cert-manager.io/v1), the fields and enums
+    its CRD schema validates."""
+    spec = o.get("spec")
+    if not report.check(isinstance(spec, dict), where, "spec missing"):
+        return
+    allowed = {"secretName", "issuerRef", "dnsNames", "ipAddresses", "uris", "emailAddresses",
+               "commonName", "duration", "renewBefore", "isCA", "usages", "privateKey",
+               "secretTemplate", "subject", "keystores", "revisionHistoryLimit", "literalSubject"}
+    report.check(set(spec) <= allowed, where, f"unknown spec fields {sorted(set(spec) - allowed)}")
+    report.check(isinstance(spec.get("secretName"), str), where, "spec.secretName missing")
+    ref = spec.get("issuerRef")
+    report.check(isinstance(ref, dict) and isinstance(ref.get("name"), str)
+                 and set(ref) <= {"name", "kind", "group"}
+                 and ref.get("kind", "Issuer") in ("Issuer", "ClusterIssuer"), where,
+                 "spec.issuerRef needs a name (kind Issuer or ClusterIssuer)")
+    for d in ("duration", "renewBefore"):
+        if d in spec:
+            report.check(GO_DURATION.fullmatch(str(spec[d])) is not None, where,
+                         f"spec.{d} {spec[d]!r} is not a Go duration")
+    for u in spec.get("usages") or []:
+        report.check(u in KEY_USAGES, where, f"usage {u!r} is not one of cert-manager's")
+    for n in spec.get("dnsNames") or []:
+        report.check(isinstance(n, str) and re.fullmatch(r"[a-z0-9*]([-a-z0-9.]*[a-z0-9])?", n) is not None,
+                     where, f"dnsName {n!r}")
+    pk = spec.get("privateKey") or {}
+    report.check(set(pk) <= {"algorithm", "size", "encoding", "rotationPolicy"}, where,
+                 f"unknown privateKey fields {sorted(set(pk))}")
+    report.check(pk.get("algorithm", "RSA") in ("RSA", "ECDSA", "Ed25519"), where,
+                 f"privateKey.algorithm {pk.get('algorithm')!r}")
+    report.check(pk.get("rotationPolicy", "Never") in ("Never", "Always"), where,
+                 f"privateKey.rotationPolicy {pk.get('rotationPolicy')!r}")
+    if "size" in pk:
+        report.check(type(pk["size"]) is int, where, "privateKey.size must be an integer")
+    if "isCA" in spec:
+        report.check(type(spec["isCA"]) is bool, where, "spec.isCA must be a boolean")
+
+
+def check_issuer_structure(o, report, where):
+    spec = o.get("spec")
+    kinds = {"selfSigned", "ca", "acme", "vault", "venafi"}
+    if not report.check(isinstance(spec, dict) and len(set(spec) & kinds) == 1 and set(spec) <= kinds,
+                        where, f"an Issuer's spec is exactly one of {sorted(kinds)}"):
+        return
+    if "ca" in spec:
+        report.check(isinstance(spec["ca"], dict) and isinstance(spec["ca"].get("secretName"), str),
+                     where, "spec.ca.secretName missing")
 
 
 def check_prometheus_rule_structure(o, report, where):
@@ -305,6 +494,36 @@ def adapter_metrics(k8s_dir):
     return out
 
 
+def hpa_component(k8s_dir):
+    """{Deployment name: HPA} of components/autoscaling-hpa, the reference the
+    KEDA component must agree with."""
+    import yaml
+    out = {}
+    d = os.path.join(k8s_dir, "components", "autoscaling-hpa")
+    if not os.path.isdir(d):
+        return out
+    for f in sorted(os.listdir(d)):
+        if f.endswith(".yaml") and f != "kustomization.yaml":
+            with open(os.path.join(d, f)) as fh:
+                for o in yaml.safe_load_all(fh):
+                    if o and o.get("kind") == "HorizontalPodAutoscaler":
+                        out[o["spec"]["scaleTargetRef"]["name"]] = o
+    return out
+
+
+def balanced(text):
+    """Brackets of a PromQL expression pair up (strings ignored)."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)
+    stack = []
+    for ch in text:
+        if ch in "([{":
+            stack.append(")]}"["([{".index(ch)])
+        elif ch in ")]}":
+            if not stack or stack.pop() != ch:
+                return False
+    return not stack
+
+
 def default_model(source_root):
     """(file name, sha256) of scripts/fetch-model.sh's default model."""
     path = os.path.join(source_root, "scripts", "fetch-model.sh")
@@ -363,10 +582,11 @@ class RenderCheck:
         self.check_workloads()
         self.check_services()
         self.check_router_targets()
-        self.check_hpas()
+        self.check_autoscalers()
         self.check_pdbs()
         self.check_network_policies()
         self.check_service_monitors()
+        self.check_security()
         self.check_alert_metrics()
         self.check_overlay_specifics()
 
@@ -461,6 +681,7 @@ class RenderCheck:
             tier = BINARIES[binary]["tier"]
             self.c(tier not in tiers, w, f"a second {tier} Deployment")
             tiers[tier] = pod
+            pod.flags = {}
             self.c(pod.labels.get("app.kubernetes.io/component") == tier, w,
                    f"pod label app.kubernetes.io/component should be {tier}")
             where = f" container {c['name']}"
@@ -473,6 +694,7 @@ class RenderCheck:
             except ValueError as e:
                 self.c(False, w, str(e), where)
                 continue
+            pod.flags = flags
             known = flags_defined(self.source_root, BINARIES[binary]["flag_sources"])
             unknown = sorted(set(flags) - known)
             self.c(not unknown, w, f"{binary} has no flags {unknown}", where)
@@ -484,6 +706,7 @@ class RenderCheck:
                 self.c(host == "0.0.0.0", w, f"--listen host {host}: pods must listen on 0.0.0.0", where)
                 self.c(ports.get("grpc") == listen_port, w,
                        f"containerPort 'grpc' {ports.get('grpc')} != --listen port {listen_port}", where)
+                tls = "tls_cert" in flags
                 for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
                     p = c.get(probe)
                     if p is None:
@@ -491,13 +714,24 @@ class RenderCheck:
                     if "grpc" in p:
                         self.c(p["grpc"].get("port") == listen_port, w,
                                f"{probe} gRPC port {p['grpc'].get('port')} != --listen port {listen_port}", where)
+                        self.c(not tls, w, f"{probe} is a gRPC probe on a TLS port: kubelet's gRPC "
+                               "probes speak plaintext only (probe /readyz or /healthz on the metrics port)",
+                               where)
                     elif "tcpSocket" in p:
                         self.c(pod.resolve_port(p["tcpSocket"]["port"]) == listen_port, w,
                                f"{probe} tcpSocket port does not resolve to {listen_port}", where)
+                    elif "httpGet" in p:
+                        self.c(pod.resolve_port(p["httpGet"].get("port")) == METRICS_PORT
+                               and p["httpGet"].get("path") in ("/healthz", "/readyz")
+                               and p["httpGet"].get("scheme", "HTTP") == "HTTP", w,
+                               f"{probe} httpGet must be /healthz or /readyz on the metrics port "
+                               f"(HTTP), not {p['httpGet']}", where)
                     else:
-                        self.c(False, w, f"{probe} must be a gRPC (or TCP) probe", where)
-                self.c("grpc" in (c.get("readinessProbe") or {}), w,
-                       "readinessProbe must be the gRPC health check", where)
+                        self.c(False, w, f"{probe} must be a gRPC, TCP or metrics-port HTTP probe", where)
+                ready = c.get("readinessProbe") or {}
+                self.c("grpc" in ready or (ready.get("httpGet") or {}).get("path") == "/readyz", w,
+                       "readinessProbe must be the gRPC health check or /readyz (the same status; "
+                       "a draining pod must leave the Service)", where)
                 self.c(c.get("livenessProbe") is not None, w, "livenessProbe missing", where)
             self.c(ports.get("metrics") == METRICS_PORT, w,
                    f"containerPort 'metrics' must be {METRICS_PORT}", where)
@@ -661,43 +895,120 @@ class RenderCheck:
                            f"Service {svc_name} port {port} does not reach the {tier} --listen port "
                            f"{listen_port}", where)
 
-    # -- HPAs ---------------------------------------------------------------
-    def check_hpas(self):
-        exposed = adapter_metrics(self.k8s_dir)
+    # -- autoscalers (HPAs, KEDA ScaledObjects) ------------------------------
+    def check_autoscalers(self):
+        """Each worker Deployment takes at most one autoscaler (an HPA or a
+        KEDA ScaledObject, whose own HPA would fight a second one); once a
+        render has any, both worker tiers have one, on their tier's metric.
+        Worker Deployments never set spec.replicas (it would reset the pool on
+        every apply)."""
         targeted = {}
         for h in self.kind("HorizontalPodAutoscaler"):
-            ref = h["spec"]["scaleTargetRef"]
-            deps = [d for d in self.kind("Deployment") if d["metadata"]["name"] == ref.get("name")]
-            if not self.c(ref.get("kind") == "Deployment" and ref.get("apiVersion") == "apps/v1"
-                          and len(deps) == 1, h, f"scaleTargetRef {ref} names no Deployment"):
-                continue
-            d = deps[0]
-            targeted[d["metadata"]["name"]] = h
-            self.c("replicas" not in d["spec"], h,
-                   f"{d['metadata']['name']} sets spec.replicas, which fights the HPA on every apply")
-            lo, hi = h["spec"].get("minReplicas", 1), h["spec"]["maxReplicas"]
-            self.c(1 <= lo <= hi, h, f"minReplicas {lo} / maxReplicas {hi}")
-            down = ((h["spec"].get("behavior") or {}).get("scaleDown") or {})
-            self.c("stabilizationWindowSeconds" in down, h,
-                   "behavior.scaleDown.stabilizationWindowSeconds must be set")
-            pod = next(p for p in self.pods if p.workload is d)
-            binary, _ = pod.binary()
-            want = BINARIES.get(binary, {}).get("hpa_metric")
-            names = []
-            for m in h["spec"].get("metrics") or []:
-                self.c(m.get("type") == "Pods", h, "metrics must be per-pod (type Pods)")
-                if m.get("type") == "Pods":
-                    name = m["pods"]["metric"]["name"]
-                    names.append(name)
-                    self.c(name in exposed, h,
-                           f"metric {name} is not exposed by prometheus-adapter/values.yaml")
-                    self.c(m["pods"]["target"].get("type") == "AverageValue", h,
-                           "Pods metrics take an AverageValue target")
-            self.c(names == [want], h, f"{binary} should scale on exactly {want}, not {names}")
+            d = self.check_hpa(h)
+            if d is not None:
+                targeted.setdefault(d["metadata"]["name"], []).append(h)
+        for so in self.kind("ScaledObject"):
+            d = self.check_scaled_object(so)
+            if d is not None:
+                targeted.setdefault(d["metadata"]["name"], []).append(so)
+        for name, scalers in targeted.items():
+            self.c(len(scalers) == 1, scalers[0],
+                   f"{name} has {len(scalers)} autoscalers ({', '.join(obj_id(s) for s in scalers)}): "
+                   "use components/autoscaling-hpa or components/autoscaling-keda, not both")
         for tier in ("prefill", "decode"):
             pod = self.tiers.get(tier)
-            if pod is not None:
-                self.c(pod.name in targeted, pod.workload, "no HorizontalPodAutoscaler")
+            if pod is None:
+                continue
+            self.c("replicas" not in pod.workload["spec"], pod.workload,
+                   "sets spec.replicas, which fights the HPA on every apply")
+            if targeted:
+                self.c(pod.name in targeted, pod.workload, "no autoscaler (HPA or ScaledObject)")
+
+    def _scale_target(self, o, ref):
+        deps = [d for d in self.kind("Deployment") if d["metadata"]["name"] == ref.get("name")]
+        if not self.c(ref.get("kind", "Deployment") == "Deployment"
+                      and ref.get("apiVersion", "apps/v1") == "apps/v1" and len(deps) == 1, o,
+                      f"scaleTargetRef {ref} names no Deployment"):
+            return None, None
+        pod = next(p for p in self.pods if p.workload is deps[0])
+        binary, _ = pod.binary()
+        return deps[0], BINARIES.get(binary, {}).get("hpa_metric")
+
+    def check_hpa(self, h):
+        exposed = adapter_metrics(self.k8s_dir)
+        d, want = self._scale_target(h, h["spec"]["scaleTargetRef"])
+        if d is None:
+            return None
+        lo, hi = h["spec"].get("minReplicas", 1), h["spec"]["maxReplicas"]
+        self.c(1 <= lo <= hi, h, f"minReplicas {lo} / maxReplicas {hi}")
+        down = ((h["spec"].get("behavior") or {}).get("scaleDown") or {})
+        self.c("stabilizationWindowSeconds" in down, h,
+               "behavior.scaleDown.stabilizationWindowSeconds must be set")
+        names = []
+        for m in h["spec"].get("metrics") or []:
+            self.c(m.get("type") == "Pods", h, "metrics must be per-pod (type Pods)")
+            if m.get("type") == "Pods":
+                name = m["pods"]["metric"]["name"]
+                names.append(name)
+                self.c(name in exposed, h,
+                       f"metric {name} is not exposed by prometheus-adapter/values.yaml")
+                self.c(m["pods"]["target"].get("type") == "AverageValue", h,
+                       "Pods metrics take an AverageValue target")
+        self.c(names == [want], h, f"{d['metadata']['name']} should scale on exactly {want}, not {names}")
+        return d
+
+    def check_scaled_object(self, so):
+        """The KEDA path scales on the HPA path's signal and settings: one
+        prometheus trigger whose query reads the tier's metric in this
+        namespace, summed over pods (AverageValue divides by replicas), with
+        the same bounds, target and behaviour as components/autoscaling-hpa."""
+        from kubernetes.utils import parse_quantity
+        spec = so["spec"]
+        d, want = self._scale_target(so, spec["scaleTargetRef"])
+        if d is None:
+            return None
+        lo, hi = spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", 100)
+        self.c(1 <= lo <= hi, so, f"minReplicaCount {lo} / maxReplicaCount {hi} (a worker tier never "
+               "scales to zero: the router needs a live worker to admit anything)")
+        behavior = ((spec.get("advanced") or {}).get("horizontalPodAutoscalerConfig") or {}).get("behavior") or {}
+        self.c("stabilizationWindowSeconds" in (behavior.get("scaleDown") or {}), so,
+               "advanced.horizontalPodAutoscalerConfig.behavior.scaleDown.stabilizationWindowSeconds must be set")
+        triggers = spec["triggers"]
+        if not self.c(len(triggers) == 1 and triggers[0].get("type") == "prometheus", so,
+                      "expected exactly one prometheus trigger"):
+            return d
+        tr = triggers[0]
+        md = tr["metadata"]
+        self.c(tr.get("metricType", "AverageValue") == "AverageValue", so,
+               "metricType must be AverageValue (the query sums the tier; the HPA divides by replicas)")
+        self.c(re.fullmatch(r"https?://[^\s/]+(/\S*)?", md.get("serverAddress", "")) is not None, so,
+               f"serverAddress {md.get('serverAddress')!r} is not an http(s) URL")
+        query = md.get("query", "")
+        used = set(re.findall(r"\b(pdserve_[a-z0-9_]+)", query))
+        self.c(used == {want}, so, f"query reads {sorted(used)}, expected exactly {want}")
+        self.c(want in defined_metrics(self.source_root), so, f"no binary exports {want}")
+        self.c(f'namespace="{self.namespace}"' in query, so,
+               f'query must select namespace="{self.namespace}" (the objects\' namespace)')
+        self.c(query.lstrip().startswith("sum("), so,
+               "query must sum the per-pod signal over the tier (AverageValue divides by replicas)")
+        self.c(balanced(query), so, f"query {query!r}: unbalanced brackets")
+        try:
+            threshold = float(md.get("threshold", ""))
+        except ValueError:
+            threshold = -1.0
+        self.c(threshold > 0, so, f"threshold {md.get('threshold')!r} must be a positive number")
+        twin = hpa_component(self.k8s_dir).get(d["metadata"]["name"])
+        if twin is not None:
+            hs = twin["spec"]
+            self.c((lo, hi) == (hs.get("minReplicas", 1), hs["maxReplicas"]), so,
+                   f"replica bounds {lo}-{hi} differ from components/autoscaling-hpa's "
+                   f"{hs.get('minReplicas', 1)}-{hs['maxReplicas']}")
+            target = float(parse_quantity(hs["metrics"][0]["pods"]["target"]["averageValue"]))
+            self.c(abs(threshold - target) < 1e-9, so,
+                   f"threshold {threshold} differs from components/autoscaling-hpa's target {target}")
+            self.c(behavior == hs.get("behavior"), so,
+                   "behavior differs from components/autoscaling-hpa's")
+        return d
 
     # -- PDBs ---------------------------------------------------------------
     def check_pdbs(self):
@@ -817,6 +1128,121 @@ class RenderCheck:
                 self.report.check(self._allowed(self.endpoint(pod), dns, 53, "UDP"), here,
                                   f"{pod.name} -> kube-dns denied")
 
+    # -- TLS, the KV secret, bearer tokens -----------------------------------
+    def secret_file(self, pod, container, path):
+        """(Secret name, key) of the file `path` in `container`, or None when
+        no Secret volume mounted there provides it."""
+        for m in container.get("volumeMounts") or []:
+            root = m["mountPath"].rstrip("/") + "/"
+            if not path.startswith(root):
+                continue
+            vols = [v for v in pod.spec.get("volumes") or [] if v["name"] == m["name"]]
+            secret = vols[0].get("secret") if vols else None
+            if secret is None:
+                return None
+            rel = path[len(root):]
+            items = secret.get("items")
+            key = {i["path"]: i["key"] for i in items}.get(rel) if items else rel
+            name = secret.get("secretName")
+            keys = CERT_SECRET_KEYS if name in self.certificates else OPERATOR_SECRETS.get(name, set())
+            return (name, key) if key in keys else None
+        return None
+
+    def check_security(self):
+        """cert-manager objects refer to each other; every Secret volume is a
+        Certificate's or one the operator is told to make, with the keys
+        used; every file flag reads a key of a mounted Secret; the router
+        and the workers agree: TLS on both sides or neither, a client
+        certificate (with the client auth usage) where workers ask for one,
+        the workers' certificates naming the host the router dials and
+        issued by the CA it trusts; both worker tiers share one KV secret."""
+        from k8s_render import split_worker_target
+        self.certificates = {c["spec"]["secretName"]: c for c in self.kind("Certificate")}
+        certs = self.certificates
+        issuers = {i["metadata"]["name"]: i for i in self.kind("Issuer")}
+        for cert in certs.values():
+            ref = cert["spec"]["issuerRef"]
+            if ref.get("kind", "Issuer") == "Issuer":
+                self.c(ref["name"] in issuers, cert, f"issuerRef {ref['name']} is no Issuer here")
+        for iss in issuers.values():
+            ca = (iss["spec"].get("ca") or {}).get("secretName")
+            if ca is not None:
+                ok = self.c(ca in certs and certs[ca]["spec"].get("isCA") is True, iss,
+                            f"the CA Issuer's Secret {ca} is not an isCA Certificate's")
+                if ok:
+                    # A new CA key at renewal would leave the tiers, which
+                    # renew at different times, distrusting each other.
+                    self.c(((certs[ca]["spec"].get("privateKey") or {}).get("rotationPolicy")
+                            == "Never"), certs[ca],
+                           "a CA certificate must keep its key when renewed (rotationPolicy: Never)")
+        for pod in self.pods:
+            for v in pod.spec.get("volumes") or []:
+                s = v.get("secret")
+                if s is None:
+                    continue
+                name = s.get("secretName")
+                keys = CERT_SECRET_KEYS if name in certs else OPERATOR_SECRETS.get(name)
+                if not self.c(keys is not None, pod.workload,
+                              f"volume {v['name']}: Secret {name} is neither a Certificate's here nor "
+                              f"one the operator makes ({sorted(OPERATOR_SECRETS)})"):
+                    continue
+                for it in s.get("items") or []:
+                    self.c(it.get("key") in keys, pod.workload,
+                           f"volume {v['name']}: Secret {name} has no key {it.get('key')!r}")
+        files = {}
+        for tier, pod in self.tiers.items():
+            _, c = pod.binary()
+            for f in SECRET_FILE_FLAGS:
+                if f in pod.flags:
+                    loc = self.secret_file(pod, c, pod.flags[f])
+                    self.c(loc is not None, pod.workload,
+                           f"--{f}={pod.flags[f]} is no key of a Secret mounted in the container")
+                    files.setdefault(tier, {})[f] = loc
+        router = self.tiers.get("router")
+        rf = files.get("router", {})
+        for tier in ("prefill", "decode"):
+            w = self.tiers.get(tier)
+            if w is None or router is None:
+                continue
+            wf = files.get(tier, {})
+            tls = "tls_cert" in w.flags
+            self.c(tls == ("worker_tls_ca" in router.flags), router.workload,
+                   f"{tier} workers {'serve' if tls else 'do not serve'} TLS but the router "
+                   f"{'has no' if tls else 'has a'} --worker_tls_ca")
+            if wf.get("tls_cert") and wf.get("tls_key"):
+                self.c(wf["tls_cert"][0] == wf["tls_key"][0], w.workload,
+                       "--tls_cert and --tls_key come from different Secrets")
+            if "tls_client_ca" in w.flags:
+                self.c("worker_tls_cert" in router.flags, router.workload,
+                       f"{tier} workers require a client certificate (--tls_client_ca): the router "
+                       "needs --worker_tls_cert/--worker_tls_key")
+                rcert = certs.get((rf.get("worker_tls_cert") or (None,))[0])
+                if rcert is not None:
+                    self.c("client auth" in (rcert["spec"].get("usages") or []), rcert,
+                           f"{tier} workers require client certificates: the router's certificate "
+                           "needs the 'client auth' usage")
+            wcert = certs.get((wf.get("tls_cert") or (None,))[0])
+            if not tls or wcert is None:
+                continue
+            names = wcert["spec"].get("dnsNames") or []
+            for target in router.flags.get(tier, "").split(","):
+                try:
+                    _, host, _ = split_worker_target(target)
+                except ValueError:
+                    continue  # reported by check_router_targets
+                self.c(host in names, wcert, f"the router dials {tier} workers as {host} but "
+                       f"Certificate {wcert['metadata']['name']} names {names}")
+            rca = certs.get((rf.get("worker_tls_ca") or (None,))[0])
+            if rca is not None:
+                self.c(rca["spec"]["issuerRef"] == wcert["spec"]["issuerRef"], wcert,
+                       "the router's --worker_tls_ca comes from another issuer than this certificate")
+        p, d = self.tiers.get("prefill"), self.tiers.get("decode")
+        if p is not None and d is not None:
+            kp, kd = files.get("prefill", {}).get("kv_secret_file"), files.get("decode", {}).get("kv_secret_file")
+            self.c(("kv_secret_file" in p.flags) == ("kv_secret_file" in d.flags) and kp == kd,
+                   d.workload, "prefill and decode must read the same --kv_secret_file Secret "
+                   "(or neither): different secrets refuse every KV connection")
+
     # -- PrometheusRule -----------------------------------------------------
     def check_alert_metrics(self):
         """Every pdserve_* series an alert reads is one the binaries export
@@ -837,7 +1263,7 @@ class RenderCheck:
     def check_service_monitors(self):
         from k8s_render import labels_match
         sms = self.kind("ServiceMonitor")
-        self.report.check(len(sms) == 1, f"[{self.name}]", f"{len(sms)} ServiceMonitors, expected 1")
+        self.report.check(len(sms) <= 1, f"[{self.name}]", f"{len(sms)} ServiceMonitors, expected at most 1")
         for sm in sms:
             svcs = [s for s in self.kind("Service")
                     if labels_match(sm["spec"]["selector"], s["metadata"].get("labels"))]
@@ -883,6 +1309,10 @@ class RenderCheck:
 
 
 def main(argv):
+    only = None
+    if len(argv) == 3 and argv[2].startswith("--only="):
+        only = set(argv[2][len("--only="):].split(","))
+        argv = argv[:2]
     if len(argv) != 2:
         print(__doc__)
         return 2
@@ -896,7 +1326,7 @@ def main(argv):
     print(f"kubernetes (Python client): {kubernetes.__version__}")
     report = Report()
     try:
-        renders = render_targets(k8s_dir)
+        renders = render_targets(k8s_dir, only)
     except RuntimeError as e:
         print(f"FAIL: {e}")
         return 1

@@ -45,9 +45,9 @@ MUTATIONS = [
      "undefined variables"),
     ("kv advertise", "base/decode.yaml", "--kv_advertise=$(POD_IP):50072", "--kv_advertise=$(POD_IP):50073",
      "--kv_advertise must be"),
-    ("hpa target", "base/decode.yaml", "    kind: Deployment\n    name: pdserve-decode",
+    ("hpa target", "components/autoscaling-hpa/decode-hpa.yaml", "    kind: Deployment\n    name: pdserve-decode",
      "    kind: Deployment\n    name: pdserve-decoder", "names no Deployment"),
-    ("hpa metric", "base/prefill.yaml", "name: pdserve_prefill_queued_prompt_tokens",
+    ("hpa metric", "components/autoscaling-hpa/prefill-hpa.yaml", "name: pdserve_prefill_queued_prompt_tokens",
      "name: pdserve_prefill_queued_tokens", "is not exposed by prometheus-adapter"),
     ("replicas under hpa", "base/decode.yaml", "  revisionHistoryLimit: 5", "  replicas: 2\n  revisionHistoryLimit: 5",
      "fights the HPA"),
@@ -71,7 +71,7 @@ MUTATIONS = [
      "maxUnavailable 0 / maxSurge 1"),
     ("metrics port", "base/prefill.yaml", "--metrics_port=9090", "--metrics_port=9091",
      "--metrics_port must be 9090"),
-    ("servicemonitor port", "base/servicemonitor.yaml", "- port: metrics", "- port: metric", "has no port metric"),
+    ("servicemonitor port", "components/monitoring/servicemonitor.yaml", "- port: metrics", "- port: metric", "has no port metric"),
     ("gpu limit", "overlays/gpu/gpu-decode.yaml", 'nvidia.com/gpu: "1"', 'example.com/foo: "1"',
      "nvidia.com/gpu limit missing"),
     ("gpu surge", "overlays/gpu/gpu-nodes.yaml", "      maxSurge: 0\n", "      maxSurge: 1\n",
@@ -95,14 +95,95 @@ MUTATIONS = [
     ("fetcher without the model config", "components/model-pvc/job.yaml",
      "          envFrom:\n            - configMapRef:\n                name: pdserve-model\n", "",
      "fetch-model must take its model from the ConfigMap"),
+    ("keda metric", "components/autoscaling-keda/scaledobjects.yaml",
+     "(pdserve_decode_kv_blocks_utilization{", "(pdserve_decode_kv_block_utilization{",
+     "expected exactly pdserve_decode_kv_blocks_utilization"),
+    ("keda unquoted threshold", "components/autoscaling-keda/scaledobjects.yaml", 'threshold: "0.7"',
+     "threshold: 0.7", "metadata must map names to strings"),
+    ("keda bounds", "components/autoscaling-keda/scaledobjects.yaml", "maxReplicaCount: 16",
+     "maxReplicaCount: 12", "differ from components/autoscaling-hpa"),
+    ("keda target", "components/autoscaling-keda/scaledobjects.yaml", 'threshold: "2048"',
+     'threshold: "4096"', "differs from components/autoscaling-hpa's target"),
+    ("keda namespace", "components/autoscaling-keda/scaledobjects.yaml",
+     'kv_blocks_utilization{namespace="pdserve"}', 'kv_blocks_utilization{namespace="default"}',
+     'query must select namespace="pdserve"'),
+    ("keda per-pod query", "components/autoscaling-keda/scaledobjects.yaml",
+     "sum(max by (pod) (max_over_time(", "avg(max by (pod) (max_over_time(",
+     "must sum the per-pod signal"),
+    ("keda behavior field", "components/autoscaling-keda/scaledobjects.yaml",
+     "stabilizationWindowSeconds: 600", "stabilisationWindowSeconds: 600", "unknown field"),
+    ("keda scale to zero", "components/autoscaling-keda/scaledobjects.yaml", "minReplicaCount: 1",
+     "minReplicaCount: 0", "never scales to zero"),
+    ("two autoscalers", "components/autoscaling-keda/scaledobjects.yaml",
+     "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata:\n  name: pdserve-decode\n",
+     "apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: pdserve-decode\n"
+     "  namespace: pdserve\n  labels:\n    app.kubernetes.io/part-of: pdserve\nspec:\n"
+     "  scaleTargetRef:\n    apiVersion: apps/v1\n    kind: Deployment\n    name: pdserve-decode\n"
+     "  maxReplicas: 4\n  metrics:\n    - type: Pods\n      pods:\n        metric:\n"
+     "          name: pdserve_decode_kv_blocks_utilization\n        target:\n"
+     "          type: AverageValue\n          averageValue: 700m\n  behavior:\n    scaleDown:\n"
+     "      stabilizationWindowSeconds: 600\n---\n"
+     "apiVersion: keda.sh/v1alpha1\nkind: ScaledObject\nmetadata:\n  name: pdserve-decode\n",
+     "has 2 autoscalers"),
+    ("bad quantity", "components/autoscaling-hpa/decode-hpa.yaml", "averageValue: 700m",
+     "averageValue: 700q", "'700q' is not a quantity"),
+    ("bad enum", "base/networkpolicy.yaml", 'policyTypes: ["Egress"]', 'policyTypes: ["Egres"]',
+     "'Egres' is not one of"),
+    ("bad enum in keda behaviour", "components/autoscaling-keda/scaledobjects.yaml",
+     "selectPolicy: Min", "selectPolicy: Minimum", "'Minimum' is not one of"),
+    ("tls certificate name", "components/tls/certificates.yaml",
+     "    - pdserve-decode.pdserve.svc.cluster.local\n", "    - pdserve-decode.example.com\n",
+     "the router dials decode workers as pdserve-decode.pdserve.svc.cluster.local"),
+    ("grpc probe on a tls port", "components/tls/decode-tls.yaml",
+     "  path: /spec/template/spec/containers/0/livenessProbe\n  value:\n    httpGet:\n"
+     "      path: /healthz\n      port: metrics\n",
+     "  path: /spec/template/spec/containers/0/livenessProbe\n  value:\n    grpc:\n"
+     "      port: 50071\n", "is a gRPC probe on a TLS port"),
+    ("readiness path", "components/tls/decode-tls.yaml", "path: /readyz", "path: /ready",
+     "httpGet must be /healthz or /readyz"),
+    ("router without a client certificate", "components/tls/router-tls.yaml",
+     "- op: add\n  path: /spec/template/spec/containers/0/args/-\n"
+     "  value: --worker_tls_cert=/etc/pdserve/tls/tls.crt\n", "",
+     "needs --worker_tls_cert"),
+    ("client auth usage", "components/tls/certificates.yaml", "    - server auth\n    - client auth\n",
+     "    - server auth\n", "needs the 'client auth' usage"),
+    ("certificate duration", "components/tls/certificates.yaml", "duration: 2160h", "duration: 90d",
+     "is not a Go duration"),
+    ("ca issuer secret", "components/tls/issuers.yaml", "  ca:\n    secretName: pdserve-ca",
+     "  ca:\n    secretName: pdserve-root", "is not an isCA Certificate's"),
+    ("tls flag off the mount", "components/tls/prefill-tls.yaml", "--tls_key=/etc/pdserve/tls/tls.key",
+     "--tls_key=/etc/pdserve/tls.key", "is no key of a Secret mounted"),
+    ("ca key rotation", "components/tls/issuers.yaml", "rotationPolicy: Never", "rotationPolicy: Always",
+     "must keep its key when renewed"),
+    ("secret key", "components/kv-secret/kv-secret.yaml", "        - key: kv-secret\n",
+     "        - key: kvsecret\n", "has no key 'kvsecret'"),
+    ("kv secret on one tier", "components/kv-secret/kustomization.yaml", "name: pdserve-(prefill|decode)",
+     "name: pdserve-decode", "must read the same --kv_secret_file"),
+    ("unknown secret", "components/router-auth/router-auth.yaml", "secretName: pdserve-router-tokens",
+     "secretName: pdserve-tokens", "is neither a Certificate's"),
     ("kustomize error", "base/kustomization.yaml", "  - decode.yaml\n", "  - decode.yaml\n  - nothere.yaml\n",
      "kubectl kustomize"),
 ]
 
 
-def run_validator(k8s_dir):
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "validate_manifests.py"), k8s_dir],
-                          capture_output=True, text=True)
+def renders_for(rel):
+    """The renders that contain file `rel` (validate_manifests.py --only): a
+    mutation shows in these, so the others need not be rendered again."""
+    parts = rel.split("/")
+    if parts[0] == "components":
+        return f"{'gpu' if parts[1].startswith('gpu-') else 'cpu'}+{parts[1]}"
+    if parts[0] == "overlays":
+        return parts[1]
+    if parts[0] == "prometheus-adapter":
+        return "cpu+autoscaling-hpa"
+    return "cpu"
+
+
+def run_validator(k8s_dir, only=None):
+    argv = [sys.executable, os.path.join(HERE, "validate_manifests.py"), k8s_dir]
+    if only:
+        argv.append(f"--only={only}")
+    proc = subprocess.run(argv, capture_output=True, text=True)
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -139,7 +220,7 @@ def main(argv):
                 continue
             with open(path, "w") as f:
                 f.write(original.replace(old, new, 1))
-            rc, out = run_validator(k8s)
+            rc, out = run_validator(k8s, renders_for(rel))
             with open(path, "w") as f:
                 f.write(original)
             if rc != 0 and expect in out:
