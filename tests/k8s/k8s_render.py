@@ -104,6 +104,24 @@ def render_targets(k8s_dir, only=None):
     return out
 
 
+def mounted_secret(pod_spec, container, path):
+    """(Secret name, key) of the file `path` when a Secret volume mounted in
+    `container` provides it (through its items, if listed), else None."""
+    for m in container.get("volumeMounts") or []:
+        root = m["mountPath"].rstrip("/") + "/"
+        if not path.startswith(root):
+            continue
+        vols = [v for v in pod_spec.get("volumes") or [] if v["name"] == m["name"]]
+        secret = vols[0].get("secret") if vols else None
+        if secret is None:
+            return None
+        rel = path[len(root):]
+        items = secret.get("items")
+        key = {i["path"]: i["key"] for i in items}.get(rel) if items else rel
+        return secret.get("secretName"), key
+    return None
+
+
 def pod_templates(objects):
     """(workload object, pod template) for Deployments and Jobs."""
     out = []

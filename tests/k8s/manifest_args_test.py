@@ -45,8 +45,9 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from k8s_render import (config_maps, env_values, expand, kubectl, parse_flags, render_dir,  # noqa: E402
-                        render_with_components, split_host_port, split_worker_target)
+from k8s_render import (config_maps, env_values, expand, kubectl, mounted_secret,  # noqa: E402
+                        parse_flags, render_dir, render_with_components, split_host_port,
+                        split_worker_target)
 
 TIERS = {"pdserve-router": "router", "pdserve-prefill": "prefill", "pdserve-decode": "decode"}
 
@@ -80,6 +81,10 @@ class Proc:
     def log_has(self, text):
         with open(self.log, errors="replace") as f:
             return text in f.read()
+
+    def log_line_has(self, *texts):
+        with open(self.log, errors="replace") as f:
+            return any(all(t in line for t in texts) for line in f)
 
     def stop(self, timeout):
         if self.alive():
@@ -150,19 +155,8 @@ def make_secrets(objects, root):
 def secret_path(deploy, container, path, secrets):
     """The local file for `path` when a Secret volume mounted in the
     container provides it, else None."""
-    for m in container.get("volumeMounts") or []:
-        root = m["mountPath"].rstrip("/") + "/"
-        if not path.startswith(root):
-            continue
-        vol = [v for v in deploy["spec"]["template"]["spec"].get("volumes") or [] if v["name"] == m["name"]]
-        secret = vol[0].get("secret") if vol else None
-        if secret is None:
-            return None
-        rel = path[len(root):]
-        items = secret.get("items")
-        key = {i["path"]: i["key"] for i in items}.get(rel) if items else rel
-        return (secrets.get(secret["secretName"]) or {}).get(key)
-    return None
+    loc = mounted_secret(deploy["spec"]["template"]["spec"], container, path)
+    return None if loc is None else (secrets.get(loc[0]) or {}).get(loc[1])
 
 
 def http_status(url):
@@ -315,6 +309,13 @@ def main():
             if not router.log_has("health: SERVING"):
                 return fail("the router never became SERVING", procs)
             print("ok: router SERVING")
+            # SERVING needs a decode worker only; the prefill worker's
+            # handshake (TLS included) may still be on its way, and until it
+            # is live the router prefills on the decode worker.
+            while time.time() < deadline and not router.log_line_has("prefill worker", "is live"):
+                time.sleep(0.2)
+            if not router.log_line_has("prefill worker", "is live"):
+                return fail("the router never saw the prefill worker live", procs)
             _, rflags = argv_for("router")
             client = [f"--router=127.0.0.1:{ports['router']}"]
             if "tls_cert" in rflags:  # the certificate names localhost, not 127.0.0.1

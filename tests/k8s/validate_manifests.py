@@ -1131,22 +1131,13 @@ class RenderCheck:
     # -- TLS, the KV secret, bearer tokens -----------------------------------
     def secret_file(self, pod, container, path):
         """(Secret name, key) of the file `path` in `container`, or None when
-        no Secret volume mounted there provides it."""
-        for m in container.get("volumeMounts") or []:
-            root = m["mountPath"].rstrip("/") + "/"
-            if not path.startswith(root):
-                continue
-            vols = [v for v in pod.spec.get("volumes") or [] if v["name"] == m["name"]]
-            secret = vols[0].get("secret") if vols else None
-            if secret is None:
-                return None
-            rel = path[len(root):]
-            items = secret.get("items")
-            key = {i["path"]: i["key"] for i in items}.get(rel) if items else rel
-            name = secret.get("secretName")
-            keys = CERT_SECRET_KEYS if name in self.certificates else OPERATOR_SECRETS.get(name, set())
-            return (name, key) if key in keys else None
-        return None
+        no Secret volume mounted there provides it with a key it has."""
+        from k8s_render import mounted_secret
+        loc = mounted_secret(pod.spec, container, path)
+        if loc is None:
+            return None
+        keys = CERT_SECRET_KEYS if loc[0] in self.certificates else OPERATOR_SECRETS.get(loc[0], set())
+        return loc if loc[1] in keys else None
 
     def check_security(self):
         """cert-manager objects refer to each other; every Secret volume is a
