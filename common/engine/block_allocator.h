@@ -9,6 +9,17 @@
 // allocation finds no empty block. Parked blocks therefore count as free:
 // the pool bound and every admission decision are unchanged by caching.
 //
+// Capacity is memory, not block ids. A block charges its full bytes when
+// allocated; when its sliding-window layers' memory goes back to the system
+// (KvCache::ReleaseWindowLayers, once decoding has moved every window past
+// it) the bytes really returned are refunded. A pool whose windows free
+// memory therefore has more ids than its budget in blocks (KvCache sizes
+// it), and num_free() is the smaller of the ids left and the budget's bytes
+// left in whole blocks: long windowed sequences, which keep ~a window of
+// KV per local layer, leave room for more sequences, while the memory in
+// use never exceeds the budget. Without windows ids == budget, every block
+// charges its full bytes, and this is plain block counting.
+//
 // Not thread-safe: owned by a worker's engine thread.
 #ifndef PDSERVE_COMMON_ENGINE_BLOCK_ALLOCATOR_H_
 #define PDSERVE_COMMON_ENGINE_BLOCK_ALLOCATOR_H_
@@ -24,11 +35,19 @@ namespace pdserve {
 
 class BlockAllocator {
  public:
-  explicit BlockAllocator(int32_t num_blocks);
+  // `num_blocks` ids, each charged one unit: plain block counting.
+  explicit BlockAllocator(int32_t num_blocks) : BlockAllocator(num_blocks, num_blocks, 1) {}
+  // `num_ids` ids (>= budget_blocks) sharing budget_blocks * block_bytes.
+  BlockAllocator(int32_t num_ids, int32_t budget_blocks, int64_t block_bytes);
 
-  int32_t num_blocks() const { return static_cast<int32_t>(refcounts_.size()); }
-  // Blocks an allocation can take: empty ones plus parked cached ones.
-  int32_t num_free() const { return static_cast<int32_t>(empty_.size()) + cache_.num_parked(); }
+  // The budget, in blocks: what metrics and load reports call the pool.
+  int32_t num_blocks() const { return budget_blocks_; }
+  // Valid ids are [0, num_ids()).
+  int32_t num_ids() const { return static_cast<int32_t>(refcounts_.size()); }
+  // Blocks an allocation can take now: ids that are empty or parked, as
+  // far as the budget's uncharged bytes (parked blocks' included: they are
+  // evicted for room) cover whole blocks.
+  int32_t num_free() const;
   int32_t num_used() const { return num_blocks() - num_free(); }
   // Free blocks that still hold a cached prefix (a subset of num_free()).
   int32_t num_cached_free() const { return cache_.num_parked(); }
@@ -62,17 +81,31 @@ class BlockAllocator {
   // that is already cached keeps its first block; this one stays private.
   void Publish(int32_t block, uint64_t key, absl::Span<const int32_t> tokens);
 
-  // A block whose sliding-window layers' KV was given back
-  // (KvCache::ReleaseWindowLayers): its global layers still hold the
-  // positions, its window layers do not. Cleared when the block is
-  // allocated again. A cached prefix that would read such a block's window
-  // layers is not reused (Engine::TakeCachedPrefix).
-  void MarkWindowReleased(int32_t block) { window_released_[block] = true; }
+  // A block in use whose sliding-window layers' KV was given back
+  // (KvCache::ReleaseWindowLayers returned `released_bytes`): its global
+  // layers still hold the positions, its window layers do not, and the
+  // bytes are refunded. Cleared when the block is allocated again. A cached
+  // prefix that would read such a block's window layers is not reused
+  // (Engine::TakeCachedPrefix).
+  void MarkWindowReleased(int32_t block, int64_t released_bytes);
   bool window_released(int32_t block) const { return window_released_[block]; }
+  // Bytes charged by blocks in use and parked (for tests and reports).
+  int64_t charged_bytes() const { return charged_; }
 
  private:
+  // Drops a block's charge (it left use, or a parked block was evicted).
+  void Uncharge(int32_t block);
+  // Evicts the least recently parked block into empty_.
+  void EvictOne();
+
+  const int32_t budget_blocks_;
+  const int64_t block_bytes_;
+  const int64_t budget_bytes_;
   std::vector<int32_t> refcounts_;
   std::vector<bool> window_released_;
+  std::vector<int64_t> charge_;  // bytes each block holds against the budget
+  int64_t charged_ = 0;          // sum of charge_ (blocks in use and parked)
+  int64_t parked_charge_ = 0;    // the parked blocks' part of it
   std::vector<int32_t> empty_;  // LIFO: recently freed blocks are warm in cache
   PrefixCache cache_;
 };

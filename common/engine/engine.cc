@@ -193,8 +193,7 @@ void Engine::ReleaseOutOfWindow(Sequence& seq) {
   for (; seq.window_released_blocks < frontier; ++seq.window_released_blocks) {
     const int32_t block = seq.blocks[seq.window_released_blocks];
     if (allocator.refcount(block) != 1 || allocator.window_released(block)) continue;
-    cache_->ReleaseWindowLayers(block);
-    allocator.MarkWindowReleased(block);
+    allocator.MarkWindowReleased(block, cache_->ReleaseWindowLayers(block));
   }
 }
 

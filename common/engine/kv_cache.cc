@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -100,16 +101,46 @@ size_t KvCache::PoolBytes(const KvLayout& layout, int32_t num_blocks) {
          static_cast<size_t>(layout.bytes_per_layer_block());
 }
 
+namespace {
+
+// Pages of a (layer, block) span of `span` bytes that madvise can always
+// give back, wherever the span starts.
+int64_t ReleasablePages(int64_t span, int64_t page) {
+  return span % page == 0 ? span / page : std::max<int64_t>(0, (span - (page - 1)) / page);
+}
+
+}  // namespace
+
+int32_t KvCache::HostIds(const KvLayout& layout, int32_t num_blocks) {
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  const int64_t span = layout.bytes_per_layer_block();
+  int64_t releasable = 0;
+  for (int32_t w : layout.layer_window) {
+    if (w > 0) releasable += ReleasablePages(span, page) * page;
+  }
+  const int64_t block = span * layout.n_layers;
+  if (releasable <= 0) return num_blocks;
+  // A block whose windows all went back holds block - releasable bytes.
+  const int64_t ids = releasable >= block ? int64_t{num_blocks} * kMaxIdsPerBlock
+                                          : int64_t{num_blocks} * block / (block - releasable);
+  return static_cast<int32_t>(std::min<int64_t>(
+      {ids, int64_t{num_blocks} * kMaxIdsPerBlock, std::numeric_limits<int32_t>::max()}));
+}
+
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvLayout& layout,
                                                          int32_t num_blocks) {
   if (absl::Status st = ValidatePool(layout, num_blocks); !st.ok()) return st;
-  const size_t bytes = PoolBytes(layout, num_blocks);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const int32_t ids = HostIds(layout, num_blocks);
+  const size_t bytes = PoolBytes(layout, ids);
+  // Ids beyond the budget are address space only: the allocator keeps the
+  // memory touched within num_blocks blocks' worth, so reserve no swap.
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     return absl::ResourceExhaustedError(absl::StrCat("kv cache: cannot map ", bytes, " bytes"));
   }
   return std::unique_ptr<KvCache>(
-      new KvCache(layout, num_blocks, static_cast<uint8_t*>(p), bytes, nullptr));
+      new KvCache(layout, ids, num_blocks, static_cast<uint8_t*>(p), bytes, nullptr));
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(
@@ -122,29 +153,35 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(
                                                    " bytes, need ", bytes));
   }
   uint8_t* base = memory->data();
-  return std::unique_ptr<KvCache>(new KvCache(layout, num_blocks, base, bytes, std::move(memory)));
+  return std::unique_ptr<KvCache>(
+      new KvCache(layout, num_blocks, num_blocks, base, bytes, std::move(memory)));
 }
 
-KvCache::KvCache(const KvLayout& layout, int32_t num_blocks, uint8_t* base, size_t bytes,
-                 std::unique_ptr<KvDeviceMemory> device_memory)
+KvCache::KvCache(const KvLayout& layout, int32_t num_ids, int32_t num_blocks, uint8_t* base,
+                 size_t bytes, std::unique_ptr<KvDeviceMemory> device_memory)
     : layout_(layout),
+      num_ids_(num_ids),
       layer_block_bytes_(layout.bytes_per_layer_block()),
       block_elems_(int64_t{layout.block_size} * layout.kv_dim()),
-      allocator_(num_blocks),
+      allocator_(num_ids, num_blocks, layout.bytes_per_layer_block() * layout.n_layers),
       base_(base),
       bytes_(bytes),
       device_memory_(std::move(device_memory)) {}
 
-void KvCache::ReleaseWindowLayers(int32_t block) {
-  if (on_device()) return;
+int64_t KvCache::ReleaseWindowLayers(int32_t block) {
+  if (on_device()) return 0;
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  int64_t released = 0;
   for (int l = 0; l < layout_.n_layers && !layout_.layer_window.empty(); ++l) {
     if (layout_.layer_window[l] <= 0) continue;
     const auto begin = reinterpret_cast<uintptr_t>(LayerBlock(l, block));
     const uintptr_t first = (begin + page - 1) / page * page;
     const uintptr_t end = (begin + layer_block_bytes_) / page * page;
-    if (end > first) madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+    if (end > first && madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED) == 0) {
+      released += static_cast<int64_t>(end - first);
+    }
   }
+  return released;
 }
 
 KvCache::~KvCache() {

@@ -9,7 +9,11 @@
 // int8 rows are symmetric absmax quantised per (token, kv head): element
 // x = q * scale (see common/cpu/kv_int8.h). The scales live inside the block so
 // a quantised block travels and is cached exactly as stored.
-// A host pool is an anonymous mapping, so untouched blocks cost no RSS. A
+// A host pool is an anonymous mapping, so untouched blocks cost no RSS. With
+// sliding-window layers it maps more block ids than its budget of
+// num_blocks (up to the share of a block's bytes its window layers can give
+// back, at most kMaxIdsPerBlock times): the allocator then charges bytes,
+// and the memory in use stays within the budget (block_allocator.h). A
 // device pool (a CUDA runner's) lives in memory a KvDeviceMemory owns; then
 // every pointer below is a device address, which only device code and
 // device-aware transports may touch (on_device() says which).
@@ -149,10 +153,16 @@ class KvCache {
   static absl::StatusOr<std::unique_ptr<KvCache>> Create(const KvLayout& layout,
                                                          int32_t num_blocks);
   // A pool in `memory`, which must hold at least PoolBytes(layout, num_blocks).
+  // Device memory is not given back by ReleaseWindowLayers, so a device
+  // pool has exactly num_blocks ids.
   static absl::StatusOr<std::unique_ptr<KvCache>> Create(const KvLayout& layout, int32_t num_blocks,
                                                          std::unique_ptr<KvDeviceMemory> memory);
-  // Bytes of the pool of `num_blocks` blocks, all layers.
+  // Bytes of the pool of `num_blocks` block ids, all layers.
   static size_t PoolBytes(const KvLayout& layout, int32_t num_blocks);
+  // Most block ids a host pool maps per block of its budget.
+  static constexpr int32_t kMaxIdsPerBlock = 8;
+  // The block ids of a host pool with a budget of `num_blocks` (see above).
+  static int32_t HostIds(const KvLayout& layout, int32_t num_blocks);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
@@ -160,7 +170,10 @@ class KvCache {
   const KvLayout& layout() const { return layout_; }
   BlockAllocator& allocator() { return allocator_; }
   const BlockAllocator& allocator() const { return allocator_; }
+  // The budget in blocks (what the pool is sized and reported by).
   int32_t num_blocks() const { return allocator_.num_blocks(); }
+  // Valid block ids are [0, num_ids()); the pool's layout strides by it.
+  int32_t num_ids() const { return num_ids_; }
   bool on_device() const { return device_memory_ != nullptr; }
   // The whole pool: layer-major, then block (see LayerBlock).
   uint8_t* pool() { return base_; }
@@ -170,14 +183,16 @@ class KvCache {
   // These accessors sit in attention's inner loops: they use the strides
   // cached at construction, not the layout's (which compares dtype strings).
   uint8_t* LayerBlock(int layer, int32_t block) {
-    return base_ + (static_cast<int64_t>(layer) * num_blocks() + block) * layer_block_bytes_;
+    return base_ + (static_cast<int64_t>(layer) * num_ids_ + block) * layer_block_bytes_;
   }
   // f16 caches only.
   // Gives a block's sliding-window layers' memory back to the system
   // (host pools: madvise DONTNEED over the page-aligned part of each
   // (layer, block) span, which then reads as zeros); global layers are
-  // untouched. A no-op for device pools and layouts without windows.
-  void ReleaseWindowLayers(int32_t block);
+  // untouched. Returns the bytes given back (for
+  // BlockAllocator::MarkWindowReleased): 0 for device pools and layouts
+  // without windows.
+  int64_t ReleaseWindowLayers(int32_t block);
   uint16_t* K(int layer, int32_t block) {
     return reinterpret_cast<uint16_t*>(LayerBlock(layer, block));
   }
@@ -195,10 +210,11 @@ class KvCache {
   }
 
  private:
-  KvCache(const KvLayout& layout, int32_t num_blocks, uint8_t* base, size_t bytes,
-          std::unique_ptr<KvDeviceMemory> device_memory);
+  KvCache(const KvLayout& layout, int32_t num_ids, int32_t num_blocks, uint8_t* base,
+          size_t bytes, std::unique_ptr<KvDeviceMemory> device_memory);
 
   KvLayout layout_;
+  int32_t num_ids_;
   int64_t layer_block_bytes_;  // layout_.bytes_per_layer_block()
   int64_t block_elems_;        // K (or V) elements of one block: block_size * kv_dim
   BlockAllocator allocator_;

@@ -45,7 +45,7 @@ absl::Status ValidateBatch(const ForwardBatch& batch, const ModelConfig& config,
                                                      " tokens"));
     }
     for (int32_t b : ch.block_table) {
-      if (b < 0 || b >= cache.num_blocks()) {
+      if (b < 0 || b >= cache.num_ids()) {
         return absl::InvalidArgumentError(absl::StrCat("forward: block id ", b, " out of range"));
       }
     }

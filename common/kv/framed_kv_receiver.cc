@@ -285,7 +285,7 @@ absl::Status FramedKvReceiverImpl::Expect(uint64_t transfer_id, uint64_t epoch,
                                           std::vector<int32_t> dst_block_ids, int num_layers,
                                           absl::Time deadline, DoneCallback on_done) {
   RETURN_IF_ERROR(
-      KvReservation::Validate(dst_block_ids, num_layers, cache_->layout(), cache_->num_blocks()));
+      KvReservation::Validate(dst_block_ids, num_layers, cache_->layout(), cache_->num_ids()));
   if (!on_done) return absl::InvalidArgumentError("kv reservation: no on_done callback");
   if (deadline <= absl::Now()) {
     return absl::DeadlineExceededError(
@@ -446,7 +446,7 @@ Match FramedKvReceiverImpl::Lookup(const v1::KvFrameHeader& header, Pending** pe
 
 KvFramePlan FramedKvReceiverImpl::OnHeader(const ConnPtr& conn, const v1::KvFrameHeader& header) {
   const absl::Status shape =
-      CheckKvFrameShape(header, bytes_per_layer_block_, cache_->num_blocks());
+      CheckKvFrameShape(header, bytes_per_layer_block_, cache_->num_ids());
   if (!shape.ok()) return Reject(header, shape);
   switch (header.kind()) {
     case v1::KvFrameHeader::LAYER_BLOCKS:

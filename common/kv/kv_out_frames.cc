@@ -54,8 +54,8 @@ absl::StatusOr<std::string> AttachHead(const KvCache* pool) {
   header.set_kind(v1::KvFrameHeader::ATTACH);
   ASSIGN_OR_RETURN(std::string handle, pool->device_memory()->ExportHandle());
   header.set_ipc_handle(std::move(handle));
-  header.set_pool_bytes(KvCache::PoolBytes(pool->layout(), pool->num_blocks()));
-  header.set_pool_blocks(static_cast<uint32_t>(pool->num_blocks()));
+  header.set_pool_bytes(KvCache::PoolBytes(pool->layout(), pool->num_ids()));
+  header.set_pool_blocks(static_cast<uint32_t>(pool->num_ids()));
   return EncodeKvMessage(header);
 }
 
@@ -75,9 +75,9 @@ absl::Status ValidateLayer(int layer, absl::Span<const int32_t> logical_blocks,
       return absl::InvalidArgumentError(
           absl::StrCat("kv send: negative logical block ", logical_blocks[i]));
     }
-    if (src_block_ids[i] < 0 || src_block_ids[i] >= cache.num_blocks()) {
+    if (src_block_ids[i] < 0 || src_block_ids[i] >= cache.num_ids()) {
       return absl::InvalidArgumentError(absl::StrCat("kv send: source block ", src_block_ids[i],
-                                                     " not in [0, ", cache.num_blocks(), ")"));
+                                                     " not in [0, ", cache.num_ids(), ")"));
     }
   }
   return absl::OkStatus();

@@ -56,12 +56,12 @@ class DeviceKvTest : public ::testing::Test {
   // Host image of (layer, block) -> bytes, written into the device cache.
   static std::vector<uint8_t> Fill(KvCache& cache, uint32_t seed) {
     const size_t bb = cache.layout().bytes_per_layer_block();
-    std::vector<uint8_t> host(KvCache::PoolBytes(cache.layout(), cache.num_blocks()));
+    std::vector<uint8_t> host(KvCache::PoolBytes(cache.layout(), cache.num_ids()));
     std::mt19937 rng(seed);
     for (uint8_t& b : host) b = static_cast<uint8_t>(rng());
     std::vector<uint8_t*> all;
     for (int l = 0; l < cache.layout().n_layers; ++l) {
-      for (int32_t b = 0; b < cache.num_blocks(); ++b) all.push_back(cache.LayerBlock(l, b));
+      for (int32_t b = 0; b < cache.num_ids(); ++b) all.push_back(cache.LayerBlock(l, b));
     }
     EXPECT_TRUE(cache.device_memory()->ScatterFromHost(host.data(), all, bb).ok());
     return host;

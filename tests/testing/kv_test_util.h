@@ -83,7 +83,7 @@ inline bool SameBlock(KvCache& a, int32_t block_a, KvCache& b, int32_t block_b, 
 // Expects every block not in `reserved` to still hold `fill` in every layer.
 inline void ExpectGuardBlocksUntouched(KvCache& cache, const std::vector<int32_t>& reserved,
                                        uint8_t fill) {
-  for (int32_t b = 0; b < cache.num_blocks(); ++b) {
+  for (int32_t b = 0; b < cache.num_ids(); ++b) {
     if (std::find(reserved.begin(), reserved.end(), b) != reserved.end()) continue;
     for (int l = 0; l < cache.layout().n_layers; ++l) {
       EXPECT_TRUE(BlockIs(cache, l, b, fill)) << "guard block " << b << " layer " << l;

@@ -119,10 +119,10 @@ absl::Status DecodeGraphs::Capture(int n, const EnqueueFn& enqueue) {
 absl::Status DecodeGraphs::Run(const ForwardBatch& batch, KvCache& cache, const EnqueueFn& enqueue,
                                std::vector<float>* logits) {
   if (!ready_) RETURN_IF_ERROR(Init());
-  if (cache.pool() != pool_ || cache.num_blocks() != pool_blocks_) {
+  if (cache.pool() != pool_ || cache.num_ids() != pool_blocks_) {
     Clear();
     pool_ = cache.pool();
-    pool_blocks_ = cache.num_blocks();
+    pool_blocks_ = cache.num_ids();
   }
   const int n = static_cast<int>(batch.chunks.size());
   Fill(batch);

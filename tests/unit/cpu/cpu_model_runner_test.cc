@@ -208,7 +208,7 @@ TEST_F(RunnerTest, ScalarAndSimdIsasAgree) {
 // Snapshot of the whole KV pool, to prove a rejected batch wrote nothing.
 std::string PoolBytes(KvCache& cache) {
   const int64_t n =
-      cache.layout().bytes_per_layer_block() * cache.layout().n_layers * cache.num_blocks();
+      cache.layout().bytes_per_layer_block() * cache.layout().n_layers * cache.num_ids();
   return std::string(reinterpret_cast<const char*>(cache.LayerBlock(0, 0)), n);
 }
 

@@ -263,5 +263,99 @@ TEST(BlockAllocatorDeathTest, PublishingAnUnusedBlockDies) {
   EXPECT_DEATH(a.Publish(0, 1, kTokens), "publish of unused kv block 0");
 }
 
+// Capacity is bytes: 8 ids share a budget of 4 blocks of 100 bytes. Blocks
+// whose windows went back refund what was given back, and the room they
+// leave takes more blocks than the budget counts, never more bytes.
+TEST(BlockAllocatorWindowTest, RefundedWindowBytesMakeRoomForMoreBlocks) {
+  BlockAllocator a(/*num_ids=*/8, /*budget_blocks=*/4, /*block_bytes=*/100);
+  EXPECT_EQ(a.num_blocks(), 4);
+  EXPECT_EQ(a.num_ids(), 8);
+  EXPECT_EQ(a.num_free(), 4);
+  auto x = a.Allocate(4);
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(a.num_free(), 0) << "four ids are empty, but the budget is spent";
+  EXPECT_FALSE(a.Allocate(1).ok());
+
+  a.MarkWindowReleased((*x)[0], 60);
+  EXPECT_EQ(a.num_free(), 0) << "60 bytes are not a block";
+  a.MarkWindowReleased((*x)[1], 60);
+  a.MarkWindowReleased((*x)[1], 60);  // once per allocation
+  EXPECT_EQ(a.charged_bytes(), 280);
+  EXPECT_EQ(a.num_free(), 1);
+  auto y = a.Allocate(1);
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ(a.charged_bytes(), 380);
+  EXPECT_EQ(a.num_free(), 0);
+  EXPECT_EQ(a.num_used(), 4) << "used is the budget's share, in blocks";
+
+  a.MarkWindowReleased((*y)[0], 1000);  // refunds at most its charge
+  EXPECT_EQ(a.charged_bytes(), 280);
+  a.UnrefAll(*x);
+  a.UnrefAll(*y);
+  EXPECT_EQ(a.charged_bytes(), 0);
+  EXPECT_EQ(a.num_free(), 4);
+  // Reallocated, a released block charges its full bytes again.
+  auto z = a.Allocate(4);
+  ASSERT_TRUE(z.ok());
+  for (int32_t b : *z) EXPECT_FALSE(a.window_released(b));
+  EXPECT_EQ(a.charged_bytes(), 400);
+}
+
+// Parked cached blocks keep their (possibly refunded) charge until they are
+// evicted; an allocation evicts them for room as it does for ids.
+TEST(BlockAllocatorWindowTest, ParkedBlocksAreEvictedForRoom) {
+  BlockAllocator a(/*num_ids=*/8, /*budget_blocks=*/4, /*block_bytes=*/100);
+  auto x = a.Allocate(3);
+  ASSERT_TRUE(x.ok());
+  const int32_t tokens[] = {1, 2};
+  a.Publish((*x)[0], 11, tokens);
+  a.Publish((*x)[1], 12, tokens);
+  a.MarkWindowReleased((*x)[0], 50);
+  a.UnrefAll(*x);
+  EXPECT_EQ(a.num_cached_free(), 2);
+  EXPECT_EQ(a.charged_bytes(), 150) << "parked blocks hold their KV";
+  EXPECT_EQ(a.num_free(), 4) << "but count as free: they are evicted for room";
+  auto y = a.Allocate(4);
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ(a.num_cached_free(), 0);
+  EXPECT_EQ(a.charged_bytes(), 400);
+  EXPECT_EQ(a.FindCached(11, tokens), -1);
+}
+
+// Random traffic with window releases: the charge never passes the budget,
+// num_free never promises what Allocate cannot give, and all comes back.
+TEST(BlockAllocatorWindowTest, RandomisedChargesStayWithinTheBudget) {
+  std::mt19937 rng(7);
+  BlockAllocator a(/*num_ids=*/48, /*budget_blocks=*/16, /*block_bytes=*/64);
+  std::vector<std::vector<int32_t>> seqs;
+  for (int step = 0; step < 4000; ++step) {
+    const int op = static_cast<int>(rng() % 4);
+    if (op == 0 || seqs.empty()) {
+      const auto n = static_cast<int32_t>(rng() % 5);
+      const int32_t free_before = a.num_free();
+      auto got = a.Allocate(n);
+      ASSERT_EQ(got.ok(), n <= free_before);
+      if (got.ok()) seqs.push_back(*got);
+    } else if (op == 1) {
+      auto& s = seqs[rng() % seqs.size()];
+      if (!s.empty()) a.MarkWindowReleased(s[rng() % s.size()], 16 * (rng() % 5));
+    } else if (op == 2) {
+      auto& s = seqs[rng() % seqs.size()];
+      if (!s.empty()) {
+        const int32_t tokens[] = {static_cast<int32_t>(step)};
+        a.Publish(s[0], static_cast<uint64_t>(step), tokens);
+      }
+    } else {
+      const size_t i = rng() % seqs.size();
+      a.UnrefAll(seqs[i]);
+      seqs.erase(seqs.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    ASSERT_LE(a.charged_bytes(), int64_t{16} * 64) << "step " << step;
+    ASSERT_GE(a.num_free(), 0);
+  }
+  for (auto& s : seqs) a.UnrefAll(s);
+  EXPECT_EQ(a.num_free(), 16);
+}
+
 }  // namespace
 }  // namespace pdserve

@@ -136,5 +136,64 @@ TEST_F(EngineWindowTest, ALongDecodeHoldsAWindowPerLocalLayer) {
   while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
 }
 
+// Pages of the whole pool that are resident.
+int64_t ResidentBytes(KvCache& cache) {
+  const auto page = static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+  const auto bytes = static_cast<int64_t>(KvCache::PoolBytes(cache.layout(), cache.num_ids()));
+  std::vector<unsigned char> in((bytes + page - 1) / page);
+  EXPECT_EQ(mincore(cache.pool(), static_cast<size_t>(bytes), in.data()), 0);
+  return page * std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; });
+}
+
+// What the window gives back serves more sequences: a pool that fits 8 long
+// decodes by block count admits more once their windows slide, while the
+// memory in use (resident pages, as the kernel counts them) never exceeds
+// the budget, and every sequence still decodes to its end.
+TEST_F(EngineWindowTest, SlidingWindowsMakeRoomForMoreSequences) {
+  constexpr int32_t kMaxTokens = 4000;
+  constexpr int32_t kSequenceBlocks = 253;  // 40 + 4,000 - 1 positions
+  constexpr int32_t kBudget = 2 * kSequenceBlocks;
+  auto pool = KvCache::Create(KvLayout::ForModel(config_, kBlockSize), kBudget);
+  ASSERT_TRUE(pool.ok());
+  KvCache& cache = **pool;
+  EXPECT_GT(cache.num_ids(), kBudget) << "window layers can give memory back";
+  const int64_t budget_bytes = int64_t{kBudget} * cache.layout().bytes_per_layer_block() *
+                               cache.layout().n_layers;
+  test::FixedTokenRunner runner(config_, 7, /*write_kv=*/true);
+  Engine engine(tokenizer_.get(), &runner, &cache, Engine::Options{});
+  // Each sequence reserves prompt + max_tokens up front, so two fill the
+  // budget by block count.
+  SequenceOptions o;
+  o.prompt = test::RandomTokens(40, config_.n_vocab, 5);
+  o.max_tokens = kMaxTokens;
+  o.ignore_eos = true;
+  std::vector<int> produced(8, 0);
+  auto add = [&](int i) {
+    return engine.Add(o, [&produced, i](const TokenEvent& e) { produced[i] += e.token >= 0; });
+  };
+  ASSERT_TRUE(add(0).ok());
+  ASSERT_TRUE(add(1).ok());
+  EXPECT_EQ(cache.allocator().num_free(), 0);
+  EXPECT_EQ(add(2).status().code(), absl::StatusCode::kResourceExhausted);
+  // 3,800 tokens in, every block before the window (208 of them) has given
+  // back its 4 window layers of 6: room for one more sequence.
+  int admitted = 2;
+  for (int step = 0; engine.HasWork(); ++step) {
+    ASSERT_TRUE(engine.Step().ok());
+    ASSERT_LE(cache.allocator().charged_bytes(), budget_bytes);
+    if (step % 256 == 0) ASSERT_LE(ResidentBytes(cache), budget_bytes) << "step " << step;
+    if (step == 3800) {
+      EXPECT_GE(cache.allocator().num_free(), kSequenceBlocks);
+      ASSERT_TRUE(add(admitted).ok()) << "a third sequence fits in the freed memory";
+      ++admitted;
+    }
+  }
+  EXPECT_EQ(admitted, 3);
+  for (int i = 0; i < admitted; ++i) EXPECT_EQ(produced[i], kMaxTokens) << "sequence " << i;
+  EXPECT_EQ(cache.allocator().num_free(), kBudget) << "every byte comes back";
+  // The finished sequences' blocks stay cached (parked, still charged, free).
+  EXPECT_GT(cache.allocator().num_cached_free(), 0);
+}
+
 }  // namespace
 }  // namespace pdserve

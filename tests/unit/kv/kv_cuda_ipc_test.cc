@@ -173,8 +173,8 @@ TEST_F(FramedKvCudaIpcTest, BadIpcFramesAreRejected) {
       v1::KvFrameHeader attach;
       attach.set_kind(v1::KvFrameHeader::ATTACH);
       attach.set_ipc_handle(*src_->device_memory()->ExportHandle());
-      attach.set_pool_bytes(KvCache::PoolBytes(src_->layout(), src_->num_blocks()));
-      attach.set_pool_blocks(src_->num_blocks());
+      attach.set_pool_bytes(KvCache::PoolBytes(src_->layout(), src_->num_ids()));
+      attach.set_pool_blocks(src_->num_ids());
       ASSERT_TRUE(client.SendHeader(attach));
     }
     v1::KvFrameHeader h = LayerHeader(10 + c, 1, 0, {0}, bb);
