@@ -37,7 +37,8 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   const std::string front_key = openai::NewFrontKey();
   if (config.http_enabled()) s->service_->TrustFront(front_key);
   if (!config.auth_token_file.empty()) {
-    ASSIGN_OR_RETURN(BearerAuth auth, BearerAuth::Load(config.auth_token_file));
+    ASSIGN_OR_RETURN(BearerAuth auth,
+                     BearerAuth::Load(config.auth_token_file, config.tls.reload_interval));
     s->service_->EnableAuth(std::move(auth));
   }
 

@@ -12,7 +12,8 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA; when set, clients must present a certificate it signed (mutual TLS)");
 ABSL_FLAG(int32_t, tls_reload_s, 10,
           "Seconds between re-reads of every TLS file this process uses (server and client "
-          "side): renewed certificates apply to new connections without a restart");
+          "side; the router's --auth_token_file too): renewed certificates apply to new "
+          "connections, changed tokens to new calls, without a restart");
 
 namespace pdserve {
 

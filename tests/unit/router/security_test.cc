@@ -43,6 +43,38 @@ TEST(BearerAuthTest, EmptyOrMissingFileIsAConfigError) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// The token file changes under a running router (a Secret update): the new
+// set applies on the next check once the interval passed, copies of the
+// object share it, and a file that turns unreadable or empty keeps the last
+// good set.
+TEST(BearerAuthTest, ReloadsTheFileAndKeepsTheLastGoodSet) {
+  const std::string path = WriteFile("rotating", "first\n");
+  absl::StatusOr<BearerAuth> loaded = BearerAuth::Load(path, absl::ZeroDuration());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const BearerAuth copy = *loaded;  // as GenerationService holds it
+  EXPECT_TRUE(copy.CheckHeader("Bearer first").ok());
+  EXPECT_FALSE(copy.CheckHeader("Bearer second").ok());
+
+  std::ofstream(path) << "second\nfirst\n";
+  EXPECT_EQ(*copy.CheckHeader("Bearer second"), "token-1");
+  EXPECT_EQ(*loaded->CheckHeader("Bearer first"), "token-2");
+
+  std::ofstream(path) << "# all revoked by mistake\n";
+  EXPECT_TRUE(copy.CheckHeader("Bearer second").ok()) << "an empty file keeps the last set";
+  std::ofstream(path) << "third\n";
+  EXPECT_TRUE(copy.CheckHeader("Bearer third").ok());
+  EXPECT_FALSE(copy.CheckHeader("Bearer second").ok()) << "removed tokens stop working";
+}
+
+TEST(BearerAuthTest, FixedSetsAreNeverReread) {
+  const std::string path = WriteFile("fixed", "one\n");
+  absl::StatusOr<BearerAuth> slow = BearerAuth::Load(path, absl::Hours(1));
+  ASSERT_TRUE(slow.ok());
+  std::ofstream(path) << "two\n";
+  EXPECT_TRUE(slow->CheckHeader("Bearer one").ok()) << "within the interval the file is not read";
+  EXPECT_FALSE(slow->CheckHeader("Bearer two").ok());
+}
+
 TEST(ClientLimiterTest, CapsEachClientSeparately) {
   ClientLimiter limiter(2);
   EXPECT_TRUE(limiter.TryAcquire("a"));
