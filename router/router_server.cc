@@ -101,7 +101,12 @@ void RouterServer::UpdateHealth(const RegistrySnapshot& snapshot) {
     serving |= IsUsable(w, snapshot.stale_after, now) &&
                w.info.model_fingerprint() == model_->fingerprint();
   }
+  if (draining_.load()) return;
   if (serving_.exchange(serving ? 1 : 0) == (serving ? 1 : 0)) return;
+  if (draining_.load()) {  // Shutdown began meanwhile: it stays not ready
+    serving_.store(0);
+    return;
+  }
   LOG(INFO) << "health: " << (serving ? "SERVING" : "NOT_SERVING");
   server_->SetServing(serving);
 }
@@ -109,6 +114,10 @@ void RouterServer::UpdateHealth(const RegistrySnapshot& snapshot) {
 void RouterServer::Shutdown(absl::Duration grace) {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  // Not ready from here on (/readyz, the HTTP API), as gRPC health is about
+  // to say; load reports still arriving must not turn it back.
+  draining_.store(true);
+  serving_.store(0);
   LOG(INFO) << "router draining: " << service_->calls_in_flight() << " requests in flight";
   // Stops accepting, lets calls run for `grace`, then cancels them.
   server_->Shutdown(grace);

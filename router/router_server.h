@@ -65,6 +65,7 @@ class RouterServer {
   // every load report. Read by /readyz and the HTTP API, so declared before
   // them.
   std::atomic<int> serving_{-1};
+  std::atomic<bool> draining_{false};  // Shutdown began: serving_ stays 0
   std::unique_ptr<MetricsHttpServer> metrics_server_;  // null when metrics_port == 0
   std::unique_ptr<Model> model_;
   std::unique_ptr<WorkerRegistry> registry_;

@@ -38,6 +38,7 @@ void BlockAllocator::EvictOne() {
   parked_charge_ -= charge_[b];
   Uncharge(b);
   empty_.push_back(b);
+  if (release_) dirty_.push_back(b);
 }
 
 absl::StatusOr<std::vector<int32_t>> BlockAllocator::Allocate(int32_t n) {
@@ -57,7 +58,18 @@ absl::StatusOr<std::vector<int32_t>> BlockAllocator::Allocate(int32_t n) {
     charge_[b] = block_bytes_;
     charged_ += block_bytes_;
   }
+  ReleaseDirty();
   return out;
+}
+
+void BlockAllocator::ReleaseDirty() {
+  if (dirty_.empty()) return;
+  // Those still empty; the ones just reused are in use again.
+  dirty_.erase(std::remove_if(dirty_.begin(), dirty_.end(),
+                              [this](int32_t b) { return refcounts_[b] != 0; }),
+               dirty_.end());
+  if (!dirty_.empty()) release_(dirty_);
+  dirty_.clear();
 }
 
 void BlockAllocator::MarkWindowReleased(int32_t block, int64_t released_bytes) {
@@ -93,6 +105,7 @@ bool BlockAllocator::Unref(int32_t block) {
   } else {
     Uncharge(block);
     empty_.push_back(block);
+    if (release_) dirty_.push_back(block);
   }
   return true;
 }

@@ -20,11 +20,22 @@
 // use never exceeds the budget. Without windows ids == budget, every block
 // charges its full bytes, and this is plain block counting.
 //
+// An id that leaves use (or is evicted) may still have resident pages: its
+// global layers, and window layers still inside a window. With more ids
+// than the budget those pages must go back too, or reusing other ids would
+// pile up memory nobody is charged for. The allocator collects such ids
+// and, at the next Allocate, hands those it did not just reuse (reused ids
+// are overwritten, so they cost nothing new) to the release callback
+// (KvCache::ReleaseBlocks) in one batch. Between a free and the next
+// allocation the pages stay, which never takes memory above what it was.
+//
 // Not thread-safe: owned by a worker's engine thread.
 #ifndef PDSERVE_COMMON_ENGINE_BLOCK_ALLOCATOR_H_
 #define PDSERVE_COMMON_ENGINE_BLOCK_ALLOCATOR_H_
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,7 +60,9 @@ class BlockAllocator {
   // evicted for room) cover whole blocks.
   int32_t num_free() const;
   int32_t num_used() const { return num_blocks() - num_free(); }
-  // Free blocks that still hold a cached prefix (a subset of num_free()).
+  // Blocks not in use that still hold a cached prefix. They can be evicted
+  // for any allocation, but with window-released ones holding little
+  // memory, their number may exceed num_free().
   int32_t num_cached_free() const { return cache_.num_parked(); }
   // Blocks that hold a cached prefix, in use or parked.
   int32_t num_cached() const { return cache_.num_cached(); }
@@ -91,12 +104,20 @@ class BlockAllocator {
   bool window_released(int32_t block) const { return window_released_[block]; }
   // Bytes charged by blocks in use and parked (for tests and reports).
   int64_t charged_bytes() const { return charged_; }
+  // Where ids that left use give their memory back (see the class
+  // comment); unset = never (ids == budget: every id is charged in full
+  // whenever its pages are written).
+  void set_release(std::function<void(absl::Span<const int32_t>)> release) {
+    release_ = std::move(release);
+  }
 
  private:
   // Drops a block's charge (it left use, or a parked block was evicted).
   void Uncharge(int32_t block);
   // Evicts the least recently parked block into empty_.
   void EvictOne();
+  // Hands dirty_ ids that are still empty to release_.
+  void ReleaseDirty();
 
   const int32_t budget_blocks_;
   const int64_t block_bytes_;
@@ -107,6 +128,9 @@ class BlockAllocator {
   int64_t charged_ = 0;          // sum of charge_ (blocks in use and parked)
   int64_t parked_charge_ = 0;    // the parked blocks' part of it
   std::vector<int32_t> empty_;  // LIFO: recently freed blocks are warm in cache
+  // Ids that went empty since the last Allocate, pages maybe resident.
+  std::vector<int32_t> dirty_;
+  std::function<void(absl::Span<const int32_t>)> release_;
   PrefixCache cache_;
 };
 

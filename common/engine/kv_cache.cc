@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "glog/logging.h"
 
 namespace pdserve {
 
@@ -130,12 +132,22 @@ int32_t KvCache::HostIds(const KvLayout& layout, int32_t num_blocks) {
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvLayout& layout,
                                                          int32_t num_blocks) {
   if (absl::Status st = ValidatePool(layout, num_blocks); !st.ok()) return st;
-  const int32_t ids = HostIds(layout, num_blocks);
-  const size_t bytes = PoolBytes(layout, ids);
+  int32_t ids = HostIds(layout, num_blocks);
+  size_t bytes = PoolBytes(layout, ids);
   // Ids beyond the budget are address space only: the allocator keeps the
   // memory touched within num_blocks blocks' worth, so reserve no swap.
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED && ids > num_blocks) {
+    // Strict overcommit accounting (vm.overcommit_memory=2) ignores
+    // MAP_NORESERVE: then no more ids than the budget.
+    LOG(WARNING) << "kv cache: cannot map " << ids << " block ids (" << bytes
+                 << " bytes); using " << num_blocks << ", so freed window memory admits nothing";
+    ids = num_blocks;
+    bytes = PoolBytes(layout, ids);
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+             -1, 0);
+  }
   if (p == MAP_FAILED) {
     return absl::ResourceExhaustedError(absl::StrCat("kv cache: cannot map ", bytes, " bytes"));
   }
@@ -166,7 +178,11 @@ KvCache::KvCache(const KvLayout& layout, int32_t num_ids, int32_t num_blocks, ui
       allocator_(num_ids, num_blocks, layout.bytes_per_layer_block() * layout.n_layers),
       base_(base),
       bytes_(bytes),
-      device_memory_(std::move(device_memory)) {}
+      device_memory_(std::move(device_memory)) {
+  if (device_memory_ == nullptr && num_ids > num_blocks) {
+    allocator_.set_release([this](absl::Span<const int32_t> blocks) { ReleaseBlocks(blocks); });
+  }
+}
 
 int64_t KvCache::ReleaseWindowLayers(int32_t block) {
   if (on_device()) return 0;
@@ -182,6 +198,25 @@ int64_t KvCache::ReleaseWindowLayers(int32_t block) {
     }
   }
   return released;
+}
+
+void KvCache::ReleaseBlocks(absl::Span<const int32_t> blocks) {
+  if (on_device() || blocks.empty()) return;
+  std::vector<int32_t> ids(blocks.begin(), blocks.end());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i + 1;
+    while (j < ids.size() && ids[j] == ids[j - 1] + 1) ++j;
+    for (int l = 0; l < layout_.n_layers; ++l) {
+      const auto begin = reinterpret_cast<uintptr_t>(LayerBlock(l, ids[i]));
+      const uintptr_t first = (begin + page - 1) / page * page;
+      const uintptr_t end = (begin + (j - i) * layer_block_bytes_) / page * page;
+      if (end > first) madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+    }
+    i = j;
+  }
 }
 
 KvCache::~KvCache() {

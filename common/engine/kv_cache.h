@@ -193,6 +193,11 @@ class KvCache {
   // BlockAllocator::MarkWindowReleased): 0 for device pools and layouts
   // without windows.
   int64_t ReleaseWindowLayers(int32_t block);
+  // Gives every layer's memory of `blocks` (not in use) back to the
+  // system: the allocator's release callback for pools with more ids than
+  // their budget (block_allocator.h). Runs of consecutive ids go in one
+  // madvise per layer.
+  void ReleaseBlocks(absl::Span<const int32_t> blocks);
   uint16_t* K(int layer, int32_t block) {
     return reinterpret_cast<uint16_t*>(LayerBlock(layer, block));
   }

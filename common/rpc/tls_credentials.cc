@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include <grpcpp/security/credentials.h>
@@ -9,6 +10,7 @@
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
+#include <openssl/ssl.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
@@ -27,12 +29,31 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view w
   return s.str();
 }
 
-// Read once at start-up so that a missing or malformed file fails with its
-// name; the watcher would only log it and fail every handshake.
+// The certificate chain and key load into OpenSSL and belong together.
+absl::Status CheckPairLoads(const TlsFiles& files) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_method()), SSL_CTX_free);
+  if (ctx == nullptr) return absl::InternalError("TLS: cannot make an OpenSSL context");
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), files.cert.c_str()) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TLS certificate ", files.cert, " does not load"));
+  }
+  if (SSL_CTX_use_PrivateKey_file(ctx.get(), files.key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(ctx.get()) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("TLS key ", files.key,
+                                                   " does not load or is not the key of ",
+                                                   files.cert));
+  }
+  return absl::OkStatus();
+}
+
+// Checked once at start-up so that a missing, malformed or mismatched file
+// fails with its name; the watcher would only log it and fail every
+// handshake.
 absl::Status CheckReadable(const TlsFiles& files) {
   if (!files.cert.empty()) {
     RETURN_IF_ERROR(ReadPem(files.cert, "certificate").status());
     RETURN_IF_ERROR(ReadPem(files.key, "key").status());
+    RETURN_IF_ERROR(CheckPairLoads(files));
   }
   if (!files.ca.empty()) RETURN_IF_ERROR(ReadPem(files.ca, "CA").status());
   return absl::OkStatus();

@@ -8,8 +8,8 @@
 //   client side: ca                -> verify the server against ca
 //                ca + cert + key   -> also present a client certificate
 //
-// The files are read at start-up (a missing or malformed one fails it,
-// named) and then re-read every TlsFiles::reload_interval by gRPC's file
+// The files are read at start-up (a missing or malformed one, or a key
+// that is not the certificate's, fails it, named) and then re-read every TlsFiles::reload_interval by gRPC's file
 // watcher: a renewed certificate or CA (cert-manager rewrites its Secret,
 // the kubelet swaps the mounted files atomically) is presented and trusted
 // on new connections without a restart; connections already up keep the

@@ -140,7 +140,8 @@ TEST_F(TlsRotationTest, GrpcServerPresentsARenewedCertificateWithoutRestart) {
   // there (gRPC 1.51's watcher does not check the pair), and the server
   // keeps running: a good pair put back is served again, no restart.
   ASSERT_TRUE(Shell(absl::StrCat("printf 'not a key' > '", Path("server.key"), "'")));
-  absl::SleepFor(absl::Seconds(2));
+  EXPECT_TRUE(Eventually([&] { return !ConnectsTrusting(port, "ca2.pem", kTierName); }))
+      << "the watcher took the broken key, so handshakes fail while it is there";
   ASSERT_TRUE(Install(Path("new.key"), Path("server.key")));
   EXPECT_TRUE(Eventually([&] { return ConnectsTrusting(port, "ca2.pem", kTierName); }));
 }
@@ -252,6 +253,14 @@ TEST_F(TlsRotationTest, HttpsContextFollowsTheFiles) {
   ASSERT_TRUE(Install(Path("old.pem"), Path("server.pem")));
   EXPECT_NE((*tls)->Current(), renewed);
   EXPECT_EQ(ServedCertificate(**tls), "/CN=ca1");
+}
+
+TEST_F(TlsRotationTest, MismatchedKeyFailsTheStartByName) {
+  TlsFiles f = ServerFiles();
+  f.key = Path("new.key");  // server.pem is the old certificate
+  auto creds = MakeServerCredentials(f);
+  ASSERT_FALSE(creds.ok());
+  EXPECT_NE(creds.status().message().find("new.key"), std::string::npos) << creds.status();
 }
 
 TEST_F(TlsRotationTest, MissingFilesFailTheStartByName) {

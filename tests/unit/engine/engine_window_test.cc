@@ -145,10 +145,12 @@ int64_t ResidentBytes(KvCache& cache) {
   return page * std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; });
 }
 
-// What the window gives back serves more sequences: a pool that fits 8 long
-// decodes by block count admits more once their windows slide, while the
-// memory in use (resident pages, as the kernel counts them) never exceeds
-// the budget, and every sequence still decodes to its end.
+// What the window gives back serves more sequences: a pool that fits two
+// long decodes by block count admits a third once their windows slide,
+// while the memory in use (resident pages, as the kernel counts them) never
+// exceeds the budget, every sequence still decodes to its end, and pool
+// after pool of new work on the ids the long decodes left behind stays
+// within it too (the ids beyond the budget give their pages back).
 TEST_F(EngineWindowTest, SlidingWindowsMakeRoomForMoreSequences) {
   constexpr int32_t kMaxTokens = 4000;
   constexpr int32_t kSequenceBlocks = 253;  // 40 + 4,000 - 1 positions
@@ -167,7 +169,7 @@ TEST_F(EngineWindowTest, SlidingWindowsMakeRoomForMoreSequences) {
   o.prompt = test::RandomTokens(40, config_.n_vocab, 5);
   o.max_tokens = kMaxTokens;
   o.ignore_eos = true;
-  std::vector<int> produced(8, 0);
+  std::vector<int> produced(64, 0);
   auto add = [&](int i) {
     return engine.Add(o, [&produced, i](const TokenEvent& e) { produced[i] += e.token >= 0; });
   };
@@ -193,6 +195,21 @@ TEST_F(EngineWindowTest, SlidingWindowsMakeRoomForMoreSequences) {
   EXPECT_EQ(cache.allocator().num_free(), kBudget) << "every byte comes back";
   // The finished sequences' blocks stay cached (parked, still charged, free).
   EXPECT_GT(cache.allocator().num_cached_free(), 0);
+
+  // Then as many short sequences (inside the window: every layer stays
+  // resident) as the budget takes, on a pool whose ids the long decodes
+  // touched: the cached blocks are evicted for room, and the ids evicted
+  // but not reused give their pages back.
+  o.prompt = test::RandomTokens(40, config_.n_vocab, 6);
+  o.max_tokens = 400;
+  int shorts = 0;
+  while (add(admitted + shorts).ok()) ++shorts;
+  EXPECT_EQ(shorts, kBudget / 28) << "28 blocks each";
+  for (int step = 0; engine.HasWork(); ++step) {
+    ASSERT_TRUE(engine.Step().ok());
+    if (step % 25 == 0) ASSERT_LE(ResidentBytes(cache), budget_bytes) << "step " << step;
+  }
+  for (int i = admitted; i < admitted + shorts; ++i) EXPECT_EQ(produced[i], 400) << "short " << i;
 }
 
 }  // namespace
