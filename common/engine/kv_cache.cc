@@ -111,6 +111,19 @@ int64_t ReleasablePages(int64_t span, int64_t page) {
   return span % page == 0 ? span / page : std::max<int64_t>(0, (span - (page - 1)) / page);
 }
 
+// madvise(DONTNEED) on the whole pages inside [begin, begin + bytes): a
+// page shared with a neighbouring span may hold KV in use. Returns the
+// bytes given back.
+int64_t ReleasePagesInside(uintptr_t begin, uintptr_t bytes) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t end = (begin + bytes) / page * page;
+  if (end <= first || madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED) != 0) {
+    return 0;
+  }
+  return static_cast<int64_t>(end - first);
+}
+
 }  // namespace
 
 int32_t KvCache::HostIds(const KvLayout& layout, int32_t num_blocks) {
@@ -186,16 +199,11 @@ KvCache::KvCache(const KvLayout& layout, int32_t num_ids, int32_t num_blocks, ui
 
 int64_t KvCache::ReleaseWindowLayers(int32_t block) {
   if (on_device()) return 0;
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   int64_t released = 0;
   for (int l = 0; l < layout_.n_layers && !layout_.layer_window.empty(); ++l) {
     if (layout_.layer_window[l] <= 0) continue;
-    const auto begin = reinterpret_cast<uintptr_t>(LayerBlock(l, block));
-    const uintptr_t first = (begin + page - 1) / page * page;
-    const uintptr_t end = (begin + layer_block_bytes_) / page * page;
-    if (end > first && madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED) == 0) {
-      released += static_cast<int64_t>(end - first);
-    }
+    released += ReleasePagesInside(reinterpret_cast<uintptr_t>(LayerBlock(l, block)),
+                                   static_cast<uintptr_t>(layer_block_bytes_));
   }
   return released;
 }
@@ -205,15 +213,12 @@ void KvCache::ReleaseBlocks(absl::Span<const int32_t> blocks) {
   std::vector<int32_t> ids(blocks.begin(), blocks.end());
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   for (size_t i = 0; i < ids.size();) {
     size_t j = i + 1;
     while (j < ids.size() && ids[j] == ids[j - 1] + 1) ++j;
     for (int l = 0; l < layout_.n_layers; ++l) {
-      const auto begin = reinterpret_cast<uintptr_t>(LayerBlock(l, ids[i]));
-      const uintptr_t first = (begin + page - 1) / page * page;
-      const uintptr_t end = (begin + (j - i) * layer_block_bytes_) / page * page;
-      if (end > first) madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+      ReleasePagesInside(reinterpret_cast<uintptr_t>(LayerBlock(l, ids[i])),
+                         (j - i) * static_cast<uintptr_t>(layer_block_bytes_));
     }
     i = j;
   }

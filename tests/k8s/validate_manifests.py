@@ -26,6 +26,7 @@ Exit 0 when everything holds (or, with a message, when kubectl is missing),
 1 otherwise.
 """
 
+import functools
 import json
 import os
 import re
@@ -416,6 +417,7 @@ def check_prometheus_rule_structure(o, report, where):
 # ---------------------------------------------------------------------------
 # Cross-references.
 
+@functools.lru_cache(maxsize=None)
 def defined_metrics(source_root):
     """pdserve_* metric names the binaries define (quoted in their sources)."""
     names = set()
@@ -465,6 +467,11 @@ class Pod:
 
 
 def flags_defined(source_root, sources):
+    return _flags_defined(source_root, tuple(sources))
+
+
+@functools.lru_cache(maxsize=None)
+def _flags_defined(source_root, sources):
     """ABSL_FLAG names in the given directories' .cc files and .cc files."""
     names = set()
     files = []
@@ -480,6 +487,7 @@ def flags_defined(source_root, sources):
     return names
 
 
+@functools.lru_cache(maxsize=None)
 def adapter_metrics(k8s_dir):
     """Metric names exposed by prometheus-adapter/values.yaml."""
     import yaml
@@ -494,6 +502,7 @@ def adapter_metrics(k8s_dir):
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def hpa_component(k8s_dir):
     """{Deployment name: HPA} of components/autoscaling-hpa, the reference the
     KEDA component must agree with."""
