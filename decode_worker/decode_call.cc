@@ -12,37 +12,11 @@
 #include "common/rpc/raw_message.h"
 #include "common/rpc/stream_outbox.h"
 #include "common/worker/worker_proto.h"
+#include "decode_worker/decode_call_state.h"
+#include "decode_worker/stream_migration.h"
 #include "glog/logging.h"
 
 namespace pdserve::decode {
-
-struct DecodeCallState {
-  explicit DecodeCallState(DecodeCall* reactor) : outbox(reactor) {}
-
-  StreamOutbox<grpc::ByteBuffer> outbox;  // serialized DecodeEvents
-  std::atomic<bool> cancelled{false};
-  std::string request_id;
-  int32_t prompt_len = 0;
-  absl::Time start = absl::Now();
-  // Engine thread only.
-  int64_t seq_id = 0;
-  bool awaiting_kv = false;
-  // The KV reservation, kept across epochs: a failed epoch re-arms the same
-  // blocks under epoch + 1 instead of giving them up (PROTOCOL.md, "Prefill
-  // retry").
-  std::vector<int32_t> kv_blocks;
-  uint64_t epoch = 0;
-  // A sequence cancelled while its KV was still coming: its blocks, taken
-  // from the engine, go back to the pool when the receiver is done with the
-  // epoch (OnKvDone), not before (a device channel may still be writing).
-  std::vector<int32_t> blocks_after_kv;
-  absl::Duration kv_wait;  // per epoch
-  absl::Status error;      // why the engine sequence was cancelled, if we did it
-  absl::Time reserved_at, committed_at;
-  uint64_t kv_bytes = 0;
-  int32_t local_cached_tokens = 0;  // local prefill: prompt tokens from the prefix cache
-  double first_step_ms = 0;
-};
 
 namespace {
 
@@ -80,11 +54,12 @@ void SendFinished(State& st, const TokenEvent& ev) {
 }
 
 // Engine thread: one sampled token and/or the end of the sequence.
-void OnTokenEvent(State& st, const TokenEvent& ev) {
+void OnTokenEvent(DecodeContext* ctx, State& st, const TokenEvent& ev) {
   if (ev.token >= 0) {
     if (ev.index == 1 && st.committed_at != absl::Time()) {
       st.first_step_ms = Ms(absl::Now() - st.committed_at);
     }
+    if (st.emitted++ == 0) st.first_emitted_at = absl::Now();
     v1::DecodeEvent out;
     v1::Tokens* tokens = out.mutable_tokens();
     tokens->add_ids(ev.token);
@@ -94,6 +69,7 @@ void OnTokenEvent(State& st, const TokenEvent& ev) {
     st.outbox.Push(SerializeRawMessage(out));
   }
   if (ev.finish == FinishReason::kNone) return;
+  ctx->streams.erase(st.seq_id);
   if (ev.finish == FinishReason::kCancelled) {
     st.outbox.Close(
         ToGrpcStatus(st.error.ok() ? absl::CancelledError("request cancelled") : st.error));
@@ -154,7 +130,9 @@ void OnKvDone(DecodeContext* ctx, Engine& engine, const std::shared_ptr<State>& 
   if (!c.ok()) {
     LOG(WARNING) << "[" << s.request_id << "] commit rejected: " << c;
     s.outbox.Close(ToGrpcStatus(c));
+    return;
   }
+  if (ctx->draining.load() && ctx->drain_moves_all) OfferStream(ctx, engine, st);
 }
 
 // Engine thread: registers the reserved blocks with the receiver under the
@@ -224,6 +202,8 @@ DecodeCall::DecodeCall(DecodeContext* ctx, grpc::CallbackServerContext* rpc,
     : ctx_(ctx), state_(std::make_shared<State>(this)) {
   state_->request_id = req.request_id();
   state_->prompt_len = req.prompt_tokens_size();
+  state_->max_tokens = req.max_tokens();
+  state_->accepts_migration = req.accepts_migration();
   if (ctx->draining.load()) {
     state_->outbox.Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode worker is draining"));
     return;
@@ -236,7 +216,7 @@ DecodeCall::DecodeCall(DecodeContext* ctx, grpc::CallbackServerContext* rpc,
   SequenceOptions opts = ToSequenceOptions(req);
   const bool posted = ctx->loop->Post([ctx, st, opts = std::move(opts), local, wait](Engine& e) {
     if (st->cancelled.load()) return;
-    auto on_event = [st](const TokenEvent& ev) { OnTokenEvent(*st, ev); };
+    auto on_event = [ctx, st](const TokenEvent& ev) { OnTokenEvent(ctx, *st, ev); };
     absl::StatusOr<int64_t> id = local ? e.Add(opts, on_event) : e.Reserve(opts, on_event);
     if (!id.ok()) {
       LOG(INFO) << "[" << st->request_id << "] refused: " << id.status();
@@ -244,6 +224,7 @@ DecodeCall::DecodeCall(DecodeContext* ctx, grpc::CallbackServerContext* rpc,
       return;
     }
     st->seq_id = *id;
+    ctx->streams[*id] = st;
     if (local) {
       st->reserved_at = absl::Now();
       st->local_cached_tokens = e.CachedTokensOf(*id);
@@ -268,6 +249,10 @@ void DecodeCall::OnCancel() {
   DecodeContext* ctx = ctx_;
   ctx->loop->Post([ctx, st](Engine& e) {
     if (st->seq_id == 0) return;
+    if (st->migration != State::Migration::kNone) {
+      WithdrawOffer(ctx, e, *st);  // a handoff in flight keeps its blocks
+      return;
+    }
     if (!st->awaiting_kv) {
       e.Cancel(st->seq_id);
       return;

@@ -8,7 +8,10 @@
 // them under the next epoch within the same wait; RetryDecodeTransfer (the
 // router retrying on another prefill worker) re-arms with a fresh wait.
 // Local prefill: the engine prefills and decodes. A request moved here by a
-// decode failover numbers its tokens from first_index. Tokens stream as
+// decode failover numbers its tokens from first_index; one moved here by a
+// migration reserves like a remote prefill and gets its KV from the decode
+// worker it leaves. A stream that accepts migration may itself be offered
+// (stream_migration.h) when this worker drains or the router asks. Tokens stream as
 // they are sampled; the stream ends with
 // DecodeFinished, or an error status (the KV never came: DEADLINE_EXCEEDED;
 // a bad transfer: the receiver's status; no memory: RESOURCE_EXHAUSTED).

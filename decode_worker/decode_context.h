@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/base/job_lane.h"
 #include "common/engine/engine_loop.h"
 #include "common/engine/kv_cache.h"
+#include "common/kv/kv_path.h"
 #include "common/kv/kv_transport.h"
 #include "common/model/model.h"
 #include "common/rpc/protocol_version.h"
@@ -27,6 +29,7 @@ struct DecodeContext {
   const Model* model = nullptr;
   EngineLoop* loop = nullptr;
   KvReceiver* receiver = nullptr;
+  KvCache* cache = nullptr;
   KvLayout layout;
   std::string worker_id;
   std::string kv_endpoint;
@@ -41,6 +44,24 @@ struct DecodeContext {
   // Streams whose reservation waits for KV, by transfer id, so that
   // RetryTransfer finds them. Engine thread only.
   std::unordered_map<uint64_t, std::weak_ptr<DecodeCallState>> awaiting_kv;
+
+  // KV migration (stream_migration.h): the sender that pushes an offered
+  // stream's KV to its target, this side's KV paths, and the lane its
+  // pushes run on (they wait for the target's ack).
+  KvSender* sender = nullptr;
+  KvLocalSide kv_local;
+  JobLane* handoffs = nullptr;
+  // A drain moves every stream (--drain_migration=all): a stream whose KV
+  // commits while draining is offered at once, before it takes a step.
+  bool drain_moves_all = false;
+  // How long an offer waits for its Handoff, and a Handoff for its ack.
+  absl::Duration offer_wait = absl::Seconds(10);
+  absl::Duration handoff_timeout = absl::Seconds(30);
+  // Every live stream with an engine sequence (or an offered one), by
+  // sequence id. Engine thread only.
+  std::unordered_map<int64_t, std::weak_ptr<DecodeCallState>> streams;
+  std::atomic<uint64_t> migrations_out{0};         // handed off
+  std::atomic<uint64_t> migrations_out_failed{0};  // handoff failed or offer lapsed
 };
 
 }  // namespace pdserve::decode

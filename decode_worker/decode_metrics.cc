@@ -77,6 +77,15 @@ void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry) 
       "pdserve_decode_kv_received_bytes_total",
       "KV payload bytes of committed transfers from prefill workers.",
       [ctx] { return static_cast<double>(ctx->kv_bytes_received.load()); });
+  registry->AddCallbackCounter(
+      "pdserve_decode_migrations_total",
+      "Streams this worker handed to another decode worker with their KV while draining.",
+      [ctx] { return static_cast<double>(ctx->migrations_out.load()); }, {{"outcome", "moved"}});
+  registry->AddCallbackCounter(
+      "pdserve_decode_migrations_total",
+      "Streams this worker handed to another decode worker with their KV while draining.",
+      [ctx] { return static_cast<double>(ctx->migrations_out_failed.load()); },
+      {{"outcome", "failed"}});
 }
 
 }  // namespace pdserve::decode

@@ -7,6 +7,7 @@
 #include "common/worker/worker_info.h"
 #include "common/worker/worker_proto.h"
 #include "decode_worker/decode_call.h"
+#include "decode_worker/stream_migration.h"
 
 namespace pdserve::decode {
 
@@ -66,6 +67,36 @@ grpc::ServerUnaryReactor* DecodeService::RetryTransfer(grpc::CallbackServerConte
       *response = SerializeRawMessage(answer);
     }
     r->Finish(epoch.ok() ? grpc::Status::OK : ToGrpcStatus(epoch.status()));
+  });
+  return r;
+}
+
+grpc::ServerUnaryReactor* DecodeService::Handoff(grpc::CallbackServerContext* rpc,
+                                                 const grpc::ByteBuffer* body,
+                                                 grpc::ByteBuffer* response) {
+  v1::HandoffRequest request;
+  if (absl::Status s = ParseRawRequest(*body, rpc->peer(), &request); !s.ok()) {
+    return FinishedUnary(rpc, s);
+  }
+  grpc::ServerUnaryReactor* r = rpc->DefaultReactor();
+  HandoffStream(ctx_, request, [r, response](absl::StatusOr<v1::HandoffResponse> answer) {
+    if (answer.ok()) *response = SerializeRawMessage(*answer);
+    r->Finish(answer.ok() ? grpc::Status::OK : ToGrpcStatus(answer.status()));
+  });
+  return r;
+}
+
+grpc::ServerUnaryReactor* DecodeService::OfferMigration(grpc::CallbackServerContext* rpc,
+                                                        const grpc::ByteBuffer* body,
+                                                        grpc::ByteBuffer* response) {
+  v1::OfferMigrationRequest request;
+  if (absl::Status s = ParseRawRequest(*body, rpc->peer(), &request); !s.ok()) {
+    return FinishedUnary(rpc, s);
+  }
+  grpc::ServerUnaryReactor* r = rpc->DefaultReactor();
+  OfferRequestedStream(ctx_, request, [r, response](absl::Status s) {
+    if (s.ok()) *response = SerializeRawMessage(v1::OfferMigrationResponse());
+    r->Finish(ToGrpcStatus(s));
   });
   return r;
 }

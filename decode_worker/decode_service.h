@@ -17,7 +17,9 @@ using RawDecodeWorkerService =
         v1::DecodeWorker::WithRawCallbackMethod_WatchLoad<
             v1::DecodeWorker::WithRawCallbackMethod_Decode<
                 v1::DecodeWorker::WithRawCallbackMethod_RetryTransfer<
-                    v1::DecodeWorker::Service>>>>>;
+                    v1::DecodeWorker::WithRawCallbackMethod_Handoff<
+                        v1::DecodeWorker::WithRawCallbackMethod_OfferMigration<
+                            v1::DecodeWorker::Service>>>>>>>;
 
 class DecodeService final : public RawDecodeWorkerService {
  public:
@@ -34,6 +36,11 @@ class DecodeService final : public RawDecodeWorkerService {
   grpc::ServerUnaryReactor* RetryTransfer(grpc::CallbackServerContext* rpc,
                                           const grpc::ByteBuffer* body,
                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Handoff(grpc::CallbackServerContext* rpc, const grpc::ByteBuffer* body,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* OfferMigration(grpc::CallbackServerContext* rpc,
+                                           const grpc::ByteBuffer* body,
+                                           grpc::ByteBuffer* response) override;
 
  private:
   v1::WorkerInfo Info() const;

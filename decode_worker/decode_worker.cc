@@ -7,6 +7,7 @@
 #include "common/kv/kv_path.h"
 #include "common/rpc/grpc_server.h"
 #include "decode_worker/decode_metrics.h"
+#include "decode_worker/stream_migration.h"
 #include "glog/logging.h"
 
 namespace pdserve::decode {
@@ -26,6 +27,9 @@ absl::Status DecodeWorkerConfig::Validate() const {
 }
 
 namespace {
+
+// Concurrent migration pushes: each waits on the network, not the CPU.
+constexpr int kHandoffThreads = 4;
 
 std::string AdvertisedKvEndpoint(const DecodeWorkerConfig& c, uint16_t port) {
   if (!c.kv_advertise.empty()) return c.kv_advertise;
@@ -47,6 +51,12 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   ro.listen_address = c.kv_listen;
   ASSIGN_OR_RETURN(ro.auth, LoadKvAuthKey(c.kv_secret_file));
   ASSIGN_OR_RETURN(w->receiver_, FramedKvReceiver::Create(cache, ro));
+  // Migration pushes KV to other decode workers as a prefill worker would.
+  FramedKvSenderOptions so;
+  so.auth = ro.auth;
+  if (cache->on_device()) so.device_pool = cache;
+  ASSIGN_OR_RETURN(w->sender_, FramedKvSender::Create(so));
+  w->handoffs_ = std::make_unique<JobLane>(kHandoffThreads);
   EngineLoop* loop = w->host_->StartEngine(
       Engine::Options{.max_batch_tokens = c.max_batch_tokens,
                       .max_running = c.max_batch,
@@ -56,6 +66,11 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   w->ctx_.model = &w->host_->model();
   w->ctx_.loop = loop;
   w->ctx_.receiver = w->receiver_.get();
+  w->ctx_.cache = cache;
+  w->ctx_.sender = w->sender_.get();
+  w->ctx_.handoffs = w->handoffs_.get();
+  w->ctx_.kv_local = {cache->on_device(), LocalKvHostId(),
+                      cache->on_device() && cache->device_memory()->SupportsPeerChannels()};
   w->ctx_.layout = cache->layout();
   w->ctx_.worker_id = w->host_->worker_id();
   w->ctx_.kv_endpoint = AdvertisedKvEndpoint(c, w->receiver_->port());
@@ -63,7 +78,16 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
       cache->on_device(), cache->on_device() && cache->device_memory()->SupportsPeerChannels());
   w->ctx_.kv_host_id = LocalKvHostId();
   w->ctx_.default_kv_wait = c.kv_wait;
+  w->ctx_.drain_moves_all = c.drain_migration == DrainMigration::kAll;
   w->service_ = std::make_unique<DecodeService>(&w->ctx_);
+  DecodeContext* migrating = &w->ctx_;
+  const DrainMigration mode = c.drain_migration;
+  w->host_->SetDrainHook([migrating, mode](absl::Time deadline) {
+    MigrateWhileDraining(migrating, mode, deadline);
+  });
+  w->offer_reaper_ = std::make_unique<PeriodicTask>(absl::Seconds(1), [migrating] {
+    migrating->loop->Post([migrating](Engine& e) { ExpireOffers(migrating, e); });
+  });
   const DecodeContext* ctx = &w->ctx_;
   RETURN_IF_ERROR(w->host_->Serve(w->service_.get(), &w->ctx_.draining,
                                   [ctx](MetricsRegistry* registry) {
@@ -88,7 +112,10 @@ BoundPorts DecodeWorker::bound_ports() const {
 // callbacks post to the loop), then the host's engine thread, runtime and
 // model.
 DecodeWorker::~DecodeWorker() {
+  offer_reaper_.reset();  // it posts to the engine thread
   if (host_) host_->Stop();
+  handoffs_.reset();  // pushes still running end (bounded by their deadline)
+  sender_.reset();
   receiver_.reset();
   host_.reset();
 }

@@ -14,12 +14,16 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/engine/speculation.h"
+#include "common/base/job_lane.h"
+#include "common/base/periodic_task.h"
 #include "common/kv/framed_kv_receiver.h"
+#include "common/kv/framed_kv_sender.h"
 #include "common/rpc/port_file.h"
 #include "common/worker/worker_config.h"
 #include "common/worker/worker_host.h"
 #include "decode_worker/decode_context.h"
 #include "decode_worker/decode_service.h"
+#include "decode_worker/migration_drain.h"
 
 namespace pdserve::decode {
 
@@ -41,6 +45,9 @@ struct DecodeWorkerConfig : WorkerConfig {
   // Speculative decoding: the default of requests that do not choose, and
   // its limits (common/engine/speculation.h).
   SpeculationOptions speculation;
+  // Which streams a drain moves to other decode workers with their KV
+  // (migration_drain.h).
+  DrainMigration drain_migration = DrainMigration::kAuto;
 
   absl::Status Validate() const;
 };
@@ -53,9 +60,11 @@ class DecodeWorker {
   int port() const { return host_->port(); }
   BoundPorts bound_ports() const;
   const std::string& kv_endpoint() const { return ctx_.kv_endpoint; }
-  // Stops admitting, lets running sequences finish (bounded by the drain
-  // timeout), then shuts the server down.
-  void Drain() { host_->Drain(); }
+  // Stops admitting, lets running sequences finish or moves them to other
+  // decode workers (bounded by the drain timeout), then shuts the server
+  // down. Returns whether every sequence was done or moved and every KV
+  // block free before the timeout.
+  bool Drain() { return host_->Drain(); }
   // Writes the port file, serves until SIGINT/SIGTERM, then drains.
   absl::Status ServeUntilTerminated() { return host_->ServeUntilTerminated(bound_ports()); }
 
@@ -66,6 +75,10 @@ class DecodeWorker {
   // ~DecodeWorker: the service and context below outlive its server.
   std::unique_ptr<WorkerHost> host_;
   std::unique_ptr<FramedKvReceiver> receiver_;
+  std::unique_ptr<FramedKvSender> sender_;  // migration pushes
+  std::unique_ptr<JobLane> handoffs_;
+  // Lapses migration offers nobody took (stream_migration.h).
+  std::unique_ptr<PeriodicTask> offer_reaper_;
   DecodeContext ctx_;
   std::unique_ptr<DecodeService> service_;
 };

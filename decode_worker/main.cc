@@ -20,6 +20,10 @@ ABSL_FLAG(int32_t, prefill_tokens_while_decoding, 0,
           "Most prompt tokens a step prefills locally while other sequences decode: bounds their "
           "longest inter-token gap, at the price of more gaps (0 = --max_batch_tokens)");
 ABSL_FLAG(int32_t, kv_wait_ms, 10000, "Default wait for a reservation's KV commit");
+ABSL_FLAG(std::string, drain_migration, "auto",
+          "On SIGTERM, move streams to other decode workers with their KV: auto (those that "
+          "would not finish in --drain_timeout_ms), all (every one, at once), off (none: the "
+          "window's end cuts them and the router recomputes them)");
 
 int main(int argc, char** argv) {
   pdserve::BlockTerminationSignals();
@@ -45,6 +49,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   c.speculation = *speculation;
+  absl::StatusOr<pdserve::decode::DrainMigration> drain_migration =
+      pdserve::decode::ParseDrainMigration(absl::GetFlag(FLAGS_drain_migration));
+  if (!drain_migration.ok()) {
+    LOG(ERROR) << "pdserve-decode: " << drain_migration.status();
+    return 1;
+  }
+  c.drain_migration = *drain_migration;
   absl::Status s = pdserve::decode::RunDecodeWorker(c);
   if (!s.ok()) {
     LOG(ERROR) << "pdserve-decode: " << s;

@@ -1,60 +1,14 @@
 #include "prefill_worker/kv_exporter.h"
 
 #include <algorithm>
-#include <deque>
 #include <optional>
-#include <thread>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 
 namespace pdserve::prefill {
-
-class KvExporter::Lane {
- public:
-  explicit Lane(int num_threads) {
-    for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { Loop(); });
-  }
-  // Runs the jobs still queued, then joins.
-  ~Lane() {
-    {
-      absl::MutexLock lock(&mu_);
-      stop_ = true;
-    }
-    for (std::thread& t : threads_) t.join();
-  }
-
-  void Post(std::function<void()> job) {
-    absl::MutexLock lock(&mu_);
-    jobs_.push_back(std::move(job));
-  }
-
- private:
-  void Loop() {
-    while (true) {
-      std::function<void()> job;
-      {
-        absl::MutexLock lock(&mu_);
-        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stop_ || !jobs_.empty();
-        };
-        mu_.Await(absl::Condition(&ready));
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
-
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;  // set in the constructor, joined in the destructor
-};
 
 KvExporter::KvExporter(KvSender* sender, KvCache* cache, int num_commit_threads,
                        absl::Duration progress_interval)
@@ -62,8 +16,8 @@ KvExporter::KvExporter(KvSender* sender, KvCache* cache, int num_commit_threads,
       cache_(cache),
       num_layers_(cache->layout().n_layers),
       progress_interval_(progress_interval),
-      commits_(std::make_unique<Lane>(num_commit_threads)),
-      aborts_(std::make_unique<Lane>(1)) {}
+      commits_(std::make_unique<JobLane>(num_commit_threads)),
+      aborts_(std::make_unique<JobLane>(1)) {}
 
 KvExporter::~KvExporter() {
   aborts_.reset();

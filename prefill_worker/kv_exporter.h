@@ -39,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/base/job_lane.h"
 #include "common/engine/engine.h"
 #include "common/engine/engine_loop.h"
 #include "common/kv/kv_transport.h"
@@ -101,8 +102,6 @@ class KvExporter {
   void SendKeepAlives();
   // Cancel after Finish: aborts the transfer if its commit still runs.
   void AbortCommit(int64_t seq_id, const std::string& reason);
-  class Lane;  // jobs and the threads that run them in order (kv_exporter.cc)
-
   // Hands blocks back to the engine, once the sender reads them no more.
   void FreeLater(std::vector<int32_t> blocks);
 
@@ -117,8 +116,8 @@ class KvExporter {
   std::map<int64_t, KvTransferTarget> committing_ ABSL_GUARDED_BY(committing_mu_);
   std::atomic<uint64_t> bytes_sent_{0};
 
-  std::unique_ptr<Lane> commits_;  // Finish: the commit, and the abort after a failed one
-  std::unique_ptr<Lane> aborts_;   // Cancel
+  std::unique_ptr<JobLane> commits_;  // Finish: the commit, and the abort after a failed one
+  std::unique_ptr<JobLane> aborts_;   // Cancel
 };
 
 }  // namespace pdserve::prefill

@@ -47,6 +47,9 @@ class DecodeStream : public grpc::ClientReadReactor<v1::DecodeEvent> {
   void Resume();
 
   const std::string& address() const { return address_; }
+  // The stub Start() was given (null before): a migration's Handoff goes
+  // to the same worker over the same channel.
+  const std::shared_ptr<v1::DecodeWorker::Stub>& stub() const { return stub_; }
 
   void OnReadDone(bool ok) override;
   void OnDone(const grpc::Status& status) override;

@@ -63,6 +63,7 @@ GenerateFsm::Env GenerateCall::FsmEnv(const Env& env) {
   e.api = env.api;
   e.breaker = env.breaker;
   e.ledger = env.ledger;
+  e.rebalance = env.rebalance;
   e.clock = &clock_;
   return e;
 }
@@ -164,6 +165,28 @@ void GenerateCall::OnRetryTransferDone(int attempt, uint64_t placement,
   Release();
 }
 
+void GenerateCall::OnHandoffDone(int attempt, const grpc::Status& status) {
+  Ops ops;
+  {
+    absl::MutexLock lock(&mu_);
+    Prepare(fsm_.OnHandoffDone(attempt, status, handoffs_[attempt]->response()), &ops);
+    Pump(&ops);
+  }
+  Run(ops);
+  Release();
+}
+
+void GenerateCall::OnOfferMigrationDone(int attempt, const grpc::Status& status) {
+  Ops ops;
+  {
+    absl::MutexLock lock(&mu_);
+    Prepare(fsm_.OnOfferMigrationDone(attempt, status), &ops);
+    Pump(&ops);
+  }
+  Run(ops);
+  Release();
+}
+
 void GenerateCall::OnWriteDone(bool ok) {
   Ops ops;
   {
@@ -253,6 +276,27 @@ void GenerateCall::Prepare(GenerateFsm::Actions a, Ops* ops) {
     ops->retry_placement = start.placement;
     ops->retry_stub = Reached(decode_stubs_, start.address);
   }
+  if (a.start_handoff.has_value()) {
+    GenerateFsm::HandoffStart& start = *a.start_handoff;
+    CHECK_EQ(static_cast<size_t>(start.attempt), handoffs_.size());
+    handoffs_.push_back(std::make_unique<HandoffCall>(
+        HandoffCall::Method(&HandoffCall::Async::Handoff), std::move(start.request), deadline_));
+    ++holds_;
+    ops->start_handoff = handoffs_.back().get();
+    ops->handoff_attempt = start.attempt;
+    ops->handoff_stub = streams_[start.source]->stub();
+  }
+  if (a.offer_migration.has_value()) {
+    v1::OfferMigrationRequest request;
+    request.set_request_id(fsm_.id());
+    offers_.push_back(std::make_unique<OfferMigrationCall>(
+        OfferMigrationCall::Method(&OfferMigrationCall::Async::OfferMigration), std::move(request),
+        deadline_));
+    ++holds_;
+    ops->start_offer = offers_.back().get();
+    ops->offer_attempt = *a.offer_migration;
+    ops->offer_stub = streams_[*a.offer_migration]->stub();
+  }
   decode_stubs_.clear();
   prefill_stubs_.clear();
   if (a.arm_watchdog.has_value()) {
@@ -277,6 +321,8 @@ void GenerateCall::Prepare(GenerateFsm::Actions a, Ops* ops) {
     ops->cancel_retry = retries_[*a.cancel_transfer_retry].get();
   }
   if (a.resume_decode.has_value()) ops->resume_decode = streams_[*a.resume_decode].get();
+  if (a.cancel_source.has_value()) ops->cancel_source = streams_[*a.cancel_source].get();
+  if (a.cancel_handoff.has_value()) ops->cancel_handoff = handoffs_[*a.cancel_handoff].get();
   for (const v1::GenerateResponse& response : a.responses) out_.Push(response);
   if (a.outcome.has_value()) out_.Close(*a.outcome);
 }
@@ -314,6 +360,18 @@ void GenerateCall::Run(Ops& ops) {
       OnRetryTransferDone(attempt, placement, s);
     });
   }
+  if (ops.start_handoff != nullptr) {
+    const int attempt = ops.handoff_attempt;
+    ops.start_handoff->Start(std::move(ops.handoff_stub),
+                             [this, attempt](grpc::Status s) { OnHandoffDone(attempt, s); });
+  }
+  if (ops.start_offer != nullptr) {
+    const int attempt = ops.offer_attempt;
+    ops.start_offer->Start(std::move(ops.offer_stub),
+                           [this, attempt](grpc::Status s) { OnOfferMigrationDone(attempt, s); });
+  }
+  if (ops.cancel_handoff != nullptr) ops.cancel_handoff->Cancel();
+  if (ops.cancel_source != nullptr) ops.cancel_source->Cancel();
   if (ops.cancel_prefill != nullptr) ops.cancel_prefill->Cancel();
   if (ops.cancel_retry != nullptr) ops.cancel_retry->Cancel();
   if (ops.cancel_decode != nullptr) ops.cancel_decode->Cancel();

@@ -47,11 +47,13 @@
 #include "router/decode_stream.h"
 #include "router/generate_fsm.h"
 #include "router/placement_ledger.h"
+#include "router/rebalance_gate.h"
 #include "router/prefill_call.h"
 #include "router/request_validator.h"
 #include "router/response_queue.h"
 #include "router/router_config.h"
 #include "router/router_metrics.h"
+#include "router/decode_unary_call.h"
 #include "router/transfer_retry_call.h"
 #include "router/worker_registry.h"
 
@@ -74,6 +76,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     Api api = Api::kGrpc;               // the door the request came in by
     CircuitBreaker* breaker = nullptr;  // null: no circuit breaking
     PlacementLedger* ledger = nullptr;  // null: placements see only load reports
+    RebalanceGate* rebalance = nullptr;  // null: no rebalancing
     std::function<void()> on_destroyed;
   };
 
@@ -98,6 +101,14 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     int retry_attempt = 0;
     uint64_t retry_placement = 0;
     std::shared_ptr<v1::DecodeWorker::Stub> retry_stub;
+    HandoffCall* start_handoff = nullptr;
+    int handoff_attempt = 0;
+    std::shared_ptr<v1::DecodeWorker::Stub> handoff_stub;
+    HandoffCall* cancel_handoff = nullptr;
+    OfferMigrationCall* start_offer = nullptr;
+    int offer_attempt = 0;
+    std::shared_ptr<v1::DecodeWorker::Stub> offer_stub;
+    DecodeStream* cancel_source = nullptr;
     grpc::Alarm* start_watchdog = nullptr;
     absl::Duration watchdog_delay;
     grpc::Alarm* cancel_watchdog = nullptr;
@@ -124,6 +135,8 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   void OnBackoffDone(uint64_t id);
   void OnWatchdog(bool fired);
   void OnRetryTransferDone(int attempt, uint64_t placement, const grpc::Status& status);
+  void OnHandoffDone(int attempt, const grpc::Status& status);
+  void OnOfferMigrationDone(int attempt, const grpc::Status& status);
 
   // GenerateFsm::Workers: the registry's view, and the stubs of the workers
   // the state machine is about to call (kept for the start action).
@@ -182,6 +195,8 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   std::vector<std::unique_ptr<DecodeStream>> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<PrefillCall>> prefills_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<TransferRetryCall>> retries_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<HandoffCall>> handoffs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<OfferMigrationCall>> offers_ ABSL_GUARDED_BY(mu_);
   // Backoff timers, oldest first; each lives until its callback ran. They
   // are never cancelled (a backoff is short): a stale one finds its
   // placement gone or the request decided and does nothing.

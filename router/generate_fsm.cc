@@ -69,8 +69,11 @@ void GenerateFsm::Place(Actions* a) {
   state_ = State::kPlacing;
   std::shared_ptr<const RegistrySnapshot> snapshot = env_.workers->snapshot();
   // After a decode failover the new worker continues from the tokens the
-  // client already has: it prefills prompt + those tokens itself.
-  const std::vector<int32_t>& generated = relay_->generated_ids();
+  // client already has: it prefills prompt + those tokens itself. A
+  // migration target receives the KV of all of them but the last, which
+  // comes with the commit.
+  std::vector<int32_t> generated = relay_->generated_ids();
+  if (migration_.has_value()) generated.pop_back();
   const absl::Time now = Now();
   PlacementQuery q;
   q.decode.policy = env_.config->decode_policy;
@@ -88,7 +91,7 @@ void GenerateFsm::Place(Actions* a) {
   q.prefill.ejected = q.decode.ejected;
   q.prefill.now = now;
   const bool fell_back = local_fallback_why_ != nullptr;
-  q.colocated = env_.config->colocated || !generated.empty() || fell_back;
+  q.colocated = env_.config->colocated || !generated.empty() || fell_back || migration_.has_value();
   if (!env_.config->colocated && fell_back) {
     q.forced_why = local_fallback_why_;
     q.forced_reason = "prefill_fallback";
@@ -106,6 +109,20 @@ void GenerateFsm::Place(Actions* a) {
     view = &adjusted;
   }
   absl::StatusOr<Placement> placement = PlaceRequest(*view, q);
+  if (!placement.ok() && migration_.has_value()) {
+    RecomputeAfterFailedMigration(
+        absl::StrCat("no decode worker can take its KV: ", placement.status().message()), a);
+    return;
+  }
+  if (placement.ok() && migration_.has_value() &&
+      placement->decode->info.kv_layout().SerializeAsString() !=
+          migration_->layout.SerializeAsString()) {
+    refusals_.RecordRefusal(placement->decode->address,
+                            grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                         "its KV layout differs from the migrating stream's"));
+    Place(a);
+    return;
+  }
   if (!placement.ok()) {
     const grpc::Status failure = refusals_.PlacementFailure(placement.status());
     if (WaitForDecodeWorker(failure, a)) return;
@@ -123,10 +140,14 @@ void GenerateFsm::Place(Actions* a) {
   ++placement_;
   if (env_.metrics != nullptr) {
     env_.metrics->CountRouting(RoutingTier::kDecode, q.decode.policy);
-    env_.metrics->CountPrefillDecision(placement->local_prefill, placement->reason);
+    // A migration target prefills nothing.
+    if (!migration_.has_value()) {
+      env_.metrics->CountPrefillDecision(placement->local_prefill, placement->reason);
+    }
   }
   decode_worker_ = *placement->decode;
-  local_prefill_ = placement->local_prefill;
+  // A migration target's KV comes from the source, as from a prefill worker.
+  local_prefill_ = placement->local_prefill && !migration_.has_value();
   decode_started_ = now;
   if (env_.ledger != nullptr) {
     const int64_t block = std::max(decode_worker_.info.kv_layout().block_size(), 1u);
@@ -135,9 +156,10 @@ void GenerateFsm::Place(Actions* a) {
                         (tokens + block - 1) / block);
   }
   kv_committed_ = false;
+  offer_asked_ = false;
   prefill_.ForgetSuccess();
-  v1::DecodeRequest r =
-      MakeDecodeRequest(id_, request_, local_prefill_, env_.config->kv_wait_ms, generated);
+  v1::DecodeRequest r = MakeDecodeRequest(id_, request_, local_prefill_, env_.config->kv_wait_ms,
+                                          generated, env_.config->decode_migration);
   decode_ = decode_attempts_++;
   decode_active_ = true;
   state_ = State::kDecodeOpen;
@@ -147,7 +169,9 @@ void GenerateFsm::Place(Actions* a) {
   ArmWatchdog(a);
   LOG(INFO) << "[" << id_ << "] decode worker " << decode_worker_.address << ", "
             << (local_prefill_ ? "local" : "remote") << " prefill ("
-            << (generated.empty() ? placement->why : "continuing after a decode failover")
+            << (migration_.has_value() ? "the target of a migration"
+                : generated.empty()    ? placement->why
+                                       : "continuing after a decode failover")
             << (generated.empty() ? "" : absl::StrCat(", from token ", generated.size())) << ")";
 }
 
@@ -191,6 +215,9 @@ GenerateFsm::Actions GenerateFsm::OnDecodeEvent(int attempt, const v1::DecodeEve
     case v1::DecodeEvent::kFinished:
       HandleFinished(event.finished(), &a);
       break;
+    case v1::DecodeEvent::kMigrating:
+      HandleMigrating(event.migrating(), &a);
+      break;
     case v1::DecodeEvent::EVENT_NOT_SET:
       FailProtocol("sent an empty event", &a);
       break;
@@ -219,6 +246,10 @@ bool GenerateFsm::AcceptFirstEvent(bool reserved, Actions* a) {
 
 void GenerateFsm::HandleReserved(const v1::Reserved& reserved, Actions* a) {
   if (!AcceptFirstEvent(/*reserved=*/true, a)) return;
+  if (migration_.has_value()) {
+    StartHandoff(reserved, a);
+    return;
+  }
   timeline_.MarkReserved(Now());
   cached_prefix_tokens_ = reserved.cached_prefix_tokens();
   prefill_.Reserve(reserved);
@@ -233,6 +264,15 @@ void GenerateFsm::HandleTokens(const v1::Tokens& tokens, Actions* a) {
   // Tokens on a remote attempt mean its KV arrived: a prefill failure from
   // now on only loses the prefill worker's report.
   kv_committed_ = true;
+  if (migration_.has_value()) {
+    // The target continues where the source stopped: the move is done.
+    ++migrations_;
+    if (env_.metrics != nullptr) env_.metrics->CountMigration(/*moved=*/true);
+    LOG(INFO) << "[" << id_ << "] migrated from " << migration_->source_address << " to "
+              << decode_worker_.address << " after " << migration_->generated << " tokens";
+    a->cancel_source = migration_->source;
+    migration_.reset();
+  }
   // The KV is in: a transfer retry still waiting out its backoff would only
   // ask D to move a committed reservation to a new epoch.
   if (backoff_ == BackoffFor::kTransferRetry) backoff_ = BackoffFor::kNone;
@@ -244,6 +284,7 @@ void GenerateFsm::HandleTokens(const v1::Tokens& tokens, Actions* a) {
     return;
   }
   if (out->has_chunk) PushChunk(std::move(out->chunk), a);
+  if (!out->stopped) MaybeRebalance(a);
   if (out->stopped) {
     LOG(INFO) << "[" << id_ << "] stop string matched after " << relay_->completion_tokens()
               << " tokens; cancelling the decode stream";
@@ -303,6 +344,13 @@ void GenerateFsm::HandleDecodeEnd(const grpc::Status& status, Actions* a) {
     }
     refusals_.RecordRefusal(address, status);
     Place(a);
+    return;
+  }
+  if (migration_.has_value()) {
+    if (IsWorkerHealthFailure(status)) RecordWorkerFailure(address, decode_started_);
+    refusals_.RecordRefusal(address, status);
+    RecomputeAfterFailedMigration(
+        absl::StrCat("migration target ", address, " failed: ", status.error_message()), a);
     return;
   }
   if (status.ok()) {
@@ -377,6 +425,163 @@ bool GenerateFsm::TryLocalPrefillAfterKvWait(const grpc::Status& status, Actions
   StopPrefillSide(a);
   FallBackToLocalPrefill("the decode worker's KV wait expired", a);
   return true;
+}
+
+// ---------------------------------------------------------------------------
+// KV migration
+
+void GenerateFsm::HandleMigrating(const v1::Migrating& migrating, Actions* a) {
+  const std::string address = decode_worker_.address;
+  const int32_t generated = static_cast<int32_t>(relay_->generated_ids().size());
+  // Anything else is left to the stream's end (the offer lapses there):
+  // the failover recomputes.
+  if (state_ != State::kStreaming || migration_.has_value() || !env_.config->decode_migration ||
+      generated < 1 || relay_->ended()) {
+    return;
+  }
+  if (migrating.generated_tokens() != generated) {
+    LOG(WARNING) << "[" << id_ << "] decode worker " << address << " offered the stream after "
+                 << migrating.generated_tokens() << " tokens, but " << generated
+                 << " were relayed; not moving it";
+    return;
+  }
+  LOG(INFO) << "[" << id_ << "] decode worker " << address
+            << " offers the stream: moving it with its KV after " << generated << " tokens";
+  migration_ = Migration{decode_, address, decode_worker_.info.kv_layout(), generated};
+  if (!prefilled_locally_.has_value()) prefilled_locally_ = local_prefill_;
+  // The source's stream stays open (its worker holds the KV for the
+  // Handoff) but is no longer read.
+  decode_active_ = false;
+  reads_paused_ = false;
+  refusals_.RecordRefusal(address, grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                "the stream is moving off this worker"));
+  // A recompute after a failed move waits for a decode worker like a
+  // failover.
+  failover_wait_until_ = Now() + retry_.failover_wait;
+  StopPrefillSide(a);  // a Prefill call still out only reports
+  Place(a);
+}
+
+namespace {
+
+// A stream needs this many tokens still to go to be worth moving.
+constexpr int32_t kRebalanceMinTokensLeft = 64;
+
+// Of the worker's KV pool, the share in use once `extra_blocks` more are.
+double KvUtilization(const v1::LoadReport& load, int64_t extra_blocks = 0) {
+  if (load.kv_blocks_total() == 0) return 0;
+  const int64_t used = int64_t{load.kv_blocks_total()} - load.kv_blocks_free() + extra_blocks;
+  return static_cast<double>(used) / load.kv_blocks_total();
+}
+
+}  // namespace
+
+void GenerateFsm::MaybeRebalance(Actions* a) {
+  const double threshold = env_.config->rebalance_kv_utilization;
+  if (threshold <= 0 || env_.rebalance == nullptr || !env_.config->decode_migration ||
+      state_ != State::kStreaming || !decode_active_ || migration_.has_value() || offer_asked_) {
+    return;
+  }
+  const int32_t generated = static_cast<int32_t>(relay_->generated_ids().size());
+  if (request_.max_tokens - generated < kRebalanceMinTokensLeft) return;
+  const std::shared_ptr<const RegistrySnapshot> snapshot = env_.workers->snapshot();
+  const WorkerState* here = snapshot->FindDecode(decode_worker_.address);
+  if (here == nullptr || KvUtilization(here->load) < threshold) return;
+  const int64_t block = std::max(here->info.kv_layout().block_size(), 1u);
+  const int64_t blocks =
+      (static_cast<int64_t>(request_.prompt_tokens.size()) + request_.max_tokens + block - 1) /
+      block;
+  const std::string layout = here->info.kv_layout().SerializeAsString();
+  // Room: below the threshold even with this stream, so that it does not
+  // move back (nor on to a third worker) on the next report.
+  const bool room = std::any_of(
+      snapshot->decode.begin(), snapshot->decode.end(), [&](const WorkerState& w) {
+        return w.address != here->address && w.live && w.has_info && !w.load.draining() &&
+               w.info.model_fingerprint() == env_.model_fingerprint &&
+               w.info.kv_layout().SerializeAsString() == layout &&
+               w.load.kv_blocks_free() >= blocks && KvUtilization(w.load, blocks) < threshold;
+      });
+  if (!room || !env_.rebalance->TryStart(here->address, Now())) return;
+  offer_asked_ = true;
+  a->offer_migration = decode_;
+  LOG(INFO) << "[" << id_ << "] decode worker " << here->address << " is "
+            << static_cast<int>(KvUtilization(here->load) * 100)
+            << "% full: asking it to move this stream elsewhere";
+}
+
+GenerateFsm::Actions GenerateFsm::OnOfferMigrationDone(int attempt, const grpc::Status& status) {
+  Actions a;
+  // Its Migrating event, if it offered, comes on the stream; a refusal
+  // (the stream ended meanwhile, an older worker) changes nothing.
+  if (!status.ok() && !done()) {
+    LOG(INFO) << "[" << id_ << "] the decode worker of attempt " << attempt
+              << " did not offer the stream: " << StatusCodeName(status.error_code()) << ": "
+              << status.error_message();
+  }
+  return a;
+}
+
+void GenerateFsm::StartHandoff(const v1::Reserved& reserved, Actions* a) {
+  timeline_.MarkReserved(Now());
+  migration_->handoff = handoff_attempts_++;
+  a->start_handoff = HandoffStart{
+      migration_->handoff, migration_->source,
+      MakeHandoffRequest(id_, reserved, decode_worker_.info.kv_endpoint())};
+  LOG(INFO) << "[" << id_ << "] reserved on " << decode_worker_.address << " (transfer "
+            << reserved.transfer_id() << ", " << reserved.cached_prefix_tokens()
+            << " cached tokens): " << migration_->source_address << " hands the KV over";
+}
+
+GenerateFsm::Actions GenerateFsm::OnHandoffDone(int attempt, const grpc::Status& status,
+                                                const v1::HandoffResponse& response) {
+  Actions a;
+  if (!migration_.has_value() || attempt != migration_->handoff || done()) return a;
+  migration_->handoff = -1;
+  if (status.ok()) {
+    // The target's first tokens complete the move.
+    LOG(INFO) << "[" << id_ << "] handed over " << response.kv_transfer_bytes()
+              << " bytes of KV in " << response.kv_transfer_ms() << " ms";
+    return a;
+  }
+  RecomputeAfterFailedMigration(absl::StrCat("the handoff from ", migration_->source_address,
+                                             " failed: ", StatusCodeName(status.error_code()),
+                                             ": ", status.error_message()),
+                                &a);
+  return a;
+}
+
+void GenerateFsm::AbandonMigration(Actions* a) {
+  if (!migration_.has_value()) return;
+  a->cancel_source = migration_->source;
+  if (migration_->handoff >= 0) a->cancel_handoff = migration_->handoff;
+  migration_.reset();
+}
+
+void GenerateFsm::RecomputeAfterFailedMigration(const std::string& why, Actions* a) {
+  LOG(WARNING) << "[" << id_ << "] moving the stream failed (" << why
+               << "); recomputing it on another decode worker";
+  AbandonMigration(a);
+  if (env_.metrics != nullptr) env_.metrics->CountMigration(/*moved=*/false);
+  if (decode_active_) {
+    // The target's reservation never got its KV; its blocks come back once
+    // the stream is torn down there.
+    a->cancel_decode = decode_;
+    decode_active_ = false;
+    release_wait_until_ = Now() + retry_.failover_wait;
+    released_on_ = decode_worker_.address;
+  }
+  reads_paused_ = false;
+  if (failovers_ >= retry_.decode_failovers) {
+    Fail(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                      absl::StrCat("moving the stream failed after ", relay_->completion_tokens(),
+                                   " tokens (", why, ") and the decode failover budget of ",
+                                   retry_.decode_failovers, " is used up")),
+         a);
+    return;
+  }
+  ++failovers_;
+  failover_wait_until_ = Now() + retry_.failover_wait;
+  Place(a);
 }
 
 // ---------------------------------------------------------------------------
@@ -685,6 +890,7 @@ v1::Placement GenerateFsm::FinalPlacement() const {
   if (!local_prefill_ && prefill_.calls() > 0) p.set_prefill_worker(prefill_.address());
   p.set_prefill_attempts(static_cast<uint32_t>(prefill_.calls()));
   p.set_decode_failovers(static_cast<uint32_t>(failovers_));
+  p.set_decode_migrations(static_cast<uint32_t>(migrations_));
   return p;
 }
 
@@ -699,8 +905,10 @@ void GenerateFsm::MaybeComplete(Actions* a) {
   finished->mutable_usage()->set_prompt_tokens(static_cast<int32_t>(request_.prompt_tokens.size()));
   finished->mutable_usage()->set_completion_tokens(relay_->completion_tokens());
   finished->mutable_usage()->set_cached_prompt_tokens(CachedPromptTokens());
-  *finished->mutable_timings() = timeline_.Merge(decode_finished_.timings(), prefill_.response(),
-                                                 local_prefill_, Now());
+  // A moved stream's prompt was prefilled where it started.
+  *finished->mutable_timings() =
+      timeline_.Merge(decode_finished_.timings(), prefill_.response(),
+                      prefilled_locally_.value_or(local_prefill_), Now());
   *finished->mutable_placement() = FinalPlacement();
   if (env_.breaker != nullptr && !decode_broke_) {
     env_.breaker->RecordSuccess(decode_worker_.address);
@@ -733,6 +941,7 @@ void GenerateFsm::Fail(const grpc::Status& status, Actions* a) {
   LOG_IF(WARNING, !routine) << "[" << id_ << "] " << StatusCodeName(code) << ": "
                             << status.error_message();
   if (decode_active_) a->cancel_decode = decode_;
+  AbandonMigration(a);
   StopPrefillSide(a);
 }
 

@@ -15,6 +15,9 @@
 //   kPrefilling --Prefill failed--> backoff, RetryTransfer, Prefill again
 //   kPrefilling --no prefill worker left / KV wait expired--> kPlacing (local)
 //   kStreaming --stream broke--> kPlacing (decode failover)
+//   kStreaming --Migrating (the worker drains, or rebalances when asked)--> kPlacing (a target)
+//     --Reserved--> kPrefilling (Handoff from the source) --first Tokens--> kStreaming
+//     (a failed move: the decode failover, recomputing)
 //   kStreaming --DecodeFinished or stop--> kCompleting --Prefill resolved--> kDone
 //   any --failure, budget used up, cancel, deadline--> kDone
 //
@@ -50,6 +53,7 @@
 #include "router/clock.h"
 #include "router/decode_attempts.h"
 #include "router/placement_ledger.h"
+#include "router/rebalance_gate.h"
 #include "router/prefill_attempts.h"
 #include "router/request_timeline.h"
 #include "router/request_validator.h"
@@ -99,6 +103,7 @@ class GenerateFsm {
     Api api = Api::kGrpc;               // the metrics' label
     CircuitBreaker* breaker = nullptr;  // null: no circuit breaking
     PlacementLedger* ledger = nullptr;  // null: placements see only load reports
+    RebalanceGate* rebalance = nullptr;  // null: no rebalancing
     const Clock* clock = nullptr;
     // Backoff jitter in [0, 1); null: uniformly random.
     std::function<double()> jitter;
@@ -120,6 +125,14 @@ class GenerateFsm {
     std::string address;     // the decode worker
     v1::RetryTransferRequest request;
   };
+  // KV migration: the source decode worker (decode attempt `source`, whose
+  // stream's channel carries the call) pushes the stream's KV to the
+  // target's reservation.
+  struct HandoffStart {
+    int attempt = 0;
+    int source = 0;
+    v1::HandoffRequest request;
+  };
   struct Backoff {
     absl::Duration delay;
     // Handed back when it fires. Only the latest backoff's id is current:
@@ -135,11 +148,17 @@ class GenerateFsm {
     std::optional<DecodeStart> start_decode;
     std::optional<PrefillStart> start_prefill;
     std::optional<TransferRetryStart> start_transfer_retry;
+    std::optional<HandoffStart> start_handoff;
     std::optional<absl::Duration> arm_watchdog;
     std::optional<Backoff> start_backoff;
     std::optional<int> cancel_prefill;
     std::optional<int> cancel_transfer_retry;
     std::optional<int> cancel_decode;
+    // A migration's source stream, once the move is over either way.
+    std::optional<int> cancel_source;
+    std::optional<int> cancel_handoff;
+    // Rebalancing: ask decode attempt N's worker to offer this stream.
+    std::optional<int> offer_migration;
     std::optional<int> resume_decode;
     std::vector<v1::GenerateResponse> responses;
     std::optional<grpc::Status> outcome;
@@ -166,6 +185,12 @@ class GenerateFsm {
   // one when OK.
   Actions OnTransferRetryDone(int attempt, uint64_t placement, const grpc::Status& status,
                               uint64_t epoch);
+  // The OfferMigration call to decode attempt `attempt`'s worker ended
+  // (its Migrating event, if any, comes on the stream).
+  Actions OnOfferMigrationDone(int attempt, const grpc::Status& status);
+  // Handoff call `attempt` ended.
+  Actions OnHandoffDone(int attempt, const grpc::Status& status,
+                        const v1::HandoffResponse& response);
   // A backoff timer of `placement` fired.
   Actions OnBackoffDone(uint64_t id);
   // The watchdog timer ran (`fired`) or was cancelled.
@@ -200,6 +225,19 @@ class GenerateFsm {
   void HandleReserved(const v1::Reserved& reserved, Actions* a);
   void HandleTokens(const v1::Tokens& tokens, Actions* a);
   void HandleFinished(const v1::DecodeFinished& finished, Actions* a);
+  // Rebalancing: the stream's worker is nearly full and another has room:
+  // ask the worker to offer the stream (once per attempt, paced per worker).
+  void MaybeRebalance(Actions* a);
+  // The decode worker drains (or rebalances) and offers the stream: place
+  // it on a target.
+  void HandleMigrating(const v1::Migrating& migrating, Actions* a);
+  // The target reserved: the source pushes the KV there.
+  void StartHandoff(const v1::Reserved& reserved, Actions* a);
+  // Ends the migration's source stream and its Handoff call.
+  void AbandonMigration(Actions* a);
+  // The move failed (`why`): the stream is recomputed elsewhere, as in a
+  // decode failover.
+  void RecomputeAfterFailedMigration(const std::string& why, Actions* a);
   void HandleDecodeEnd(const grpc::Status& status, Actions* a);
   // Decode failover: true if the request moved to another decode worker
   // (or completed on the tokens it has).
@@ -263,6 +301,24 @@ class GenerateFsm {
   // ignored.
   uint64_t placement_ = 0;
   int failovers_ = 0;
+  // A migration in progress: the offered stream's attempt and worker, its
+  // KV layout (the target's must equal it), the tokens generated when it
+  // was offered, and the current Handoff call (-1 until the target
+  // reserved).
+  struct Migration {
+    int source = -1;
+    std::string source_address;
+    v1::KvLayout layout;
+    int32_t generated = 0;
+    int handoff = -1;
+  };
+  std::optional<Migration> migration_;
+  int handoff_attempts_ = 0;
+  int migrations_ = 0;  // moves that completed (the target's first tokens came)
+  bool offer_asked_ = false;  // this attempt's worker was asked to offer the stream
+  // Where the prompt was prefilled, once a move made local_prefill_ say
+  // where the KV came from instead (Timings.prefill_mode).
+  std::optional<bool> prefilled_locally_;
   // Set by a fall-back: every later placement prefills locally, for this
   // reason (logs).
   const char* local_fallback_why_ = nullptr;

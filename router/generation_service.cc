@@ -1,5 +1,6 @@
 #include "router/generation_service.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ GenerationService::GenerationService(const Model& model, const RouterConfig& con
       metrics_(metrics),
       validator_(model, config),
       breaker_(config.breaker_options()),
+      // Two load reports apart at least: the next move off a worker is
+      // decided on a report taken after the last one.
+      rebalance_(absl::Milliseconds(std::max<int64_t>(1000, 2 * config.load_poll_ms))),
       clients_(config.max_streams_per_client) {
   env_.model = &model_;
   env_.config = &config_;
@@ -31,6 +35,7 @@ GenerationService::GenerationService(const Model& model, const RouterConfig& con
   env_.metrics = metrics_;
   env_.breaker = &breaker_;
   env_.ledger = &ledger_;
+  env_.rebalance = &rebalance_;
   env_.on_destroyed = [this] { OnCallDestroyed(); };
 }
 

@@ -29,6 +29,7 @@
 #include "router/client_limiter.h"
 #include "router/generate_call.h"
 #include "router/placement_ledger.h"
+#include "router/rebalance_gate.h"
 #include "router/request_validator.h"
 #include "router/router_config.h"
 #include "router/worker_registry.h"
@@ -89,6 +90,7 @@ class GenerationService final
   std::atomic<uint64_t> prefill_ticket_{0};
   CircuitBreaker breaker_;
   PlacementLedger ledger_;
+  RebalanceGate rebalance_;
   ClientLimiter clients_;
   std::optional<BearerAuth> auth_;
   std::string front_key_;  // "" = no front

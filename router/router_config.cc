@@ -115,6 +115,9 @@ absl::Status RouterConfig::Validate() const {
         "--prefill_retries, --decode_failovers and --breaker_failures must be >= 0");
   }
   if (failover_wait_ms < 0) return absl::InvalidArgumentError("--failover_wait_ms must be >= 0");
+  if (!(rebalance_kv_utilization >= 0 && rebalance_kv_utilization <= 1)) {
+    return absl::InvalidArgumentError("--rebalance_kv_utilization must be in [0, 1] (0 = off)");
+  }
   if (prefill_attempt_timeout_ms < 0) {
     return absl::InvalidArgumentError("--prefill_attempt_timeout_ms must be >= 0");
   }

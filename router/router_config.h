@@ -107,6 +107,14 @@ struct RouterConfig {
   // retry's backoff.
   int32_t prefill_retries = 2;
   int32_t decode_failovers = 2;
+  // Let a draining decode worker move its streams to another one with
+  // their KV (DecodeRequest.accepts_migration) instead of cutting them
+  // (a recompute failover follows then).
+  bool decode_migration = true;
+  // Rebalancing (0 = off): a long stream on a decode worker whose KV pool
+  // is at least this full (0..1) moves with its KV to one below it that
+  // has room, instead of the full one refusing new requests.
+  double rebalance_kv_utilization = 0;
   int64_t prefill_attempt_timeout_ms = 0;
   int64_t retry_backoff_ms = 20;
   // How long a decode failover waits for a decode worker to become live.

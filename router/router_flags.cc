@@ -59,6 +59,13 @@ ABSL_FLAG(int32_t, prefill_retries, 2,
           "Times a request's prefill is retried on another prefill worker (new KV epoch)");
 ABSL_FLAG(int32_t, decode_failovers, 2,
           "Times a request moves to another decode worker when its worker fails mid-stream");
+ABSL_FLAG(bool, decode_migration, true,
+          "A draining decode worker moves streams that would not finish in its drain window "
+          "to another decode worker with their KV; false: it cuts them and they are recomputed");
+ABSL_FLAG(double, rebalance_kv_utilization, 0,
+          "Move a long stream (64+ tokens to go) with its KV off a decode worker whose KV pool is "
+          "at least this full (0..1) to one below it with room; one move per worker per 2 load "
+          "reports (0 = off)");
 ABSL_FLAG(int64_t, prefill_attempt_timeout_ms, 0,
           "A Prefill call running longer is treated as hung and retried "
           "(0 = 3/4 of --kv_wait_ms, which also caps it)");
@@ -108,6 +115,8 @@ absl::StatusOr<RouterConfig> RouterConfigFromFlags() {
   c.port_file = absl::GetFlag(FLAGS_port_file);
   c.prefill_retries = absl::GetFlag(FLAGS_prefill_retries);
   c.decode_failovers = absl::GetFlag(FLAGS_decode_failovers);
+  c.decode_migration = absl::GetFlag(FLAGS_decode_migration);
+  c.rebalance_kv_utilization = absl::GetFlag(FLAGS_rebalance_kv_utilization);
   c.prefill_attempt_timeout_ms = absl::GetFlag(FLAGS_prefill_attempt_timeout_ms);
   c.retry_backoff_ms = absl::GetFlag(FLAGS_retry_backoff_ms);
   c.failover_wait_ms = absl::GetFlag(FLAGS_failover_wait_ms);

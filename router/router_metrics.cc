@@ -103,7 +103,16 @@ RouterMetrics::RouterMetrics(MetricsRegistry* registry) : registry_(registry) {
   for (const char* reason : kRemoteReasons) {
     prefill_decisions_[absl::StrCat("remote/", reason)] = PrefillDecisionCounter(false, reason);
   }
+  for (bool moved : {false, true}) {
+    migrations_[moved ? 1 : 0] = registry_->GetCounter(
+        "pdserve_router_decode_migrations_total",
+        "Streams a draining decode worker offered, by outcome (moved with their KV, or "
+        "recomputed on another decode worker after the move failed).",
+        {{"outcome", moved ? "moved" : "recomputed"}});
+  }
 }
+
+void RouterMetrics::CountMigration(bool moved) { migrations_[moved ? 1 : 0]->Increment(); }
 
 Counter* RouterMetrics::PrefillDecisionCounter(bool local, const std::string& reason) {
   return registry_->GetCounter(kPrefillDecisions, kPrefillDecisionsHelp,

@@ -50,6 +50,9 @@ class RouterMetrics {
   void CountRouting(RoutingTier tier, PolicyKind policy);
   // Where a placed request is prefilled, and Placement::reason.
   void CountPrefillDecision(bool local, const std::string& reason);
+  // A decode worker offered a stream for migration: it moved with its KV,
+  // or the move failed and the stream was recomputed elsewhere.
+  void CountMigration(bool moved);
 
  private:
   static constexpr int kNumCodes = grpc::StatusCode::UNAUTHENTICATED + 1;
@@ -70,6 +73,7 @@ class RouterMetrics {
   std::array<Counter*, kNumApis> completion_tokens_;
   std::array<std::array<Counter*, kNumCodes>, kNumApis> requests_;
   std::array<std::array<Counter*, kNumPolicies>, 2> routing_;
+  std::array<Counter*, 2> migrations_;  // [moved]
   Counter* PrefillDecisionCounter(bool local, const std::string& reason);
 
   // Keyed by "where/reason", for the reasons PlaceRequest gives.

@@ -2,9 +2,23 @@
 
 namespace pdserve::router {
 
+v1::KvTarget MakeKvTarget(const v1::Reserved& reserved, const std::string& default_kv_endpoint) {
+  v1::KvTarget target;
+  target.set_kv_endpoint(reserved.kv_endpoint().empty() ? default_kv_endpoint
+                                                        : reserved.kv_endpoint());
+  target.set_transfer_id(reserved.transfer_id());
+  target.set_epoch(reserved.epoch());
+  *target.mutable_kv_layout() = reserved.kv_layout();
+  target.set_skip_prefix_tokens(reserved.cached_prefix_tokens());
+  *target.mutable_kv_transports() = reserved.kv_transports();
+  target.set_kv_host_id(reserved.kv_host_id());
+  return target;
+}
+
 v1::DecodeRequest MakeDecodeRequest(const std::string& request_id, const ValidatedRequest& request,
                                     bool local_prefill, uint32_t kv_wait_ms,
-                                    const std::vector<int32_t>& generated) {
+                                    const std::vector<int32_t>& generated,
+                                    bool accepts_migration) {
   v1::DecodeRequest r;
   r.set_request_id(request_id);
   r.mutable_prompt_tokens()->Assign(request.prompt_tokens.begin(), request.prompt_tokens.end());
@@ -15,6 +29,15 @@ v1::DecodeRequest MakeDecodeRequest(const std::string& request_id, const Validat
   r.set_ignore_eos(request.ignore_eos);
   r.set_local_prefill(local_prefill);
   r.set_kv_wait_ms(kv_wait_ms);
+  r.set_accepts_migration(accepts_migration);
+  return r;
+}
+
+v1::HandoffRequest MakeHandoffRequest(const std::string& request_id, const v1::Reserved& reserved,
+                                      const std::string& default_kv_endpoint) {
+  v1::HandoffRequest r;
+  r.set_request_id(request_id);
+  *r.mutable_target() = MakeKvTarget(reserved, default_kv_endpoint);
   return r;
 }
 
@@ -25,15 +48,7 @@ v1::PrefillRequest MakePrefillRequest(const std::string& request_id,
   r.set_request_id(request_id);
   r.mutable_prompt_tokens()->Assign(request.prompt_tokens.begin(), request.prompt_tokens.end());
   *r.mutable_sampling() = request.sampling;
-  v1::KvTarget* target = r.mutable_target();
-  target->set_kv_endpoint(reserved.kv_endpoint().empty() ? default_kv_endpoint
-                                                         : reserved.kv_endpoint());
-  target->set_transfer_id(reserved.transfer_id());
-  target->set_epoch(reserved.epoch());
-  *target->mutable_kv_layout() = reserved.kv_layout();
-  target->set_skip_prefix_tokens(reserved.cached_prefix_tokens());
-  *target->mutable_kv_transports() = reserved.kv_transports();
-  target->set_kv_host_id(reserved.kv_host_id());
+  *r.mutable_target() = MakeKvTarget(reserved, default_kv_endpoint);
   return r;
 }
 

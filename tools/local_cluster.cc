@@ -175,6 +175,10 @@ std::string LocalCluster::http_address() const {
   return "";
 }
 
+std::string LocalCluster::log_path(const std::string& name) const {
+  return absl::StrCat(log_dir_, "/", name, ".log");
+}
+
 std::vector<std::string> LocalCluster::addresses(const std::string& prefix) const {
   std::vector<std::string> out;
   for (const ClusterProcess& p : processes_) {

@@ -83,6 +83,8 @@ class LocalCluster {
   // process). Pass --metrics_port=-1 in the extra flags to get one.
   int metrics_port(const std::string& name) const;
   const std::vector<ClusterProcess>& processes() const { return processes_; }
+  // Where process `name` logs.
+  std::string log_path(const std::string& name) const;
   // Sends `sig` to one process (fault injection in tests).
   void Signal(const std::string& name, int sig);
   // SIGKILLs one process and reaps it (fault injection); no-op if it is

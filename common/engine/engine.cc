@@ -252,9 +252,11 @@ absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token,
   }
   seq.awaiting_kv = false;
   seq.num_computed = seq.prompt_len();
-  if (HasWindowHoles(seq)) {
+  if (HasWindowHoles(seq) || (seq.options.first_index > 0 && max_window_ > 0)) {
     // Its window layers hold only the prompt's last window: a later prompt
-    // that shares a shorter prefix would read the positions not sent.
+    // that shares a shorter prefix would read the positions not sent. A
+    // migrated stream's may hold less still: its source had already given
+    // back window memory its next tokens would not read.
     seq.publishable = false;
   }
   PublishFullBlocks(seq);
@@ -309,6 +311,27 @@ std::vector<int32_t> Engine::CancelAndTakeBlocks(int64_t seq_id) {
     ReapFinished();
   }
   return TakeHeldBlocks(seq_id);
+}
+
+absl::StatusOr<Engine::Detached> Engine::Detach(int64_t seq_id) {
+  auto it = sequences_.find(seq_id);
+  if (it == sequences_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", seq_id));
+  Sequence& seq = *it->second;
+  // Between steps a decoding sequence's KV covers every token but the last.
+  const int32_t len = static_cast<int32_t>(seq.tokens.size());
+  if (!seq.running() || seq.generated() < 1 || seq.finish != FinishReason::kNone ||
+      seq.num_computed != len - 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sequence ", seq_id, " is not decoding (", seq.num_computed, " of ", len,
+                     " tokens computed)"));
+  }
+  Detached d;
+  d.blocks = std::move(seq.blocks);
+  d.kv_tokens = seq.num_computed;
+  d.last_token = seq.tokens.back();
+  d.generated = seq.options.first_index + seq.generated();
+  sequences_.erase(it);
+  return d;
 }
 
 // The batch's members are what the next step takes, so "running" matches

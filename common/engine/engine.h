@@ -117,6 +117,20 @@ class Engine {
   // Empty for unknown ids.
   std::vector<int32_t> CancelAndTakeBlocks(int64_t seq_id);
 
+  // A running sequence taken out of the engine whole, to continue on
+  // another worker (KV migration): its KV blocks (the caller's now: it
+  // returns them with FreeBlocks()), how many leading tokens they hold, and
+  // the last token, sampled but not yet fed, which the other worker feeds.
+  struct Detached {
+    std::vector<int32_t> blocks;
+    int32_t kv_tokens = 0;  // prompt + generated, but the last
+    int32_t last_token = -1;
+    int32_t generated = 0;  // first_index included: the request's count
+  };
+  // Removes a sequence that decodes (prompt done, a token generated, not
+  // finished) without any event; FAILED_PRECONDITION for any other.
+  absl::StatusOr<Detached> Detach(int64_t seq_id);
+
   // True while some sequence can make progress in Step().
   bool HasWork() const;
   // The runner's verdict on itself (ModelRunner::Healthy).

@@ -71,7 +71,9 @@ BoundPorts WorkerHost::bound_ports() const {
   return {.grpc = port(), .metrics = metrics_server_ ? metrics_server_->port() : 0};
 }
 
-void WorkerHost::Drain() { DrainWorker(*draining_, *server_, *loop_, config_.drain_timeout); }
+bool WorkerHost::Drain() {
+  return DrainWorker(*draining_, *server_, *loop_, config_.drain_timeout, drain_hook_);
+}
 
 absl::Status WorkerHost::ServeUntilTerminated(const BoundPorts& ports) {
   RETURN_IF_ERROR(WritePortFile(config_.port_file, ports));

@@ -39,6 +39,7 @@
 #include "common/rpc/grpc_server.h"
 #include "common/rpc/port_file.h"
 #include "common/worker/worker_config.h"
+#include "common/worker/worker_drain.h"
 
 namespace pdserve {
 
@@ -76,8 +77,13 @@ class WorkerHost {
   BoundPorts bound_ports() const;
 
   // Stops admitting (`*draining`, NOT_SERVING), lets running sequences
-  // finish (bounded by the drain timeout), then shuts the server down.
-  void Drain();
+  // finish or the drain hook move them (bounded by the drain timeout),
+  // then shuts the server down. Returns whether it got idle (every KV
+  // block free) before the drain timeout.
+  bool Drain();
+  // What the tier does with its in-flight work during Drain (before the
+  // wait for idle). Set once, before the first Drain.
+  void SetDrainHook(DrainHook hook) { drain_hook_ = std::move(hook); }
   // Writes the port file (`ports`), serves until SIGINT/SIGTERM, then
   // drains.
   absl::Status ServeUntilTerminated(const BoundPorts& ports);
@@ -103,6 +109,7 @@ class WorkerHost {
   std::atomic<bool>* draining_ = nullptr;  // the tier's; set by Serve
   std::unique_ptr<GrpcServer> server_;
   std::atomic<bool> grpc_up_{false};  // server_ started (what /readyz reads)
+  DrainHook drain_hook_;
   MetricsRegistry metrics_;
   std::unique_ptr<MetricsHttpServer> metrics_server_;  // null when metrics_port == 0
 };

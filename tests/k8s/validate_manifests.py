@@ -1103,10 +1103,11 @@ class RenderCheck:
                         if "podSelector" in pe and "namespaceSelector" not in pe:
                             self.c(len(self.pods_selected(pe["podSelector"])) > 0, np,
                                    f"{key}[{i}] podSelector selects no pods")
-        # Exactly the intended flows between pdserve pods.
+        # Exactly the intended flows between pdserve pods (decode -> decode:
+        # a draining decode pod migrates its streams' KV).
         wanted = set()
         for a, b, port_name in (("router", "prefill", "grpc"), ("router", "decode", "grpc"),
-                                ("prefill", "decode", "kv")):
+                                ("prefill", "decode", "kv"), ("decode", "decode", "kv")):
             if a in self.tiers and b in self.tiers:
                 wanted.add((a, b, self.tiers[b].resolve_port(port_name)))
         for a, pa in self.tiers.items():

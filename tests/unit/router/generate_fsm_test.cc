@@ -7,6 +7,9 @@
 //                                a failover)
 //   prefill(p1,epoch=1)          start a Prefill call under that epoch
 //   retry_transfer(d1)           start RetryTransfer on the decode worker
+//   handoff#0(d2:kv)             start Handoff on decode attempt 0's worker,
+//                                pushing to that KV endpoint (migration)
+//   cancel_source#0 cancel_handoff#0   end a migration's source / Handoff
 //   backoff(20ms) watchdog       arm a backoff / the watchdog
 //   cancel_prefill cancel_retry cancel_decode resume
 //   Started(d1,p1) Chunk(text) Finished(reason,decode,prefill,attempts=,
@@ -59,6 +62,7 @@ struct W {
   uint32_t free_blocks = 100;
   uint64_t queued_tokens = 0;
   std::string fingerprint = "fp";
+  uint32_t total_blocks = 0;  // 0: no utilization reported
 };
 
 // The cluster as the state machine sees it. Every worker reports at the
@@ -82,6 +86,11 @@ class FakeWorkers : public GenerateFsm::Workers {
   // In the snapshot, but no RPC can be started to it (left the pool).
   void MakeUnreachable(const std::string& address) { unreachable_.insert(address); }
   void Progress(const std::string& address) { ++progress_[address]; }
+  void SetFree(const std::string& address, uint32_t free) {
+    for (W& w : decode_) {
+      if (w.address == address) w.free_blocks = free;
+    }
+  }
 
  private:
   WorkerState Make(const W& w, v1::WorkerRole role) const {
@@ -100,6 +109,7 @@ class FakeWorkers : public GenerateFsm::Workers {
     s.info.set_protocol_version(1);
     s.info.set_kv_endpoint(w.address + ":kv");
     s.load.set_kv_blocks_free(w.free_blocks);
+    s.load.set_kv_blocks_total(w.total_blocks);
     s.load.set_queued_prompt_tokens(w.queued_tokens);
     auto p = progress_.find(w.address);
     s.load.set_prefill_progress(p == progress_.end() ? 0 : p->second);
@@ -109,7 +119,7 @@ class FakeWorkers : public GenerateFsm::Workers {
   }
 
   const FakeClock* const clock_;
-  const std::vector<W> decode_;
+  std::vector<W> decode_;
   const std::vector<W> prefill_;
   std::map<std::string, absl::Time> silent_since_;
   std::map<std::string, uint64_t> progress_;
@@ -139,6 +149,9 @@ enum class Kind {
   kSilence,
   kProgress,
   kUnreachable,
+  kMigrating,
+  kHandoffDone,
+  kSetFree,
 };
 
 struct Ev {
@@ -180,6 +193,13 @@ Ev Drained() { return {Kind::kDrained}; }
 Ev Advance(absl::Duration d) { return {.kind = Kind::kAdvance, .d = d}; }
 Ev Silence(std::string worker) { return {.kind = Kind::kSilence, .text = std::move(worker)}; }
 Ev Progress(std::string worker) { return {.kind = Kind::kProgress, .text = std::move(worker)}; }
+// The current decode stream offers itself after `generated` tokens.
+Ev Migrating(int64_t generated) { return {.kind = Kind::kMigrating, .n = generated}; }
+Ev HandoffDone(grpc::StatusCode code) { return {.kind = Kind::kHandoffDone, .code = code}; }
+// A decode worker's next reports show `free` free blocks.
+Ev SetFree(std::string worker, int64_t free) {
+  return {.kind = Kind::kSetFree, .text = std::move(worker), .n = free};
+}
 Ev Unreachable(std::string worker) {
   return {.kind = Kind::kUnreachable, .text = std::move(worker)};
 }
@@ -220,6 +240,10 @@ std::string Describe(const GenerateFsm::Actions& a) {
   if (a.start_transfer_retry.has_value()) {
     parts.push_back(absl::StrCat("retry_transfer(", a.start_transfer_retry->address, ")"));
   }
+  if (a.start_handoff.has_value()) {
+    parts.push_back(absl::StrCat("handoff#", a.start_handoff->source, "(",
+                                 a.start_handoff->request.target().kv_endpoint(), ")"));
+  }
   if (a.start_backoff.has_value()) {
     parts.push_back(absl::StrCat("backoff(", absl::FormatDuration(a.start_backoff->delay), ")"));
   }
@@ -237,7 +261,14 @@ std::string Describe(const GenerateFsm::Actions& a) {
   if (a.cancel_decode.has_value()) {
     parts.push_back(absl::StrCat("cancel_decode#", *a.cancel_decode));
   }
+  if (a.cancel_source.has_value()) parts.push_back(absl::StrCat("cancel_source#", *a.cancel_source));
+  if (a.cancel_handoff.has_value()) {
+    parts.push_back(absl::StrCat("cancel_handoff#", *a.cancel_handoff));
+  }
   if (a.resume_decode.has_value()) parts.push_back(absl::StrCat("resume#", *a.resume_decode));
+  if (a.offer_migration.has_value()) {
+    parts.push_back(absl::StrCat("offer#", *a.offer_migration));
+  }
   for (const v1::GenerateResponse& r : a.responses) {
     if (r.has_started()) {
       parts.push_back(absl::StrCat("Started(", r.started().decode_worker(), ",",
@@ -250,7 +281,11 @@ std::string Describe(const GenerateFsm::Actions& a) {
       parts.push_back(absl::StrCat("Finished(", ReasonName(f.reason()), ",", p.decode_worker(),
                                    ",", p.prefill_worker(), ",attempts=", p.prefill_attempts(),
                                    ",failovers=", p.decode_failovers(), ",",
-                                   f.timings().prefill_mode(), ")"));
+                                   f.timings().prefill_mode(),
+                                   p.decode_migrations() > 0
+                                       ? absl::StrCat(",migrations=", p.decode_migrations())
+                                       : "",
+                                   ")"));
     }
   }
   if (a.outcome.has_value()) parts.push_back("-> " + StatusCodeName(a.outcome->error_code()));
@@ -761,6 +796,121 @@ std::vector<Case> Cases() {
                              {Advance(absl::Seconds(1)), kPrefilling, ""},
                              {PrefillDone(UNAVAILABLE), kDone, "cancel_decode#0 -> UNAVAILABLE",
                               "prefill worker p1"}}});
+
+  // --- KV migration (a draining decode worker offers its streams) ---------
+  // The target gets the KV of every token but the last, which the source's
+  // commit carries: it re-emits that one (index 2), which the client has.
+  cases.push_back({.name = "ADrainingWorkersStreamMovesWithItsKv",
+                   .prefill = kNoPrefill,
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
+                             {Migrating(3), kDecodeOpen, "decode(d2,remote,from=2,max=14)"},
+                             {Reserved(), kPrefilling, "handoff#0(d2:kv)"},
+                             {HandoffDone(OK), kPrefilling, ""},
+                             {Tokens(2, "cde"), kStreaming, "cancel_source#0 Chunk(de)"},
+                             {DecodeEnd(grpc::StatusCode::ABORTED, 0), kStreaming, ""},
+                             {Finished(), kDone,
+                              "Finished(EOS,d2,,attempts=0,failovers=0,local,migrations=1) -> OK"}}});
+  cases.push_back({.name = "AFailedHandoffRecomputesTheStream",
+                   .prefill = kNoPrefill,
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
+                             {Migrating(3), kDecodeOpen, "decode(d2,remote,from=2,max=14)"},
+                             {Reserved(), kPrefilling, "handoff#0(d2:kv)"},
+                             {HandoffDone(NOT_FOUND), kDecodeOpen,
+                              "decode(d2,local,from=3,max=13) cancel_decode#1 cancel_source#0"},
+                             {Tokens(3, "d"), kStreaming, "Chunk(d)"},
+                             {Finished(), kDone,
+                              "Finished(EOS,d2,,attempts=0,failovers=1,local) -> OK"}}});
+  cases.push_back({.name = "AMigrationTargetThatDiesIsRecomputedElsewhere",
+                   .decode = {{"d1", 100}, {"d2", 50}, {"d3", 10}},
+                   .prefill = kNoPrefill,
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
+                             {Migrating(3), kDecodeOpen, "decode(d2,remote,from=2,max=14)"},
+                             {Reserved(), kPrefilling, "handoff#0(d2:kv)"},
+                             {DecodeEnd(UNAVAILABLE), kDecodeOpen,
+                              "decode(d3,local,from=3,max=13) cancel_source#0 cancel_handoff#0"},
+                             {HandoffDone(UNAVAILABLE), kDecodeOpen, ""}}});
+  cases.push_back({.name = "NoMigrationTargetMeansARecomputeThatWaits",
+                   .decode = kOneDecode,
+                   .prefill = kNoPrefill,
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {Tokens(0, "ab"), kStreaming, "Started(d1,) Chunk(ab)"},
+                             {Migrating(2), kPlacing, "backoff(200ms) cancel_source#0"}}});
+  cases.push_back({.name = "AMismatchedOfferIsLeftToLapse",
+                   .prefill = kNoPrefill,
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {Tokens(0, "ab"), kStreaming, "Started(d1,) Chunk(ab)"},
+                             {Migrating(5), kStreaming, ""},
+                             {DecodeEnd(UNAVAILABLE), kDecodeOpen,
+                              "decode(d2,local,from=2,max=14)"}}});
+  cases.push_back({.name = "WithMigrationOffTheOfferIsLeftToLapse",
+                   .prefill = kNoPrefill,
+                   .configure = [](RouterConfig* c) { c->decode_migration = false; },
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {Tokens(0, "ab"), kStreaming, "Started(d1,) Chunk(ab)"},
+                             {Migrating(2), kStreaming, ""}}});
+  cases.push_back({.name = "ClientCancelDuringAMigrationEndsBothStreams",
+                   .prefill = kNoPrefill,
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
+                             {Migrating(3), kDecodeOpen, "decode(d2,remote,from=2,max=14)"},
+                             {Reserved(), kPrefilling, "handoff#0(d2:kv)"},
+                             {Cancel(), kDone,
+                              "cancel_decode#1 cancel_source#0 cancel_handoff#0 -> CANCELLED"}}});
+
+  // --- Rebalancing (--rebalance_kv_utilization) ----------------------------
+  // d1 fills up after the stream started; d2 has room: the stream is asked
+  // to move (once), and moves as in a drain.
+  const std::vector<W> kTwoPools = {{"d1", 60, 0, "fp", 100}, {"d2", 50, 0, "fp", 100}};
+  cases.push_back({.name = "AStreamOnAFullWorkerMovesToOneWithRoom",
+                   .decode = kTwoPools,
+                   .prefill = kNoPrefill,
+                   .configure = [](RouterConfig* c) { c->rebalance_kv_utilization = 0.9; },
+                   .max_tokens = 100,
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {SetFree("d1", 5), kDecodeOpen, ""},
+                             {Tokens(0, "ab"), kStreaming, "offer#0 Started(d1,) Chunk(ab)"},
+                             {Tokens(2, "c"), kStreaming, "Chunk(c)"},
+                             {Migrating(3), kDecodeOpen, "decode(d2,remote,from=2,max=98)"},
+                             {Reserved(), kPrefilling, "handoff#0(d2:kv)"},
+                             {Tokens(2, "cd"), kStreaming, "cancel_source#0 Chunk(d)"}}});
+  cases.push_back({.name = "NoMoveWhenNoOtherWorkerHasRoom",
+                   .decode = kTwoPools,
+                   .prefill = kNoPrefill,
+                   .configure = [](RouterConfig* c) { c->rebalance_kv_utilization = 0.9; },
+                   .max_tokens = 100,
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {SetFree("d1", 5), kDecodeOpen, ""},
+                             {SetFree("d2", 5), kDecodeOpen, ""},
+                             {Tokens(0, "ab"), kStreaming, "Started(d1,) Chunk(ab)"}}});
+  // d2 (empty) would be past the threshold once it took the stream: no
+  // move, so no move back either.
+  cases.push_back({.name = "NoMoveOntoAWorkerTheStreamWouldFill",
+                   .decode = {{"d1", 60, 0, "fp", 100}, {"d2", 50, 0, "fp", 100}},
+                   .prefill = kNoPrefill,
+                   .configure = [](RouterConfig* c) { c->rebalance_kv_utilization = 0.5; },
+                   .max_tokens = 900,  // 58 blocks
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {SetFree("d1", 5), kDecodeOpen, ""},
+                             {SetFree("d2", 100), kDecodeOpen, ""},
+                             {Tokens(0, "ab"), kStreaming, "Started(d1,) Chunk(ab)"}}});
+  cases.push_back({.name = "NoMoveForAStreamNearItsEnd",
+                   .decode = kTwoPools,
+                   .prefill = kNoPrefill,
+                   .configure = [](RouterConfig* c) { c->rebalance_kv_utilization = 0.9; },
+                   .max_tokens = 60,
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {SetFree("d1", 5), kDecodeOpen, ""},
+                             {Tokens(0, "ab"), kStreaming, "Started(d1,) Chunk(ab)"}}});
+  cases.push_back({.name = "RebalancingIsOffByDefault",
+                   .decode = kTwoPools,
+                   .prefill = kNoPrefill,
+                   .max_tokens = 100,
+                   .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
+                             {SetFree("d1", 5), kDecodeOpen, ""},
+                             {Tokens(0, "ab"), kStreaming, "Started(d1,) Chunk(ab)"}}});
   return cases;
 }
 
@@ -785,6 +935,8 @@ TEST_P(GenerateFsmTest, FollowsTheScript) {
   env.decode_ticket = &decode_ticket;
   env.prefill_ticket = &prefill_ticket;
   env.breaker = &breaker;
+  RebalanceGate gate(absl::Seconds(1));
+  env.rebalance = &gate;
   env.clock = &clock;
   env.jitter = [] { return 0.0; };
   GenerateFsm fsm(env);
@@ -793,6 +945,7 @@ TEST_P(GenerateFsmTest, FollowsTheScript) {
   int decode = -1;
   int prefill = -1;
   int retry = -1;
+  int handoff = -1;
   uint64_t retry_placement = 0;
   std::vector<uint64_t> backoffs;  // ids, in the order started
   for (size_t i = 0; i < c.steps.size(); ++i) {
@@ -877,7 +1030,22 @@ TEST_P(GenerateFsmTest, FollowsTheScript) {
       case Kind::kUnreachable:
         workers.MakeUnreachable(ev.text);
         break;
+      case Kind::kMigrating:
+        event.mutable_migrating()->set_generated_tokens(static_cast<int32_t>(ev.n));
+        a = fsm.OnDecodeEvent(decode, event);
+        break;
+      case Kind::kSetFree:
+        workers.SetFree(ev.text, static_cast<uint32_t>(ev.n));
+        break;
+      case Kind::kHandoffDone: {
+        v1::HandoffResponse response;
+        response.set_kv_transfer_bytes(4096);
+        a = fsm.OnHandoffDone(handoff, grpc::Status(ev.code, ev.code == OK ? "" : "lost"),
+                              response);
+        break;
+      }
     }
+    if (a.start_handoff.has_value()) handoff = a.start_handoff->attempt;
     if (a.start_decode.has_value()) decode = a.start_decode->attempt;
     if (a.start_prefill.has_value()) prefill = a.start_prefill->attempt;
     if (a.start_transfer_retry.has_value()) {
