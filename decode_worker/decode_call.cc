@@ -156,6 +156,7 @@ SequenceOptions ToSequenceOptions(const v1::DecodeRequest& req) {
   o.max_tokens = req.max_tokens();
   o.ignore_eos = req.ignore_eos();
   o.first_index = req.first_index();
+  o.migrated = req.migrated();
   return o;
 }
 

@@ -16,6 +16,7 @@
 #include "common/base/job_lane.h"
 #include "common/engine/engine_loop.h"
 #include "common/engine/kv_cache.h"
+#include "common/kv/framed_kv_sender.h"
 #include "common/kv/kv_path.h"
 #include "common/kv/kv_transport.h"
 #include "common/model/model.h"
@@ -48,7 +49,7 @@ struct DecodeContext {
   // KV migration (stream_migration.h): the sender that pushes an offered
   // stream's KV to its target, this side's KV paths, and the lane its
   // pushes run on (they wait for the target's ack).
-  KvSender* sender = nullptr;
+  FramedKvSender* sender = nullptr;
   KvLocalSide kv_local;
   JobLane* handoffs = nullptr;
   // A drain moves every stream (--drain_migration=all): a stream whose KV
@@ -60,6 +61,9 @@ struct DecodeContext {
   // Every live stream with an engine sequence (or an offered one), by
   // sequence id. Engine thread only.
   std::unordered_map<int64_t, std::weak_ptr<DecodeCallState>> streams;
+  // Open offers (and pushes) by offer id (the sequence id), held strongly:
+  // their blocks are freed by CloseOffer whatever happens to the call.
+  std::unordered_map<int64_t, std::shared_ptr<DecodeCallState>> offers;
   std::atomic<uint64_t> migrations_out{0};         // handed off
   std::atomic<uint64_t> migrations_out_failed{0};  // handoff failed or offer lapsed
 };

@@ -79,11 +79,11 @@ void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry) 
       [ctx] { return static_cast<double>(ctx->kv_bytes_received.load()); });
   registry->AddCallbackCounter(
       "pdserve_decode_migrations_total",
-      "Streams this worker handed to another decode worker with their KV while draining.",
+      "Streams this worker handed to another decode worker with their KV (drain, rebalancing).",
       [ctx] { return static_cast<double>(ctx->migrations_out.load()); }, {{"outcome", "moved"}});
   registry->AddCallbackCounter(
       "pdserve_decode_migrations_total",
-      "Streams this worker handed to another decode worker with their KV while draining.",
+      "Streams this worker handed to another decode worker with their KV (drain, rebalancing).",
       [ctx] { return static_cast<double>(ctx->migrations_out_failed.load()); },
       {{"outcome", "failed"}});
 }

@@ -1,8 +1,10 @@
 #include "decode_worker/migration_drain.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "decode_worker/stream_migration.h"
 #include "glog/logging.h"
@@ -15,6 +17,29 @@ namespace {
 constexpr int kLastStretchDivisor = 4;
 constexpr absl::Duration kLastStretchMax = absl::Seconds(2);
 constexpr absl::Duration kPoll = absl::Milliseconds(20);
+
+// One round on the engine thread: offer what should move now, then say
+// whether the engine is idle (no sequence, every block free, offered ones
+// included). Asked there, not read from the published load: a stream
+// admitted just before the drain began may not be in that yet.
+// Returns false once the deadline passed without an answer.
+bool OfferAndCheckIdle(DecodeContext* ctx, absl::Time offer_by, bool all, absl::Time deadline,
+                       bool* idle) {
+  struct Answer {
+    absl::Notification done;
+    bool idle = false;
+  };
+  auto answer = std::make_shared<Answer>();
+  const bool posted = ctx->loop->Post([ctx, offer_by, all, answer](Engine& e) {
+    OfferMigrations(ctx, e, offer_by, all);
+    answer->idle = e.num_sequences() == 0 &&
+                   e.cache().allocator().num_free() == e.cache().num_blocks();
+    answer->done.Notify();
+  });
+  if (!posted || !answer->done.WaitForNotificationWithDeadline(deadline)) return false;
+  *idle = answer->idle;
+  return true;
+}
 
 }  // namespace
 
@@ -39,10 +64,11 @@ void MigrateWhileDraining(DecodeContext* ctx, DrainMigration mode, absl::Time de
   }
   while (true) {
     const bool all = mode == DrainMigration::kAll || absl::Now() >= last_stretch;
-    ctx->loop->Post(
-        [ctx, last_stretch, all](Engine& e) { OfferMigrations(ctx, e, last_stretch, all); });
-    if (ctx->loop->WaitIdle(std::min(deadline, absl::Now() + kPoll))) return;
-    if (absl::Now() >= deadline) return;
+    bool idle = false;
+    if (!OfferAndCheckIdle(ctx, last_stretch, all, deadline, &idle) || idle) return;
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return;
+    absl::SleepFor(std::min(kPoll, deadline - now));
   }
 }
 

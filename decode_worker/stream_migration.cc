@@ -26,8 +26,10 @@ void Offer(DecodeContext* ctx, Engine& engine, const std::shared_ptr<State>& st)
   st->detached = std::move(*d);
   st->migration = State::Migration::kOffered;
   st->offered_at = absl::Now();
+  ctx->offers[st->seq_id] = st;
   v1::DecodeEvent out;
   out.mutable_migrating()->set_generated_tokens(st->detached.generated);
+  out.mutable_migrating()->set_offer_id(static_cast<uint64_t>(st->seq_id));
   st->outbox.Push(SerializeRawMessage(out));
   LOG(INFO) << "[" << st->request_id << "] offered for migration after "
             << st->detached.generated << " tokens (" << st->detached.kv_tokens
@@ -38,19 +40,21 @@ void Offer(DecodeContext* ctx, Engine& engine, const std::shared_ptr<State>& st)
 void CloseOffer(DecodeContext* ctx, Engine& engine, State& st, const grpc::Status& end) {
   engine.FreeBlocks(std::exchange(st.detached.blocks, {}));
   st.migration = State::Migration::kOver;
-  ctx->streams.erase(st.seq_id);
   st.outbox.Close(end);
+  ctx->streams.erase(st.seq_id);
+  ctx->offers.erase(st.seq_id);  // may drop the last reference: last
 }
 
-std::shared_ptr<State> FindOffer(DecodeContext* ctx, const std::string& request_id) {
-  for (auto& [id, weak] : ctx->streams) {
-    std::shared_ptr<State> st = weak.lock();
-    if (st != nullptr && st->request_id == request_id &&
-        st->migration == State::Migration::kOffered) {
-      return st;
-    }
+// The open offer `offer_id`, if it is `request_id`'s (a request id alone
+// may name two streams: clients choose them).
+std::shared_ptr<State> FindOffer(DecodeContext* ctx, const std::string& request_id,
+                                 uint64_t offer_id) {
+  auto it = ctx->offers.find(static_cast<int64_t>(offer_id));
+  if (it == ctx->offers.end() || it->second->request_id != request_id ||
+      it->second->migration != State::Migration::kOffered) {
+    return nullptr;
   }
-  return nullptr;
+  return it->second;
 }
 
 struct PushResult {
@@ -113,7 +117,10 @@ absl::Status StartHandoff(DecodeContext* ctx, const std::shared_ptr<State>& st,
   for (const std::string& transport : t.kv_transports()) {
     if (transport != kKvTransportNccl) offer.transports.push_back(transport);
   }
-  if (offer.transports.empty()) offer.transports.push_back(kKvTransportTcp);
+  // Nothing else, or a target that refused our pool before: tcp.
+  if (offer.transports.empty() || ctx->sender->CudaIpcRefused(t.kv_endpoint())) {
+    offer.transports = {kKvTransportTcp};
+  }
   absl::StatusOr<KvPath> path = ChooseKvPath(KvTransportFlag::kAuto, ctx->kv_local, offer);
   if (!path.ok()) return path.status();
   KvTransferTarget target{t.kv_endpoint(), t.transfer_id(), t.epoch(),
@@ -183,11 +190,9 @@ void OfferStream(DecodeContext* ctx, Engine& engine, const std::shared_ptr<Decod
 void ExpireOffers(DecodeContext* ctx, Engine& engine) {
   const absl::Time now = absl::Now();
   std::vector<std::shared_ptr<State>> lapsed;
-  for (auto& [id, weak] : ctx->streams) {
-    std::shared_ptr<State> st = weak.lock();
-    if (st != nullptr && st->migration == State::Migration::kOffered &&
-        now - st->offered_at >= ctx->offer_wait) {
-      lapsed.push_back(std::move(st));
+  for (auto& [id, st] : ctx->offers) {
+    if (st->migration == State::Migration::kOffered && now - st->offered_at >= ctx->offer_wait) {
+      lapsed.push_back(st);
     }
   }
   for (const std::shared_ptr<State>& st : lapsed) {
@@ -195,7 +200,7 @@ void ExpireOffers(DecodeContext* ctx, Engine& engine) {
     ctx->migrations_out_failed.fetch_add(1);
     CloseOffer(ctx, engine, *st,
                grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                            "decode worker is draining and nothing took the stream"));
+                            "the stream's migration offer lapsed: nothing took it"));
   }
 }
 
@@ -208,12 +213,21 @@ void OfferRequestedStream(DecodeContext* ctx, const v1::OfferMigrationRequest& r
                           std::function<void(absl::Status)> done) {
   auto run = [ctx, req, done](Engine& e) {
     std::shared_ptr<State> st;
+    int matches = 0;
     for (auto& [id, weak] : ctx->streams) {
       std::shared_ptr<State> s = weak.lock();
-      if (s != nullptr && s->request_id == req.request_id()) st = std::move(s);
+      if (s != nullptr && s->request_id == req.request_id()) {
+        st = std::move(s);
+        ++matches;
+      }
     }
     if (st == nullptr) {
       done(absl::NotFoundError(absl::StrCat("no stream of request ", req.request_id(), " runs here")));
+      return;
+    }
+    if (matches > 1) {  // clients choose request ids: never move the wrong one
+      done(absl::FailedPreconditionError(
+          absl::StrCat(matches, " streams of request ", req.request_id(), " run here")));
       return;
     }
     if (st->migration == State::Migration::kNone) OfferStream(ctx, e, st);
@@ -232,10 +246,10 @@ void OfferRequestedStream(DecodeContext* ctx, const v1::OfferMigrationRequest& r
 void HandoffStream(DecodeContext* ctx, const v1::HandoffRequest& req,
                    std::function<void(absl::StatusOr<v1::HandoffResponse>)> done) {
   auto run = [ctx, req, done](Engine&) mutable {
-    std::shared_ptr<State> st = FindOffer(ctx, req.request_id());
+    std::shared_ptr<State> st = FindOffer(ctx, req.request_id(), req.offer_id());
     if (st == nullptr) {
-      done(absl::NotFoundError(
-          absl::StrCat("no migration offer of request ", req.request_id(), " is open")));
+      done(absl::NotFoundError(absl::StrCat("no migration offer ", req.offer_id(), " of request ",
+                                            req.request_id(), " is open")));
       return;
     }
     std::function<void(absl::StatusOr<v1::HandoffResponse>)> reply = done;

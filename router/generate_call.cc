@@ -94,8 +94,10 @@ bool GenerateCall::OnDecodeEvent(DecodeStream* stream, const v1::DecodeEvent& ev
   {
     absl::MutexLock lock(&mu_);
     const int attempt = AttemptOf(stream);
-    const bool current = fsm_.IsCurrentDecode(attempt);
     Prepare(fsm_.OnDecodeEvent(attempt, event), &ops);
+    // After the event: one that moved the stream (Migrating) leaves this
+    // attempt no longer current, and the pause is the new attempt's to make.
+    const bool current = fsm_.IsCurrentDecode(attempt);
     if (current && !fsm_.done() && out_.pending() >= kPauseReadsAt) {
       VLOG(1) << "[" << fsm_.id() << "] client is slow: pausing reads from " << stream->address();
       keep_reading = false;

@@ -158,8 +158,9 @@ void GenerateFsm::Place(Actions* a) {
   kv_committed_ = false;
   offer_asked_ = false;
   prefill_.ForgetSuccess();
-  v1::DecodeRequest r = MakeDecodeRequest(id_, request_, local_prefill_, env_.config->kv_wait_ms,
-                                          generated, env_.config->decode_migration);
+  v1::DecodeRequest r =
+      MakeDecodeRequest(id_, request_, local_prefill_, env_.config->kv_wait_ms, generated,
+                        env_.config->decode_migration, /*migrated=*/migration_.has_value());
   decode_ = decode_attempts_++;
   decode_active_ = true;
   state_ = State::kDecodeOpen;
@@ -447,7 +448,8 @@ void GenerateFsm::HandleMigrating(const v1::Migrating& migrating, Actions* a) {
   }
   LOG(INFO) << "[" << id_ << "] decode worker " << address
             << " offers the stream: moving it with its KV after " << generated << " tokens";
-  migration_ = Migration{decode_, address, decode_worker_.info.kv_layout(), generated};
+  migration_ = Migration{decode_, address, decode_worker_.info.kv_layout(), generated,
+                         migrating.offer_id()};
   if (!prefilled_locally_.has_value()) prefilled_locally_ = local_prefill_;
   // The source's stream stays open (its worker holds the KV for the
   // Handoff) but is no longer read.
@@ -478,8 +480,11 @@ double KvUtilization(const v1::LoadReport& load, int64_t extra_blocks = 0) {
 
 void GenerateFsm::MaybeRebalance(Actions* a) {
   const double threshold = env_.config->rebalance_kv_utilization;
+  // A move that fails is recomputed as a failover: only with budget left,
+  // so that a voluntary move can never fail the request.
   if (threshold <= 0 || env_.rebalance == nullptr || !env_.config->decode_migration ||
-      state_ != State::kStreaming || !decode_active_ || migration_.has_value() || offer_asked_) {
+      state_ != State::kStreaming || !decode_active_ || migration_.has_value() || offer_asked_ ||
+      failovers_ >= retry_.decode_failovers) {
     return;
   }
   const int32_t generated = static_cast<int32_t>(relay_->generated_ids().size());
@@ -526,7 +531,7 @@ void GenerateFsm::StartHandoff(const v1::Reserved& reserved, Actions* a) {
   migration_->handoff = handoff_attempts_++;
   a->start_handoff = HandoffStart{
       migration_->handoff, migration_->source,
-      MakeHandoffRequest(id_, reserved, decode_worker_.info.kv_endpoint())};
+      MakeHandoffRequest(id_, migration_->offer_id, reserved, decode_worker_.info.kv_endpoint())};
   LOG(INFO) << "[" << id_ << "] reserved on " << decode_worker_.address << " (transfer "
             << reserved.transfer_id() << ", " << reserved.cached_prefix_tokens()
             << " cached tokens): " << migration_->source_address << " hands the KV over";
@@ -571,6 +576,12 @@ void GenerateFsm::RecomputeAfterFailedMigration(const std::string& why, Actions*
     released_on_ = decode_worker_.address;
   }
   reads_paused_ = false;
+  if (DeadlinePassed()) {
+    Fail(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                      absl::StrCat("deadline exceeded while moving the stream (", why, ")")),
+         a);
+    return;
+  }
   if (failovers_ >= retry_.decode_failovers) {
     Fail(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                       absl::StrCat("moving the stream failed after ", relay_->completion_tokens(),

@@ -310,6 +310,7 @@ class GenerateFsm {
     std::string source_address;
     v1::KvLayout layout;
     int32_t generated = 0;
+    uint64_t offer_id = 0;  // Migrating.offer_id, echoed in Handoff
     int handoff = -1;
   };
   std::optional<Migration> migration_;

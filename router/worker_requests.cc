@@ -18,7 +18,7 @@ v1::KvTarget MakeKvTarget(const v1::Reserved& reserved, const std::string& defau
 v1::DecodeRequest MakeDecodeRequest(const std::string& request_id, const ValidatedRequest& request,
                                     bool local_prefill, uint32_t kv_wait_ms,
                                     const std::vector<int32_t>& generated,
-                                    bool accepts_migration) {
+                                    bool accepts_migration, bool migrated) {
   v1::DecodeRequest r;
   r.set_request_id(request_id);
   r.mutable_prompt_tokens()->Assign(request.prompt_tokens.begin(), request.prompt_tokens.end());
@@ -30,13 +30,16 @@ v1::DecodeRequest MakeDecodeRequest(const std::string& request_id, const Validat
   r.set_local_prefill(local_prefill);
   r.set_kv_wait_ms(kv_wait_ms);
   r.set_accepts_migration(accepts_migration);
+  r.set_migrated(migrated);
   return r;
 }
 
-v1::HandoffRequest MakeHandoffRequest(const std::string& request_id, const v1::Reserved& reserved,
+v1::HandoffRequest MakeHandoffRequest(const std::string& request_id, uint64_t offer_id,
+                                      const v1::Reserved& reserved,
                                       const std::string& default_kv_endpoint) {
   v1::HandoffRequest r;
   r.set_request_id(request_id);
+  r.set_offer_id(offer_id);
   *r.mutable_target() = MakeKvTarget(reserved, default_kv_endpoint);
   return r;
 }

@@ -18,11 +18,12 @@ namespace pdserve::router {
 // failed (decode failover) or is moving the stream (a migration carries all
 // but the last, whose KV its source has not computed). They extend the
 // prompt, count against max_tokens, and the new stream's numbering starts
-// after them. `accepts_migration`: the router handles Migrating.
+// after them. `accepts_migration`: the router handles Migrating. `migrated`:
+// this stream is a migration's target (DecodeRequest.migrated).
 v1::DecodeRequest MakeDecodeRequest(const std::string& request_id, const ValidatedRequest& request,
                                     bool local_prefill, uint32_t kv_wait_ms,
                                     const std::vector<int32_t>& generated = {},
-                                    bool accepts_migration = false);
+                                    bool accepts_migration = false, bool migrated = false);
 
 // Where KV goes for `reserved`: its endpoint (or the decode worker's
 // advertised one when the reservation leaves it empty), transfer id, epoch,
@@ -31,7 +32,8 @@ v1::KvTarget MakeKvTarget(const v1::Reserved& reserved, const std::string& defau
 
 // A migration (DecodeWorker.Handoff): the source pushes the offered
 // stream's KV to the target's reservation.
-v1::HandoffRequest MakeHandoffRequest(const std::string& request_id, const v1::Reserved& reserved,
+v1::HandoffRequest MakeHandoffRequest(const std::string& request_id, uint64_t offer_id,
+                                      const v1::Reserved& reserved,
                                       const std::string& default_kv_endpoint);
 
 // The KV target is the reservation: its endpoint (or the decode worker's

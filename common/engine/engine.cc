@@ -252,7 +252,7 @@ absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token,
   }
   seq.awaiting_kv = false;
   seq.num_computed = seq.prompt_len();
-  if (HasWindowHoles(seq) || (seq.options.first_index > 0 && max_window_ > 0)) {
+  if (HasWindowHoles(seq) || (seq.options.migrated && max_window_ > 0)) {
     // Its window layers hold only the prompt's last window: a later prompt
     // that shares a shorter prefix would read the positions not sent. A
     // migrated stream's may hold less still: its source had already given

@@ -45,6 +45,10 @@ struct SequenceOptions {
   // another decode worker continues (the prompt then ends with the tokens
   // generated so far). Only numbering and the sampler's draw depend on it.
   int32_t first_index = 0;
+  // The KV CommitPrefilled receives comes from a decode worker that was
+  // decoding the sequence (KV migration): its window layers may lack blocks
+  // below the sent window, so the blocks are never published.
+  bool migrated = false;
   // False: the prefix cache neither serves nor keeps this prompt's blocks,
   // and its statistics do not count it (a worker's start-up warm-up).
   bool use_prefix_cache = true;

@@ -197,6 +197,30 @@ class RouterFakeWorkersTest : public ::testing::Test {
     return run;
   }
 
+  // Migration: the worker placed first (most free blocks) drains after 3
+  // tokens; the target has fewer free blocks.
+  FakeDecodeWorker::Options DrainingOptions() {
+    auto o = DecodeOptions("abcdefgh");
+    o.offer_after = 3;
+    return o;
+  }
+  FakeDecodeWorker::Options TargetOptions() {
+    auto o = DecodeOptions("abcdefgh");
+    o.free_blocks = 50;
+    return o;
+  }
+  // A 6-token request; expects it to end OK with the first six tokens of
+  // "abcdefgh", none lost or repeated.
+  Outcome GenerateSixTokens() {
+    v1::GenerateRequest request = Text("go", 6);
+    request.set_return_token_ids(true);
+    Outcome out = Generate(request);
+    EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+    const std::vector<int32_t> all = Encode("abcdefgh");
+    EXPECT_EQ(out.token_ids, std::vector<int32_t>(all.begin(), all.begin() + 6));
+    return out;
+  }
+
   static Model* model_;
   FakeKvBus bus_;
   std::unique_ptr<RouterServer> router_;
@@ -632,6 +656,59 @@ TEST_F(RouterFakeWorkersTest, DecodeDyingMidStreamFailsOverWithoutLostOrRepeated
   std::vector<int32_t> want = Encode("go");
   want.insert(want.end(), all.begin(), all.begin() + 3);  // what d1 produced
   EXPECT_EQ(prompt, want);
+}
+
+// A draining decode worker offers the stream after 3 tokens: the router
+// reserves on the other worker for prompt + the first 2 (first_index 2,
+// remote), has the source hand its KV over, and the target's stream goes
+// on from token 2 (the duplicate dropped): no recompute.
+TEST_F(RouterFakeWorkersTest, ADrainingDecodeWorkersStreamMovesWithItsKv) {
+  FakeDecodeWorker d1(DrainingOptions(), &bus_);
+  FakeDecodeWorker d2(TargetOptions(), &bus_);
+  StartRouter({d1.address(), d2.address()}, {});
+  const Outcome out = GenerateSixTokens();
+  const std::vector<int32_t> all = Encode("abcdefgh");
+  EXPECT_EQ(out.finished.placement().decode_migrations(), 1u);
+  EXPECT_EQ(out.finished.placement().decode_failovers(), 0u);
+  EXPECT_EQ(out.finished.placement().decode_worker(), d2.address());
+  EXPECT_EQ(d1.handoff_calls(), 1);
+  const v1::DecodeRequest moved = d2.last_request();
+  EXPECT_FALSE(moved.local_prefill());
+  EXPECT_TRUE(moved.accepts_migration());
+  EXPECT_EQ(moved.first_index(), 2);
+  EXPECT_EQ(moved.max_tokens(), 4);
+  std::vector<int32_t> want = Encode("go");
+  want.insert(want.end(), all.begin(), all.begin() + 2);
+  EXPECT_EQ(std::vector<int32_t>(moved.prompt_tokens().begin(), moved.prompt_tokens().end()), want);
+}
+
+// The move fails — its target dies after reserving, or the source's push
+// breaks — and the stream is recomputed elsewhere from the 3 tokens the
+// client has, still without a lost or repeated token.
+TEST_F(RouterFakeWorkersTest, AFailedMoveIsRecomputed) {
+  for (bool target_dies : {true, false}) {
+    SCOPED_TRACE(target_dies ? "the target dies" : "the push breaks");
+    auto draining = DrainingOptions();
+    draining.fail_handoff = !target_dies;
+    FakeDecodeWorker d1(draining, &bus_);
+    auto target = TargetOptions();
+    target.die_when_reserved = target_dies;
+    FakeDecodeWorker d2(target, &bus_);
+    auto spare = DecodeOptions("abcdefgh");
+    spare.free_blocks = 10;
+    FakeDecodeWorker d3(spare, &bus_);
+    StartRouter({d1.address(), d2.address(), d3.address()}, {});
+    const Outcome out = GenerateSixTokens();
+    EXPECT_EQ(out.finished.placement().decode_migrations(), 0u);
+    EXPECT_EQ(out.finished.placement().decode_failovers(), 1u);
+    // A dead target leaves the spare; a broken push leaves the target free.
+    FakeDecodeWorker& recomputed = target_dies ? d3 : d2;
+    EXPECT_EQ(out.finished.placement().decode_worker(), recomputed.address());
+    const v1::DecodeRequest moved = recomputed.last_request();
+    EXPECT_TRUE(moved.local_prefill());
+    EXPECT_EQ(moved.first_index(), 3);
+    router_.reset();
+  }
 }
 
 // A stream that breaks after its last token lost only DecodeFinished: the

@@ -320,8 +320,10 @@ class MigrationRpcTest : public WorkerRpcTest {
     return t;
   }
 
-  // Reads the offered stream up to Migrating: the tokens it emitted.
-  static std::vector<int32_t> ReadUntilMigrating(grpc::ClientReader<v1::DecodeEvent>* reader) {
+  // Reads the offered stream up to Migrating: the tokens it emitted, and
+  // the offer's id.
+  static std::vector<int32_t> ReadUntilMigrating(grpc::ClientReader<v1::DecodeEvent>* reader,
+                                                 uint64_t* offer_id) {
     std::vector<int32_t> ids;
     v1::DecodeEvent event;
     while (reader->Read(&event)) {
@@ -330,6 +332,7 @@ class MigrationRpcTest : public WorkerRpcTest {
       }
       if (event.has_migrating()) {
         EXPECT_EQ(event.migrating().generated_tokens(), static_cast<int>(ids.size()));
+        *offer_id = event.migrating().offer_id();
         return ids;
       }
       EXPECT_FALSE(event.has_finished()) << "the stream finished instead of being offered";
@@ -364,7 +367,8 @@ TEST_F(MigrationRpcTest, ADrainingWorkerHandsAStreamToAnotherWithItsKv) {
   std::thread drain;
   bool drained = false;
   auto source_reader = StreamIntoADrain(*source, prompt, &source_ctx, &drain, &drained);
-  const std::vector<int32_t> emitted = ReadUntilMigrating(source_reader.get());
+  uint64_t offer_id = 0;
+  const std::vector<int32_t> emitted = ReadUntilMigrating(source_reader.get(), &offer_id);
   ASSERT_GE(emitted.size(), 1u);
   const int n = static_cast<int>(emitted.size());
 
@@ -374,6 +378,7 @@ TEST_F(MigrationRpcTest, ADrainingWorkerHandsAStreamToAnotherWithItsKv) {
   cont.mutable_prompt_tokens()->Add(emitted.begin(), emitted.end() - 1);
   cont.set_first_index(n - 1);
   cont.set_max_tokens(kMaxTokens - (n - 1));
+  cont.set_migrated(true);
   grpc::ClientContext target_ctx;
   target_ctx.set_deadline(In(absl::Seconds(60)));
   auto target_reader = target_stub->Decode(&target_ctx, cont);
@@ -385,6 +390,17 @@ TEST_F(MigrationRpcTest, ADrainingWorkerHandsAStreamToAnotherWithItsKv) {
   v1::HandoffRequest handoff;
   handoff.set_request_id("moved-1");
   *handoff.mutable_target() = Target(reserved.reserved());
+  // Another offer's id is refused, and changes nothing.
+  handoff.set_offer_id(offer_id + 1000);
+  {
+    grpc::ClientContext wc;
+    wc.set_deadline(In(absl::Seconds(10)));
+    v1::HandoffResponse r;
+    EXPECT_EQ(v1::DecodeWorker::NewStub(Channel(source->port()))->Handoff(&wc, handoff, &r)
+                  .error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  handoff.set_offer_id(offer_id);
   grpc::ClientContext hc;
   hc.set_deadline(In(absl::Seconds(60)));
   v1::HandoffResponse moved;
@@ -434,7 +450,9 @@ TEST_F(MigrationRpcTest, AHandoffThatCannotReachItsTargetFreesTheBlocks) {
   std::thread drain;
   bool drained = false;
   auto source_reader = StreamIntoADrain(*source, prompt, &source_ctx, &drain, &drained);
-  ReadUntilMigrating(source_reader.get());
+  uint64_t offer_id = 0;
+  ReadUntilMigrating(source_reader.get(), &offer_id);
+  handoff.set_offer_id(offer_id);
 
   // A target that is gone: nothing listens on its KV endpoint.
   v1::KvTarget* t = handoff.mutable_target();

@@ -1,7 +1,8 @@
 // Test-only fakes of the prefill and decode workers: real gRPC servers on
 // loopback speaking worker.proto, with scripted output and fault knobs
 // (refuse, hang, die mid-stream, fail, incompatible handshake), and the
-// recovery RPCs (RetryTransfer; first_index after a failover). They let
+// recovery RPCs (RetryTransfer; first_index after a failover; Migrating and
+// Handoff, as a draining decode worker moves a stream). They let
 // the router's state machine be driven through every path without a model.
 //
 // A FakeKvBus stands in for the KV data plane: the fake prefill worker
@@ -124,6 +125,13 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     // After this many tokens the whole worker goes silent, as under SIGSTOP:
     // its streams stay open, but no event and no load report leaves it.
     int freeze_after = -1;
+    // After this many tokens of a stream that accepts migration, the
+    // worker drains: it sends Migrating and holds the stream until a
+    // Handoff (which commits the target's transfer on the bus) or a cancel.
+    int offer_after = -1;
+    bool fail_handoff = false;  // Handoff answers UNAVAILABLE (the push broke)
+    // After Reserved, the worker crashes before any KV lands.
+    bool die_when_reserved = false;
     int port = 0;  // 0: any free port
     // Any 127.0.0.0/8 address: several fakes can share one port, as the
     // pods behind one DNS name do.
@@ -159,6 +167,7 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
   int decode_calls() const { return decode_calls_.load(); }
   int cancelled_calls() const { return cancelled_calls_.load(); }
   int retry_calls() const { return retry_calls_.load(); }
+  int handoff_calls() const { return handoff_calls_.load(); }
   v1::DecodeRequest last_request() {
     absl::MutexLock lock(&mu_);
     return last_request_;
@@ -191,6 +200,23 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     return grpc::Status::OK;
   }
 
+  // Pushes an offered stream's "KV": commits the target's transfer.
+  grpc::Status Handoff(grpc::ServerContext*, const v1::HandoffRequest* request,
+                       v1::HandoffResponse* response) override {
+    ++handoff_calls_;
+    absl::MutexLock lock(&mu_);
+    auto it = offered_.find(request->offer_id());
+    if (it == offered_.end() || it->second.handed_off ||
+        it->second.request_id != request->request_id()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no open offer");
+    }
+    if (options_.fail_handoff) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "push broke");
+    bus_->Commit(request->target().transfer_id());
+    it->second.handed_off = true;
+    response->set_kv_transfer_bytes(4096);
+    return grpc::Status::OK;
+  }
+
   grpc::Status Decode(grpc::ServerContext* ctx, const v1::DecodeRequest* request,
                       grpc::ServerWriter<v1::DecodeEvent>* writer) override {
     ++decode_calls_;
@@ -215,6 +241,9 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
       *r->mutable_kv_layout() = TestKvLayout();
       r->set_cached_prefix_tokens(options_.cached_prefix_tokens);
       writer->Write(e);
+      if (options_.die_when_reserved) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode worker crashed");
+      }
       const bool committed =
           bus_->WaitCommit(transfer_id, ctx, absl::Milliseconds(request->kv_wait_ms()));
       {
@@ -241,6 +270,9 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     for (; n < static_cast<int>(options_.output.size()) && n - first < request.max_tokens(); ++n) {
       if (n == options_.die_after) {
         return grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode worker crashed");
+      }
+      if (n == options_.offer_after && request.accepts_migration()) {
+        return Offer(ctx, request, n, writer);
       }
       if (n == options_.freeze_after) {
         control_.frozen = true;
@@ -273,6 +305,30 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
     return grpc::Status::OK;
   }
 
+  // Sends Migrating after `n` tokens and holds the stream until handed off.
+  grpc::Status Offer(grpc::ServerContext* ctx, const v1::DecodeRequest& request, int n,
+                     grpc::ServerWriter<v1::DecodeEvent>* writer) {
+    const uint64_t offer_id = bus_->NewTransferId();
+    {
+      absl::MutexLock lock(&mu_);
+      offered_[offer_id] = Offered{request.request_id(), false};
+    }
+    v1::DecodeEvent e;
+    e.mutable_migrating()->set_generated_tokens(n);
+    e.mutable_migrating()->set_offer_id(offer_id);
+    if (!writer->Write(e)) return Cancelled(ctx, grpc::Status::CANCELLED);
+    while (!ctx->IsCancelled()) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (offered_[offer_id].handed_off) {
+          return grpc::Status(grpc::StatusCode::ABORTED, "migrated");
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    return Cancelled(ctx, grpc::Status::CANCELLED);
+  }
+
   grpc::Status Cancelled(grpc::ServerContext* ctx, grpc::Status otherwise) {
     if (ctx->IsCancelled()) ++cancelled_calls_;
     return otherwise;
@@ -286,7 +342,14 @@ class FakeDecodeWorker final : public v1::DecodeWorker::Service {
   std::atomic<int> decode_calls_{0};
   std::atomic<int> cancelled_calls_{0};
   std::atomic<int> retry_calls_{0};
+  std::atomic<int> handoff_calls_{0};
   absl::Mutex mu_;
+  // Offered streams by offer id: whose, and handed off yet?
+  struct Offered {
+    std::string request_id;
+    bool handed_off = false;
+  };
+  absl::flat_hash_map<uint64_t, Offered> offered_ ABSL_GUARDED_BY(mu_);
   v1::DecodeRequest last_request_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, uint64_t> epochs_ ABSL_GUARDED_BY(mu_);  // awaiting commit
 };

@@ -4,12 +4,15 @@
 // the actions it must produce, written as Describe() prints them:
 //
 //   decode(d1,remote)            start a Decode stream (,from=N,max=M after
-//                                a failover)
+//                                a failover; ,migrated for a migration's
+//                                target)
 //   prefill(p1,epoch=1)          start a Prefill call under that epoch
 //   retry_transfer(d1)           start RetryTransfer on the decode worker
 //   handoff#0(d2:kv)             start Handoff on decode attempt 0's worker,
 //                                pushing to that KV endpoint (migration)
 //   cancel_source#0 cancel_handoff#0   end a migration's source / Handoff
+//   offer#0                      ask decode attempt 0's worker to offer the
+//                                stream (rebalancing)
 //   backoff(20ms) watchdog       arm a backoff / the watchdog
 //   cancel_prefill cancel_retry cancel_decode resume
 //   Started(d1,p1) Chunk(text) Finished(reason,decode,prefill,attempts=,
@@ -227,7 +230,8 @@ std::string Describe(const GenerateFsm::Actions& a) {
   if (a.start_decode.has_value()) {
     const v1::DecodeRequest& r = a.start_decode->request;
     std::string s =
-        absl::StrCat("decode(", a.start_decode->address, r.local_prefill() ? ",local" : ",remote");
+        absl::StrCat("decode(", a.start_decode->address, r.local_prefill() ? ",local" : ",remote",
+                     r.migrated() ? ",migrated" : "");
     if (r.first_index() > 0) {
       absl::StrAppend(&s, ",from=", r.first_index(), ",max=", r.max_tokens());
     }
@@ -241,6 +245,7 @@ std::string Describe(const GenerateFsm::Actions& a) {
     parts.push_back(absl::StrCat("retry_transfer(", a.start_transfer_retry->address, ")"));
   }
   if (a.start_handoff.has_value()) {
+    EXPECT_EQ(a.start_handoff->request.offer_id(), 42u) << "the offer's id, echoed";
     parts.push_back(absl::StrCat("handoff#", a.start_handoff->source, "(",
                                  a.start_handoff->request.target().kv_endpoint(), ")"));
   }
@@ -804,7 +809,7 @@ std::vector<Case> Cases() {
                    .prefill = kNoPrefill,
                    .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
-                             {Migrating(3), kDecodeOpen, "decode(d2,remote,from=2,max=14)"},
+                             {Migrating(3), kDecodeOpen, "decode(d2,remote,migrated,from=2,max=14)"},
                              {Reserved(), kPrefilling, "handoff#0(d2:kv)"},
                              {HandoffDone(OK), kPrefilling, ""},
                              {Tokens(2, "cde"), kStreaming, "cancel_source#0 Chunk(de)"},
@@ -815,7 +820,7 @@ std::vector<Case> Cases() {
                    .prefill = kNoPrefill,
                    .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
-                             {Migrating(3), kDecodeOpen, "decode(d2,remote,from=2,max=14)"},
+                             {Migrating(3), kDecodeOpen, "decode(d2,remote,migrated,from=2,max=14)"},
                              {Reserved(), kPrefilling, "handoff#0(d2:kv)"},
                              {HandoffDone(NOT_FOUND), kDecodeOpen,
                               "decode(d2,local,from=3,max=13) cancel_decode#1 cancel_source#0"},
@@ -827,7 +832,7 @@ std::vector<Case> Cases() {
                    .prefill = kNoPrefill,
                    .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
-                             {Migrating(3), kDecodeOpen, "decode(d2,remote,from=2,max=14)"},
+                             {Migrating(3), kDecodeOpen, "decode(d2,remote,migrated,from=2,max=14)"},
                              {Reserved(), kPrefilling, "handoff#0(d2:kv)"},
                              {DecodeEnd(UNAVAILABLE), kDecodeOpen,
                               "decode(d3,local,from=3,max=13) cancel_source#0 cancel_handoff#0"},
@@ -855,7 +860,7 @@ std::vector<Case> Cases() {
                    .prefill = kNoPrefill,
                    .steps = {{Start(), kDecodeOpen, "decode(d1,local) watchdog(1s)"},
                              {Tokens(0, "abc"), kStreaming, "Started(d1,) Chunk(abc)"},
-                             {Migrating(3), kDecodeOpen, "decode(d2,remote,from=2,max=14)"},
+                             {Migrating(3), kDecodeOpen, "decode(d2,remote,migrated,from=2,max=14)"},
                              {Reserved(), kPrefilling, "handoff#0(d2:kv)"},
                              {Cancel(), kDone,
                               "cancel_decode#1 cancel_source#0 cancel_handoff#0 -> CANCELLED"}}});
@@ -873,7 +878,7 @@ std::vector<Case> Cases() {
                              {SetFree("d1", 5), kDecodeOpen, ""},
                              {Tokens(0, "ab"), kStreaming, "offer#0 Started(d1,) Chunk(ab)"},
                              {Tokens(2, "c"), kStreaming, "Chunk(c)"},
-                             {Migrating(3), kDecodeOpen, "decode(d2,remote,from=2,max=98)"},
+                             {Migrating(3), kDecodeOpen, "decode(d2,remote,migrated,from=2,max=98)"},
                              {Reserved(), kPrefilling, "handoff#0(d2:kv)"},
                              {Tokens(2, "cd"), kStreaming, "cancel_source#0 Chunk(d)"}}});
   cases.push_back({.name = "NoMoveWhenNoOtherWorkerHasRoom",
@@ -1032,6 +1037,7 @@ TEST_P(GenerateFsmTest, FollowsTheScript) {
         break;
       case Kind::kMigrating:
         event.mutable_migrating()->set_generated_tokens(static_cast<int32_t>(ev.n));
+        event.mutable_migrating()->set_offer_id(42);
         a = fsm.OnDecodeEvent(decode, event);
         break;
       case Kind::kSetFree:
