@@ -27,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "router/worker_registry.h"
 #include "tests/testing/fake_workers.h"
+#include "tests/testing/grpc_shutdown_environment.h"
 #include "tests/testing/temp_dir.h"
 
 namespace pdserve {
