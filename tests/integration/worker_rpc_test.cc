@@ -500,6 +500,9 @@ TEST_F(WorkerRpcTest, OfferMigrationRefusesWhatCannotMove) {
     grpc::ClientContext ctx;
     ctx.set_deadline(In(absl::Seconds(60)));
     v1::DecodeRequest r = DecodeOf({5, 17, 42, 99, 7, 250, 31}, /*local=*/false);
+    // Ids of their own: the first stream may still be leaving when the
+    // second arrives, and an id naming two streams is refused as such.
+    r.set_request_id(accepts ? "offer-accepts" : "offer-refuses");
     r.set_accepts_migration(accepts);
     auto reader = decode->Decode(&ctx, r);
     v1::DecodeEvent first;
