@@ -25,7 +25,7 @@ void AttendHeadInt8(const AttentionShape& shape, int kv_head, const float* q, in
   const int64_t kv_dim = cache.layout().kv_dim();
   const int bs = cache.layout().block_size;
   const int nkv = shape.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  const float scale = shape.KqScale();
   if (static_cast<int>(scores.size()) < n_ctx) scores.resize(n_ctx);
   float max_score = -INFINITY;
   for (int j = lo; j < n_ctx; ++j) {
@@ -85,7 +85,7 @@ void AttendHead(const AttentionShape& shape, int head, const float* q, int n_ctx
   const int dh = shape.head_dim;
   const int64_t kv_dim = cache.layout().kv_dim();
   const int bs = cache.layout().block_size;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  const float scale = shape.KqScale();
 
   uint16_t qh[512];
   k.to_f16(q, qh, dh);

@@ -14,6 +14,7 @@
 #ifndef PDSERVE_COMMON_CPU_ATTENTION_H_
 #define PDSERVE_COMMON_CPU_ATTENTION_H_
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -27,6 +28,12 @@ struct AttentionShape {
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
+  // Multiplies q.k before the softmax; 0 means 1 / sqrt(head_dim).
+  float kq_scale = 0.0f;
+
+  float KqScale() const {
+    return kq_scale > 0.0f ? kq_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  }
 };
 
 // One head of one query: attends over positions [lo, n_ctx) of a sequence

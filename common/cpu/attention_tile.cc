@@ -139,7 +139,7 @@ void AttendTileRows(const AttentionShape& shape, const AttentionTile& tile, int 
                     const float* q, int64_t row_stride, absl::Span<const int32_t> block_table,
                     int block_size, Rows rows_of, float* out, AttentionScratch& s) {
   const int dh = shape.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  const float scale = shape.KqScale();
   const int nh = tile.n_heads;
   const int rows = tile.n_tokens * nh;
   const int n_max = tile.first_pos + tile.n_tokens;  // the last token's context
@@ -233,8 +233,7 @@ void AttendTileLlama(const AttentionShape& shape, const AttentionTile& tile, int
     s.out[r] = out + off;
   }
   const int kv_head = tile.first_head / (shape.n_heads / shape.n_kv_heads);
-  LlamaAttendRows(s.q_f16.data(), rows, s.n_ctx.data(), s.lo.data(), dh,
-                  1.0f / std::sqrt(static_cast<float>(dh)),
+  LlamaAttendRows(s.q_f16.data(), rows, s.n_ctx.data(), s.lo.data(), dh, shape.KqScale(),
                   LlamaKvRows(cache, layer, kv_head, dh, block_table), s.scores.data(),
                   s.offsets.data(), s.out.data());
 }

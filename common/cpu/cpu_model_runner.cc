@@ -197,13 +197,11 @@ void CpuModelRunner::RunLayer(const ForwardBatch& batch, KvCache& cache, int l) 
   FeedForward(l);
 }
 
-// Attention divides q.k by sqrt(head_dim); an architecture with another
-// scale (ModelConfig::attn_scale) gets the ratio applied to q beforehand,
-// which is exact when the ratio is a power of two.
+// Where the architecture scales q rather than q.k (ModelConfig::
+// attn_scale_on_q), q is scaled here and the attention's kq_scale is 1.
 void CpuModelRunner::ScaleQueries() {
-  const float ratio = config_.attn_scale * std::sqrt(static_cast<float>(config_.head_dim));
-  if (ratio == 1.0f) return;
-  for (float& x : q_) x *= ratio;
+  if (!config_.attn_scale_on_q) return;
+  for (float& x : q_) x *= config_.attn_scale;
 }
 
 void CpuModelRunner::StoreKv(const ForwardBatch& batch, KvCache& cache, int l) {
@@ -247,7 +245,8 @@ void CpuModelRunner::StoreKvInt8(const ForwardBatch& batch, KvCache& cache, int 
 // Tiles are taken from a shared counter, largest first: their costs differ
 // by orders of magnitude between a decode row and a long prefill chunk.
 void CpuModelRunner::Attention(const ForwardBatch& batch, KvCache& cache, int l) {
-  const AttentionShape shape{config_.n_heads, config_.n_kv_heads, config_.head_dim};
+  const AttentionShape shape{config_.n_heads, config_.n_kv_heads, config_.head_dim,
+                             config_.attn_scale_on_q ? 1.0f : config_.attn_scale};
   const int64_t stride = config_.q_dim();
   std::atomic<size_t> next{0};
   pool_.Run([&](int thread, int) {

@@ -58,14 +58,15 @@ struct LlamaAttendScratchSize {
 LlamaAttendScratchSize LlamaAttendScratchNeeded(int head_dim, int rows, int n_max);
 
 // Query rows of one KV head, as llama.cpp's non-flash path computes each
-// with the KV length padded to 32: kq = vec_dot_f16(q, k_j), softmax(kq *
+// with the KV length padded to 256: kq = vec_dot_f16(q, k_j), softmax(kq *
 // scale) with ggml_v_expf and a double sum of 16-lane partial sums,
 // probabilities rounded to f16, out[d] = vec_dot_f16 over positions of
 // V[.][d] and the probabilities. Row r (head_dim f16 values at
 // q_f16 + r * head_dim) attends positions [lo[r], n_ctx[r]) and writes
 // head_dim floats to out[r]. `lo` (null: all 0) is a sliding window's
 // start: positions below it are llama.cpp's masked ones, and none below
-// lo[0] rounded down to 64 is read, so the blocks holding them may be gone. The rows share every K/V row they read, and each row's
+// lo[0] rounded down to 64 is read, so the blocks holding them may be
+// gone. The rows share every K/V row they read, and each row's
 // result has the same bits as when it is attended alone.
 // Requires LlamaExactNumericsActive(), head_dim % 16 == 0, head_dim <= 512,
 // 1 <= n_ctx[0] <= n_ctx[1] <= ..., lo[0] <= lo[1] <= ... with lo[r] <

@@ -62,14 +62,6 @@ void StoreAsDoubles(V x, double* p) {
   _mm256_storeu_pd(p + 12, _mm256_cvtps_pd(_mm256_extractf128_ps(x.hi, 1)));
 }
 
-void AddToDoubles(V x, double* p) {
-  const __m128 quarter[4] = {_mm256_castps256_ps128(x.lo), _mm256_extractf128_ps(x.lo, 1),
-                             _mm256_castps256_ps128(x.hi), _mm256_extractf128_ps(x.hi, 1)};
-  for (int i = 0; i < 4; ++i) {
-    _mm256_storeu_pd(p + 4 * i,
-                     _mm256_add_pd(_mm256_loadu_pd(p + 4 * i), _mm256_cvtps_pd(quarter[i])));
-  }
-}
 
 // 2^k for integer k in [-126, 127], exactly.
 __m256 PowerOfTwo(__m256i k) {

@@ -50,12 +50,6 @@ void StoreAsDoubles(V x, double* p) {
   _mm512_storeu_pd(p + 8, _mm512_cvtps_pd(_mm512_extractf32x8_ps(x.v, 1)));
 }
 
-void AddToDoubles(V x, double* p) {
-  _mm512_storeu_pd(p,
-                   _mm512_add_pd(_mm512_loadu_pd(p), _mm512_cvtps_pd(_mm512_castps512_ps256(x.v))));
-  _mm512_storeu_pd(p + 8, _mm512_add_pd(_mm512_loadu_pd(p + 8),
-                                        _mm512_cvtps_pd(_mm512_extractf32x8_ps(x.v, 1))));
-}
 
 V Fnmadd(V a, V b, V c) { return {_mm512_fnmadd_ps(a.v, b.v, c.v)}; }
 

@@ -35,6 +35,7 @@ absl::Status ReadGemma3(const GgufFile& g, const std::string& p, ModelConfig* c)
   c->post_norms = true;
   c->ffn_activation = FfnActivation::kGelu;
   c->embed_scale = std::sqrt(static_cast<float>(c->n_embd));
+  c->attn_scale_on_q = true;
   if (c->n_layers == 62) {
     c->attn_scale = 1.0f / std::sqrt(static_cast<float>(c->n_embd / c->n_heads));
   }

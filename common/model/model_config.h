@@ -54,6 +54,10 @@ struct ModelConfig {
   // Multiplies q.k before the softmax; 1 / sqrt(head_dim) except where an
   // architecture says otherwise.
   float attn_scale = 0.0f;
+  // Where llama.cpp applies attn_scale: to q before the product (gemma3)
+  // or to q.k (the others). Not the same in the last bit: q meets the f16
+  // K as f16, and f16(q * s) != f16(q) * s where q * s is subnormal in f16.
+  bool attn_scale_on_q = false;
 
   // Sliding-window attention. layer_window[l] is 0 for a layer that attends
   // the whole context, else W: position p attends positions (p - W, p].

@@ -34,9 +34,9 @@ from make_golden import (LONG_PASSAGE, format_json, load_model,  # noqa: E402
 
 CACHE = os.path.expanduser("~/.cache/pdserve/models")
 MODELS = {
-    # SmolLM2 again, against this newer llama.cpp: how far two llama.cpp
-    # versions apart are on a model whose 0.3.7 arithmetic pdserve
-    # reproduces bit for bit (the yardstick for the other two).
+    # SmolLM2 too, so that model_golden_test holds all three models to the
+    # same llama.cpp in the same format (golden_greedy.json, make_golden.py,
+    # adds its chats and batched-prefill figures).
     "smollm2": dict(
         file="SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",

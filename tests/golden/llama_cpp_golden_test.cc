@@ -1,6 +1,7 @@
 // The correctness oracle: greedy tokens of llama.cpp (llama-cpp-python
-// 0.3.7, prompts evaluated one token per decode) on the same GGUF, recorded
-// by tests/data/make_golden.py on an AVX512 machine.
+// 0.3.36, prompts evaluated one token per decode) on the same GGUF, recorded
+// by tests/data/make_golden.py on an AVX512 machine (model_golden_test.cc
+// holds Qwen2.5-Coder and Gemma 3 to the same llama.cpp).
 //
 // Every test runs once per kernel ISA this CPU can run (AVX512, AVX2; the
 // scalar kernels only where there is no AVX2). With the AVX512 or AVX2
@@ -11,9 +12,9 @@
 // quantised to int8 before every matmul, a last-bit difference can move an
 // activation to the next int8 step, so logits land about as far from
 // llama.cpp's as quantisation noise itself (tests/data/README.md: exact
-// arithmetic is 0.15-0.51 away at the first step). Measured with the
-// portable AVX2 kernels (AMD EPYC, 2026-12-02, before the AVX2 copy of
-// llama_numerics.h) over the 1152 teacher-forced steps: max 1.15, mean 0.15,
+// arithmetic is 0.15-0.51 away at the first step). Measured against 0.3.7
+// with the portable AVX2 kernels (AMD EPYC, 2026-12-02, before the AVX2 copy
+// of llama_numerics.h) over the 1152 teacher-forced steps: max 1.15, mean 0.15,
 // argmax flips only at top-2 gaps <= 0.69; with the scalar kernels (forced,
 // same day): max 1.03, mean 0.16, flips at gaps <= 0.55. The bounds
 // below leave 30-100% on top of that; the bugs this guards against (RoPE,

@@ -252,6 +252,7 @@ class CudaGemma3StyleTest : public CudaModelRunnerTest {
     c.ffn_activation = FfnActivation::kGelu;
     c.embed_scale = 16.0f;
     c.attn_scale = 0.5f / std::sqrt(static_cast<float>(c.head_dim));
+    c.attn_scale_on_q = true;
     c.layer_window = {16, 16, 0};
     c.rope_base = 1000000.0f;
     c.rope_base_local = 10000.0f;

@@ -1,7 +1,7 @@
 // Both copies of llama_numerics.h's kernels (AVX512, and AVX2 emulating it)
 // against a plain scalar model of ggml's arithmetic (ggml_v_expf,
-// ggml_vec_dot_f16, ggml_vec_soft_max_f32 as llama.cpp 0.3.7 runs them on
-// AVX512), written out lane by lane. They must agree bit for bit. That the
+// ggml_vec_dot_f16, ggml_vec_soft_max_f32 as llama.cpp (llama-cpp-python
+// 0.3.36) runs them on AVX512), written out lane by lane. They must agree bit for bit. That the
 // model is llama.cpp's is checked end to end by
 // tests/golden/llama_cpp_golden_test.cc.
 #include "common/cpu/llama_numerics.h"
@@ -70,10 +70,11 @@ float ModelDot(const float* x, const float* y, int n) {
 
 float RoundF16(float x) { return F16ToF32(F32ToF16(x)); }
 
-// llama.cpp's attention for one head over n_ctx positions (KV padded to 32).
+// llama.cpp's attention for one head over n_ctx positions (KV padded to
+// 256, llama_kv_cache::get_n_kv).
 std::vector<float> ModelAttend(const std::vector<float>& q, const std::vector<float>& k,
                                const std::vector<float>& v, int dh, int n_ctx, float scale) {
-  const int n_pad = (n_ctx + 31) / 32 * 32;
+  const int n_pad = (n_ctx + 255) / 256 * 256;
   std::vector<float> s(n_pad, -INFINITY);
   float max = -INFINITY;
   for (int j = 0; j < n_ctx; ++j) {
@@ -227,7 +228,8 @@ TEST_P(LlamaNumericsTest, OneRowMatchesModelBitwise) {
 }
 
 // Rows sharing K/V reads (a tile: several tokens x several heads) get the
-// bits each would get alone, across row groups and FMA/leftover boundaries.
+// bits each would get alone, across row groups and 64-position slot
+// boundaries.
 TEST_P(LlamaNumericsTest, ManyRowsMatchModelBitwise) {
   std::mt19937 rng(13);
   std::normal_distribution<float> normal(0.0f, 1.0f);

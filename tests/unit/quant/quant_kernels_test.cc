@@ -304,6 +304,103 @@ TEST(QuantKernelsTest, VecDotTokensEqualsVecDotBitwise) {
   if (CpuSupportsAvx2()) EXPECT_GE(checked, 4);
 }
 
+// llama.cpp's float order for the K-quants its x86 build runs (the models
+// below are written out lane by lane from ggml-cpu's arch/x86 sources as
+// llama-cpp-python 0.3.36 vendors them). The integer sums are exact in any
+// order; these pin where the floats round.
+
+// get_scale_min_k4: sub-block j's 6-bit scale and min.
+void ScaleMinK4(int j, const uint8_t* q, int* d, int* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// ggml_gemv_q4_K_8x8_q8_K, one output row: per super-block the scaled
+// products and the mins as exact integers, each into its own float sum by
+// one FMA with (block scale x activation scale); subtracted at the end.
+float ModelQ4_K(const BlockQ4_K* x, const BlockQ8_K* y, int64_t nb) {
+  float acc = 0.0f, mins = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t sum = 0, msum = 0;
+    for (int s = 0; s < 8; ++s) {
+      int sc, m;
+      ScaleMinK4(s, x[i].scales, &sc, &m);
+      int dot = 0;
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t b = x[i].qs[32 * (s / 2) + l];
+        dot += (s % 2 ? b >> 4 : b & 0xF) * y[i].qs[32 * s + l];
+      }
+      sum += static_cast<int64_t>(sc) * dot;
+      msum += static_cast<int64_t>(m) * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
+    }
+    acc = std::fma(static_cast<float>(sum), F16ToF32(x[i].d) * y[i].d, acc);
+    mins = std::fma(static_cast<float>(msum), F16ToF32(x[i].dmin) * y[i].d, mins);
+  }
+  return acc - mins;
+}
+
+// ggml_vec_dot_q6_K_q8_K (AVX2): eight int32 lanes per super-block (lane k
+// holds elements 4k..4k+3 of each 32-element chunk, less 32 x the offsets
+// of groups 2k and 2k+1), each accumulated by an FMA, then hsum_float_8.
+float ModelQ6_K(const BlockQ6_K* x, const BlockQ8_K* y, int64_t nb) {
+  float acc[8] = {};
+  for (int64_t i = 0; i < nb; ++i) {
+    int32_t lane[8] = {};
+    for (int h = 0; h < 2; ++h) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t lo = x[i].ql[64 * h + l], hi = x[i].ql[64 * h + 32 + l];
+        const uint8_t qh = x[i].qh[32 * h + l];
+        const int q[4] = {(lo & 0xF) | ((qh & 3) << 4), (hi & 0xF) | (((qh >> 2) & 3) << 4),
+                          (lo >> 4) | (((qh >> 4) & 3) << 4), (hi >> 4) | (((qh >> 6) & 3) << 4)};
+        for (int k = 0; k < 4; ++k) {
+          const int sc = x[i].scales[8 * h + 2 * k + l / 16];
+          lane[l / 4] += sc * q[k] * y[i].qs[128 * h + 32 * k + l];
+        }
+      }
+    }
+    const float d = y[i].d * F16ToF32(x[i].d);
+    for (int k = 0; k < 8; ++k) {
+      lane[k] -= 32 * (y[i].bsums[2 * k] * x[i].scales[2 * k] +
+                       y[i].bsums[2 * k + 1] * x[i].scales[2 * k + 1]);
+      acc[k] = std::fma(d, static_cast<float>(lane[k]), acc[k]);
+    }
+  }
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+TEST(QuantKernelsTest, KQuantDotsFollowLlamaCppOrderBitwise) {
+  constexpr int64_t kN = 2048;  // 8 super-blocks: enough sums for orders to matter
+  int checked = 0;
+  for (KernelIsa isa : SupportedIsas()) {
+    if (isa == KernelIsa::kScalar) continue;  // portable sums, other orders
+    ScopedIsa scoped(isa);
+    for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+      SCOPED_TRACE(testing::Message() << "isa " << static_cast<int>(isa) << " type " << Id(t));
+      const TypeKernels* k = FindTypeKernels(Id(t));
+      std::mt19937_64 rng(500 + Id(t));
+      for (int trial = 0; trial < 50; ++trial) {
+        const std::string w = RandomWeightRow(t, kN, rng);
+        const std::vector<float> x = RandomFloats(kN, rng, trial % 2 ? 0.05f : 5.0f);
+        std::string a(ActivationRowBytes(Id(t), kN), '\0');
+        k->quantize_act(x.data(), a.data(), kN);
+        const auto* y = reinterpret_cast<const BlockQ8_K*>(a.data());
+        const float want =
+            t == GgmlType::kQ4_K
+                ? ModelQ4_K(reinterpret_cast<const BlockQ4_K*>(w.data()), y, kN / kQKK)
+                : ModelQ6_K(reinterpret_cast<const BlockQ6_K*>(w.data()), y, kN / kQKK);
+        EXPECT_EQ(k->vec_dot(kN, w.data(), a.data()), want) << "trial " << trial;
+        ++checked;
+      }
+    }
+  }
+  if (CpuSupportsAvx2()) EXPECT_GE(checked, 100);
+}
+
 // Rows that stress the activation quantisers: zeros, exact .5 ties after
 // scaling, tiny and huge magnitudes, a single non-zero.
 std::vector<std::vector<float>> TrickyRows(int64_t n, std::mt19937_64& rng) {
