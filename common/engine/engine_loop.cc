@@ -46,9 +46,21 @@ EngineLoad EngineLoop::load() const {
   return load_;
 }
 
-bool EngineLoop::WaitIdle(absl::Time deadline) const {
+bool EngineLoop::WaitIdle(absl::Time deadline) {
+  // A probe behind every closure posted so far notes the publish count
+  // when it runs; the publish after it has run every earlier closure, an
+  // admission an instant before this call (one that raced a drain)
+  // included. The shared count is written and read under mu_ and outlives
+  // a call that times out first.
+  auto probe_steps = std::make_shared<int64_t>(-1);
+  const bool posted = Post([this, probe_steps](Engine&) {
+    absl::MutexLock lock(&mu_);
+    *probe_steps = load_.steps;
+  });
   absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  auto idle = [this, posted, &probe_steps]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // A stopping loop runs no more probes: its last publish is the answer.
+    if (posted && !stopping_ && (*probe_steps < 0 || load_.steps <= *probe_steps)) return false;
     return load_.running + load_.waiting == 0 && load_.kv_blocks_free == load_.kv_blocks_total;
   };
   return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);

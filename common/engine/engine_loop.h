@@ -64,8 +64,9 @@ class EngineLoop {
   EngineLoad load() const;
   // Waits until no sequence is in flight and every KV block is free (held
   // prefill blocks included; cached unreferenced blocks count as free), or
-  // `deadline`; returns whether it got idle.
-  bool WaitIdle(absl::Time deadline) const;
+  // `deadline`; returns whether it got idle. Judged on a load published
+  // after the call, so work posted before it counts.
+  bool WaitIdle(absl::Time deadline);
   // Finishes queued closures, then stops the thread. Idempotent.
   void Stop();
   // `fn` runs once, on the engine thread, the first time a step fails and

@@ -4,7 +4,7 @@
 
 namespace pdserve {
 
-bool DrainWorker(std::atomic<bool>& draining, GrpcServer& server, const EngineLoop& loop,
+bool DrainWorker(std::atomic<bool>& draining, GrpcServer& server, EngineLoop& loop,
                  absl::Duration timeout, const DrainHook& hook) {
   const absl::Time deadline = absl::Now() + timeout;
   draining.store(true);

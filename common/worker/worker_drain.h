@@ -20,7 +20,7 @@ using DrainHook = std::function<void(absl::Time deadline)>;
 
 // Returns whether the worker got idle (every sequence done or moved, every
 // KV block free) before the window ended.
-bool DrainWorker(std::atomic<bool>& draining, GrpcServer& server, const EngineLoop& loop,
+bool DrainWorker(std::atomic<bool>& draining, GrpcServer& server, EngineLoop& loop,
                  absl::Duration timeout, const DrainHook& hook = nullptr);
 
 }  // namespace pdserve
