@@ -55,12 +55,6 @@ __m256 RoundF16Half(__m256 x) {
 }
 V RoundF16(V x) { return {RoundF16Half(x.lo), RoundF16Half(x.hi)}; }
 
-void StoreAsDoubles(V x, double* p) {
-  _mm256_storeu_pd(p, _mm256_cvtps_pd(_mm256_castps256_ps128(x.lo)));
-  _mm256_storeu_pd(p + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(x.lo, 1)));
-  _mm256_storeu_pd(p + 8, _mm256_cvtps_pd(_mm256_castps256_ps128(x.hi)));
-  _mm256_storeu_pd(p + 12, _mm256_cvtps_pd(_mm256_extractf128_ps(x.hi, 1)));
-}
 
 
 // 2^k for integer k in [-126, 127], exactly.

@@ -45,10 +45,6 @@ V RoundF16(V x) {
   return {_mm512_cvtph_ps(_mm512_cvtps_ph(x.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))};
 }
 
-void StoreAsDoubles(V x, double* p) {
-  _mm512_storeu_pd(p, _mm512_cvtps_pd(_mm512_castps512_ps256(x.v)));
-  _mm512_storeu_pd(p + 8, _mm512_cvtps_pd(_mm512_extractf32x8_ps(x.v, 1)));
-}
 
 
 V Fnmadd(V a, V b, V c) { return {_mm512_fnmadd_ps(a.v, b.v, c.v)}; }
