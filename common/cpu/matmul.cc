@@ -11,9 +11,11 @@ namespace {
 // Rows handled per dot-product call (matches the vec_dot4 kernels).
 constexpr int64_t kRowGroup = 4;
 
-// The per-block scalars the packed kernels read, for activation row `row`.
-void FillBlockScalars(GgmlType act_type, const uint8_t* row, int64_t n_blocks, float* d, float* s,
-                      int32_t* slice_sums) {
+// The per-block scalars the packed kernels read, for activation row `row`:
+// d (and s for Q8_1) as f32, and for a kernel with a slice bias the start of
+// each 4-element slice sum, -bias * (sum of the slice's int8 values).
+void FillBlockScalars(GgmlType act_type, int32_t bias, const uint8_t* row, int64_t n_blocks,
+                      float* d, float* s, int32_t* offsets) {
   if (act_type == GgmlType::kQ8_1) {
     const auto* blk = reinterpret_cast<const BlockQ8_1*>(row);
     for (int64_t b = 0; b < n_blocks; ++b) {
@@ -25,9 +27,10 @@ void FillBlockScalars(GgmlType act_type, const uint8_t* row, int64_t n_blocks, f
   const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
   for (int64_t b = 0; b < n_blocks; ++b) {
     d[b] = F16ToF32(blk[b].d);
+    if (bias == 0) continue;
     for (int g = 0; g < kQK / 4; ++g) {
       const int8_t* q = blk[b].qs + 4 * g;
-      slice_sums[b * (kQK / 4) + g] = q[0] + q[1] + q[2] + q[3];
+      offsets[b * (kQK / 4) + g] = -bias * (q[0] + q[1] + q[2] + q[3]);
     }
   }
 }
@@ -44,13 +47,14 @@ Matmul::QuantizedInput& Matmul::Quantize(uint32_t weight_type, const float* x, i
   q.row_bytes = ActivationRowBytes(weight_type, in);
   q.data.resize(static_cast<size_t>(q.row_bytes * n_tokens));
   const TypeKernels* k = FindTypeKernels(weight_type);
-  // Block scalars only exist for the activation types of packed kernels.
-  const bool scalars = k->packed_gemm != nullptr;
+  // Block scalars only exist for the 32-element activation types of packed
+  // kernels (the K-quant kernels read their Q8_K blocks as they are).
+  const bool scalars = k->packed_gemm != nullptr && k->act_type != GgmlType::kQ8_K;
   const int64_t n_blocks = in / kQK;
   if (scalars) {
     q.d.resize(static_cast<size_t>(n_blocks * n_tokens));
     q.s.resize(q.d.size());
-    q.slice_sums.resize(q.d.size() * (kQK / 4));
+    if (k->packed_slice_bias != 0) q.offsets.resize(q.d.size() * (kQK / 4));
   }
   uint8_t* out = q.data.data();
   const int64_t row_bytes = q.row_bytes;
@@ -59,8 +63,8 @@ Matmul::QuantizedInput& Matmul::Quantize(uint32_t weight_type, const float* x, i
       k->quantize_act(x + t * in, out + t * row_bytes, in);
       if (scalars) {
         const int64_t i = t * n_blocks;
-        FillBlockScalars(k->act_type, out + t * row_bytes, n_blocks, &q.d[i], &q.s[i],
-                         &q.slice_sums[i * (kQK / 4)]);
+        FillBlockScalars(k->act_type, k->packed_slice_bias, out + t * row_bytes, n_blocks,
+                         &q.d[i], &q.s[i], q.offsets.data() + i * (kQK / 4));
       }
     }
   };
@@ -118,7 +122,7 @@ void Matmul::RunPacked(const Plan& p, int64_t n_tokens, int64_t lo, int64_t hi) 
   args.act_stride = in.row_bytes;
   args.act_d = in.d.data();
   args.act_s = in.s.data();
-  args.act_slice_sums = in.slice_sums.data();
+  args.act_offsets = in.offsets.empty() ? nullptr : in.offsets.data();
   args.n_tokens = n_tokens;
   args.y = p.job->y + lo * kPackedRows;
   args.ldy = w.out();

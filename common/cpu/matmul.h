@@ -49,7 +49,7 @@ class Matmul {
     std::vector<uint8_t> data;
     // Per-block scalars for the packed kernels (see PackedGemmArgs).
     std::vector<float> d, s;
-    std::vector<int32_t> slice_sums;
+    std::vector<int32_t> offsets;
   };
   // How one job is computed in the current Run.
   struct Plan {

@@ -1,8 +1,10 @@
 // PackedMatrix: a copy of a weight matrix re-laid out at load time for the
-// row-interleaved SIMD kernels (layout in common/quant/kernels.h), so that a
-// matmul computes kPackedRows output rows per integer dot product. The
-// values are unchanged, only their order in memory, so results are the same
-// integer block sums with a different float summation order.
+// row-interleaved SIMD kernels (layouts in common/quant/packed_layout.h), so
+// that a matmul computes kPackedRows output rows per integer dot product.
+// The values are unchanged, only their order in memory, so the kernels keep
+// the one-token kernels' integer sums and float order, bit for bit. The
+// packed copy serves prefill and decode alike; the source pages are given
+// back to the kernel, so a model is held once.
 // PackedModelWeights: the packed copies of every matrix the forward pass
 // multiplies by.
 //
@@ -13,6 +15,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -22,10 +25,14 @@ namespace pdserve {
 
 class PackedMatrix {
  public:
-  // True for the weight types that have a packed layout (Q4_1, Q8_0).
+  // True for the weight types that have a packed layout (Q4_1, Q8_0, Q5_0,
+  // Q4_K, Q6_K).
   static bool HasLayout(uint32_t type);
+  // Called while packing with the source bytes [begin, end) of `w` that
+  // packing is done with (a growing prefix), so a caller can let them go.
+  using SourceDoneFn = std::function<void(const uint8_t* begin, const uint8_t* end)>;
   // Packs `w`; returns an empty matrix when its type has no packed layout.
-  static PackedMatrix Pack(const WeightMatrix& w);
+  static PackedMatrix Pack(const WeightMatrix& w, const SourceDoneFn& source_done = {});
 
   bool empty() const { return data_ == nullptr; }
   uint32_t type() const { return type_; }

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "common/quant/kernels.h"
+#include "common/quant/packed_gemm.h"
 
 namespace pdserve {
 namespace {
@@ -15,6 +16,12 @@ struct Tables {
   std::array<bool, kMaxTypeId> present{};
 };
 
+void AddPackedGemm(PackedGemmFn fn, uint32_t type, TypeKernels* k) {
+  if (fn == nullptr) return;
+  k->packed_gemm = fn;
+  k->packed_slice_bias = PackedSliceBias(type);
+}
+
 const Tables& GetTables() {
   static const Tables* tables = [] {
     auto* t = new Tables;
@@ -24,6 +31,12 @@ const Tables& GetTables() {
       t->present[id] = true;
       t->avx2[id] = kernels_avx2::Upgrade(*s);
       t->vnni[id] = kernels_avx512vnni::Upgrade(*s);
+      // The many-token kernels: AVX2 with AVX-VNNI where the CPU has it.
+      const PackedVariant avx2 = CpuSupportsPackedVariant(PackedVariant::kAvxVnni)
+                                     ? PackedVariant::kAvxVnni
+                                     : PackedVariant::kAvx2;
+      AddPackedGemm(FindPackedGemm(avx2, id), id, &t->avx2[id]);
+      AddPackedGemm(FindPackedGemm(PackedVariant::kAvx512, id), id, &t->vnni[id]);
     }
     return t;
   }();
@@ -52,7 +65,8 @@ bool CpuSupportsAvx2() {
 bool CpuSupportsAvx512Vnni() {
   __builtin_cpu_init();
   return CpuSupportsAvx2() && __builtin_cpu_supports("avx512f") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
 }
 
 const char* KernelIsaName(KernelIsa isa) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "common/quant/ggml_type.h"
+#include "common/quant/packed_layout.h"
 
 namespace pdserve {
 
@@ -28,17 +29,8 @@ using VecDot4Fn = void (*)(int64_t n, const void* w, int64_t w_stride, const voi
 using VecDotTokensFn = void (*)(int64_t n, const void* w, const void* a, int64_t a_stride,
                                 int64_t n_tokens, float* out, int64_t out_stride);
 
-// Packed weights (see common/cpu/packed_weights.h): kPackedRows consecutive
-// output rows are stored block-interleaved so that one SIMD integer dot
-// product computes a 4-element slice of every row at once, with the
-// activation slice broadcast. Per row group, the 32-element blocks follow
-// each other; inside block b, for slice g, row r and byte j:
-//   Q4_1 (320 bytes): qs[g][r][j] = row r's qs[4g + j] for g < 4, i.e. the
-//     low nibble is element 4g + j and the high nibble element 16 + 4g + j;
-//     then d[r], then m[r] (f16 each).
-//   Q8_0 (544 bytes): qs[g][r][j] = row r's qs[4g + j] for g < 8; then d[r].
-// Rows past the end of the matrix are zero (their outputs are not stored).
-inline constexpr int kPackedRows = 16;
+// Packed weights (see common/cpu/packed_weights.h): layouts in
+// common/quant/packed_layout.h.
 
 // One packed matmul call: output rows [0, n_rows) of the row groups starting
 // at `w`, for tokens [0, n_tokens).
@@ -46,16 +38,19 @@ struct PackedGemmArgs {
   const uint8_t* w;
   int64_t n_groups;
   int64_t n_rows;    // <= n_groups * kPackedRows
-  int64_t n_blocks;  // 32-element blocks per row
-  // Quantised activation rows (Q8_1 or Q8_0 blocks), row t at act + t * act_stride.
+  int64_t n_blocks;  // blocks per row (32 elements, or 256 for K-quants)
+  // Quantised activation rows (Q8_1, Q8_0 or Q8_K blocks), row t at
+  // act + t * act_stride.
   const uint8_t* act;
   int64_t act_stride;
-  // Per activation block [t * n_blocks + b]: d as f32, and s as f32 (Q8_1
-  // only); for Q8_0, the sums of the block's eight 4-element slices of
-  // int8 values, [(t * n_blocks + b) * 8 + slice].
+  // Per Q8_0/Q8_1 activation block [t * n_blocks + b]: d as f32, and s as
+  // f32 (Q8_1 only); for kernels with a slice bias (TypeKernels), the
+  // initial value of each of the block's eight 4-element slice sums,
+  // -bias * (sum of the slice's int8 values), [(t * n_blocks + b) * 8 + slice].
+  // K-quant kernels read everything from the Q8_K blocks.
   const float* act_d;
   const float* act_s;
-  const int32_t* act_slice_sums;
+  const int32_t* act_offsets;
   int64_t n_tokens;
   float* y;  // y[t * ldy + r]
   int64_t ldy;
@@ -69,8 +64,12 @@ struct TypeKernels {
   QuantizeActFn quantize_act;
   VecDotFn vec_dot;
   VecDot4Fn vec_dot4;  // may be null: callers fall back to vec_dot
-  // Null unless this ISA has a packed kernel for the type (Q4_1, Q8_0).
+  // Null unless this ISA has a packed kernel for the type.
   PackedGemmFn packed_gemm;
+  // The packed kernel reads weights as unsigned w + bias (Q8_0: 128,
+  // Q5_0: 16) and starts each slice sum from -bias * (activation slice
+  // sum), which the matmul precomputes; 0 where it needs no offsets.
+  int32_t packed_slice_bias = 0;
   // Null where this ISA has none (callers loop over vec_dot).
   VecDotTokensFn vec_dot_tokens = nullptr;
 };

@@ -22,6 +22,7 @@
 // engine) put most positions outside the local layers' window.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -33,6 +34,7 @@
 #include "common/cpu/llama_numerics.h"
 #include "common/engine/engine.h"
 #include "common/model/model.h"
+#include "common/quant/kernels.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/golden/greedy_engine.h"
@@ -57,7 +59,20 @@ struct GoldenModel {
 
 // Runs on the kernels this CPU serves with (the fastest it has): the long
 // prompts make each model a minute or two per kernel set, and the kernel
-// sets themselves are held to each other by the SmolLM2 golden test.
+// sets themselves are held to each other by the SmolLM2 golden test and
+// the packed-kernel tests. PDSERVE_GOLDEN_KERNELS=avx2 (or scalar) forces
+// another set, for a check by hand of the AVX2 path on an AVX-512 machine.
+const bool kKernelsChosen = [] {
+  const char* name = std::getenv("PDSERVE_GOLDEN_KERNELS");
+  if (name == nullptr) return false;
+  const std::string k = name;
+  ForceKernelIsaForTesting(k == "scalar" ? KernelIsa::kScalar
+                           : k == "avx2" ? KernelIsa::kAvx2
+                                         : KernelIsa::kAvx512Vnni);
+  std::cout << "kernels forced to " << KernelIsaName(ActiveKernelIsa()) << "\n";
+  return true;
+}();
+
 class ModelGoldenTest : public ::testing::TestWithParam<GoldenModel> {
  protected:
   void SetUp() override {

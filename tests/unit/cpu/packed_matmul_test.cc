@@ -1,6 +1,6 @@
 // Packed (row-interleaved) matmul against the row-by-row kernels: for random
-// Q4_1 and Q8_0 matrices of odd shapes and every token count a step can
-// have, Matmul with packed weights must give exactly the active ISA's
+// Q4_1, Q8_0, Q5_0, Q4_K and Q6_K matrices of odd shapes (partial row groups,
+// one block, many) and every token count a step can have (every tile tail), Matmul with packed weights must give exactly the active ISA's
 // vec_dot results (the summation order llama.cpp uses, which the golden test
 // relies on) and the scalar reference's up to float summation order, on
 // every ISA this CPU supports.
@@ -41,6 +41,39 @@ class ScopedIsa {
   KernelIsa saved_;
 };
 
+bool IsKQuant(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ6_K; }
+
+// Gives block b of `row` (random bytes) small random f16 scales; the packed
+// sub-block scales and mins of K-quants stay random over their full range.
+void SetScales(GgmlType type, uint8_t* row, int64_t b, std::uniform_real_distribution<float>& scale,
+               std::mt19937_64& rng) {
+  switch (type) {
+    case GgmlType::kQ4_1: {
+      auto* blk = reinterpret_cast<BlockQ4_1*>(row) + b;
+      blk->d = F32ToF16(scale(rng));
+      blk->m = F32ToF16(-8.0f * scale(rng));
+      break;
+    }
+    case GgmlType::kQ8_0:
+      reinterpret_cast<BlockQ8_0*>(row)[b].d = F32ToF16(scale(rng));
+      break;
+    case GgmlType::kQ5_0:
+      reinterpret_cast<BlockQ5_0*>(row)[b].d = F32ToF16(scale(rng));
+      break;
+    case GgmlType::kQ4_K: {
+      auto* blk = reinterpret_cast<BlockQ4_K*>(row) + b;
+      blk->d = F32ToF16(scale(rng) * 0.1f);
+      blk->dmin = F32ToF16(scale(rng) * 0.1f);
+      break;
+    }
+    case GgmlType::kQ6_K:
+      reinterpret_cast<BlockQ6_K*>(row)[b].d = F32ToF16(scale(rng) * 0.02f);
+      break;
+    default:
+      FAIL() << "no scales for type " << Id(type);
+  }
+}
+
 // A weight matrix with random quantised values over the full range of each
 // format (including Q8_0's -128) and small random scales.
 struct RandomMatrix {
@@ -55,17 +88,10 @@ struct RandomMatrix {
     bytes.resize(static_cast<size_t>(w.row_bytes * out));
     for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
     std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+    const int64_t block_elems = IsKQuant(type) ? kQKK : kQK;
     for (int64_t r = 0; r < out; ++r) {
       uint8_t* row = bytes.data() + r * w.row_bytes;
-      for (int64_t b = 0; b < in / kQK; ++b) {
-        if (type == GgmlType::kQ4_1) {
-          auto* blk = reinterpret_cast<BlockQ4_1*>(row) + b;
-          blk->d = F32ToF16(scale(rng));
-          blk->m = F32ToF16(-8.0f * scale(rng));
-        } else {
-          reinterpret_cast<BlockQ8_0*>(row)[b].d = F32ToF16(scale(rng));
-        }
-      }
+      for (int64_t b = 0; b < in / block_elems; ++b) SetScales(type, row, b, scale, rng);
     }
     w.data = bytes.data();
   }
@@ -137,11 +163,18 @@ TEST_P(PackedMatmulTest, MatchesScalarReference) {
   const Shape shapes[] = {{GgmlType::kQ4_1, 32, 1},   {GgmlType::kQ4_1, 96, 37},
                           {GgmlType::kQ4_1, 576, 16}, {GgmlType::kQ4_1, 160, 50},
                           {GgmlType::kQ8_0, 64, 5},   {GgmlType::kQ8_0, 96, 33},
-                          {GgmlType::kQ8_0, 576, 24}};
+                          {GgmlType::kQ8_0, 576, 24}, {GgmlType::kQ5_0, 32, 3},
+                          {GgmlType::kQ5_0, 896, 21}, {GgmlType::kQ5_0, 640, 32},
+                          {GgmlType::kQ4_K, 256, 7},  {GgmlType::kQ4_K, 768, 35},
+                          {GgmlType::kQ6_K, 256, 16}, {GgmlType::kQ6_K, 512, 19}};
   for (const Shape& s : shapes) {
     const RandomMatrix m(s.type, s.in, s.out, rng);
     const PackedMatrix packed = PackedMatrix::Pack(m.w);
     ASSERT_FALSE(packed.empty());
+    // Every packed layout has an AVX-512 kernel: this test must reach it.
+    if (GetParam() == KernelIsa::kAvx512Vnni) {
+      ASSERT_NE(FindTypeKernels(Id(s.type))->packed_gemm, nullptr) << Id(s.type);
+    }
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
       Matmul matmul(&pool);
@@ -185,11 +218,14 @@ TEST_P(PackedMatmulTest, MixedJobsInOneRun) {
   }
 }
 
-TEST(PackedMatrixTest, OnlyQ4_1AndQ8_0HaveALayout) {
+TEST(PackedMatrixTest, LayoutsExistForTheKernelTypes) {
   std::mt19937_64 rng(3);
-  EXPECT_TRUE(PackedMatrix::HasLayout(Id(GgmlType::kQ4_1)));
-  EXPECT_TRUE(PackedMatrix::HasLayout(Id(GgmlType::kQ8_0)));
+  for (GgmlType t : {GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ5_0, GgmlType::kQ4_K,
+                     GgmlType::kQ6_K}) {
+    EXPECT_TRUE(PackedMatrix::HasLayout(Id(t))) << Id(t);
+  }
   EXPECT_FALSE(PackedMatrix::HasLayout(Id(GgmlType::kQ4_0)));
+  EXPECT_FALSE(PackedMatrix::HasLayout(Id(GgmlType::kQ5_K)));
   EXPECT_FALSE(PackedMatrix::HasLayout(Id(GgmlType::kF32)));
   const RandomMatrix m(GgmlType::kQ4_1, 64, 17, rng);
   const PackedMatrix p = PackedMatrix::Pack(m.w);

@@ -1,0 +1,69 @@
+#include "common/quant/packed_gemm.h"
+
+#include "common/quant/ggml_type.h"
+
+namespace pdserve {
+namespace {
+
+struct Gemms {
+  PackedGemmFn q5_0, q4_k, q6_k;
+};
+
+Gemms GemmsOf(PackedVariant variant) {
+  switch (variant) {
+    case PackedVariant::kAvx512:
+      return {packed_avx512::GemmQ5_0, packed_avx512::GemmQ4_K, packed_avx512::GemmQ6_K};
+    case PackedVariant::kAvxVnni:
+      return {packed_avxvnni::GemmQ5_0, packed_avxvnni::GemmQ4_K, packed_avxvnni::GemmQ6_K};
+    case PackedVariant::kAvx2:
+      break;
+  }
+  return {packed_avx2::GemmQ5_0, packed_avx2::GemmQ4_K, packed_avx2::GemmQ6_K};
+}
+
+}  // namespace
+
+PackedGemmFn FindPackedGemm(PackedVariant variant, uint32_t type) {
+  const Gemms g = GemmsOf(variant);
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::kQ5_0:
+      return g.q5_0;
+    case GgmlType::kQ4_K:
+      return g.q4_k;
+    case GgmlType::kQ6_K:
+      return g.q6_k;
+    default:
+      return nullptr;
+  }
+}
+
+int32_t PackedSliceBias(uint32_t type) {
+  return static_cast<GgmlType>(type) == GgmlType::kQ5_0 ? 16 : 0;
+}
+
+bool CpuSupportsPackedVariant(PackedVariant variant) {
+  switch (variant) {
+    case PackedVariant::kAvx512:
+      return CpuSupportsAvx512Vnni();
+    case PackedVariant::kAvxVnni:
+      __builtin_cpu_init();
+      return CpuSupportsAvx2() && __builtin_cpu_supports("avxvnni");
+    case PackedVariant::kAvx2:
+      break;
+  }
+  return CpuSupportsAvx2();
+}
+
+const char* PackedVariantName(PackedVariant variant) {
+  switch (variant) {
+    case PackedVariant::kAvx512:
+      return "avx512";
+    case PackedVariant::kAvxVnni:
+      return "avxvnni";
+    case PackedVariant::kAvx2:
+      break;
+  }
+  return "avx2";
+}
+
+}  // namespace pdserve

@@ -1,0 +1,276 @@
+// AVX-512 VNNI many-token kernels over packed weights: one zmm holds one
+// float (or int32) lane of the one-token kernel for 16 weight rows, and a
+// token's four activation bytes are broadcast to all of them. A tile of
+// tokens shares each unpacked weight vector; panels of tokens keep the
+// activations a row group sweeps in L2. Compiled with -mavx512f -mavx512bw
+// -mavx512vl -mavx512vnni; reached only after kernel_dispatch.cc's check.
+//
+// What is free and what is fixed (tests/unit/quant/packed_gemm_test.cc
+// checks it bit for bit): the integer sums are exact in any order, so the
+// lanes may be formed however is cheapest; each lane's float operations,
+// the product of the scales and the final lane tree are the one-token
+// kernel's (vec_dot_x86.inc), which follow llama.cpp's.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "common/quant/packed_gemm.h"
+#include "common/quant/quant_blocks.h"
+
+namespace pdserve::packed_avx512 {
+namespace {
+
+constexpr int kSlices = 8;  // 4-element slices (int32 lanes) per 32 elements
+// Tokens per panel: the panel's activations stay in L2 while a thread's row
+// groups pass over them (a Q8_K row of 4,864 elements is 5.5 KiB).
+constexpr int64_t kPanelTokens = 128;
+
+inline int32_t Load4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline __m512i Bcast4(const void* p) { return _mm512_set1_epi32(Load4(p)); }
+inline __m512i Load512(const uint8_t* p) { return _mm512_loadu_si512(p); }
+inline __m512 LoadF16x16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+inline void StoreRows(float* y, __m512 v, int valid) {
+  if (valid >= kPackedRows) {
+    _mm512_storeu_ps(y, v);
+  } else {
+    _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << valid) - 1), v);
+  }
+}
+
+// Hsum()'s order, lane-wise: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+inline __m512 SumLanes(const __m512* l) {
+  return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l[0], l[4]), _mm512_add_ps(l[2], l[6])),
+                       _mm512_add_ps(_mm512_add_ps(l[1], l[5]), _mm512_add_ps(l[3], l[7])));
+}
+
+// ---- Q5_0 x Q8_0: DotQ5_0Q8_0's order. Per block, d = d_w * d_a; lane p
+// (elements 4p..4p+3) += d * float(int sum), in block order; then the
+// lane tree. The weights are read as w + 16 (nibble | fifth bit << 4), and
+// each lane's int sum starts from -16 * (activation slice sum), a
+// precomputed int32 broadcast from memory. ----
+struct Q5_0Kernel {
+  static constexpr int kTile = 3;  // 24 float accumulators
+  static constexpr int64_t kBlockBytes = kPackedQ5_0Block;
+
+  template <int NT>
+  static void Tile(const uint8_t* w, const PackedGemmArgs& a, int64_t t0, float* y, int valid) {
+    const uint8_t* qa[NT];
+    const float* da[NT];
+    const int32_t* off[NT];
+    __m512 acc[NT][kSlices];
+    for (int t = 0; t < NT; ++t) {
+      qa[t] = a.act + (t0 + t) * a.act_stride + offsetof(BlockQ8_0, qs);
+      da[t] = a.act_d + (t0 + t) * a.n_blocks;
+      off[t] = a.act_offsets + (t0 + t) * a.n_blocks * kSlices;
+      for (int g = 0; g < kSlices; ++g) acc[t][g] = _mm512_setzero_ps();
+    }
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    for (int64_t b = 0; b < a.n_blocks; ++b, w += kBlockBytes) {
+      const __m512 dw = LoadF16x16(w + kPackedQ5_0D);
+      __m512 dd[NT];
+      for (int t = 0; t < NT; ++t) dd[t] = _mm512_mul_ps(dw, _mm512_set1_ps(da[t][b]));
+      uint64_t masks[kSlices];
+      std::memcpy(masks, w + kPackedQ5_0Masks, sizeof masks);
+      for (int g = 0; g < 4; ++g) {
+        const __m512i v = Load512(w + 64 * g);
+        __m512i lo = _mm512_and_si512(v, low4);
+        lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(masks[g]), lo, sixteen);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(masks[g + 4]), hi, sixteen);
+        for (int t = 0; t < NT; ++t) {
+          const uint8_t* q = qa[t] + b * sizeof(BlockQ8_0);
+          const int32_t* o = off[t] + b * kSlices;
+          const __m512i s_lo = _mm512_dpbusd_epi32(_mm512_set1_epi32(o[g]), lo, Bcast4(q + 4 * g));
+          const __m512i s_hi =
+              _mm512_dpbusd_epi32(_mm512_set1_epi32(o[g + 4]), hi, Bcast4(q + 16 + 4 * g));
+          acc[t][g] = _mm512_fmadd_ps(dd[t], _mm512_cvtepi32_ps(s_lo), acc[t][g]);
+          acc[t][g + 4] = _mm512_fmadd_ps(dd[t], _mm512_cvtepi32_ps(s_hi), acc[t][g + 4]);
+        }
+      }
+    }
+    for (int t = 0; t < NT; ++t) StoreRows(y + (t0 + t) * a.ldy, SumLanes(acc[t]), valid);
+  }
+};
+
+// ---- Q4_K x Q8_K: DotQ4_KQ8_K's order (llama.cpp's 8x8 gemv). Per
+// super-block, acc += float(sum_j sc_j * D_j) * (d_w * d_a) and
+// accmin += float(sum_j m_j * (bsum_2j + bsum_2j+1)) * (dmin_w * d_a), one
+// FMA each; the result is acc - accmin. All the rest is integer. ----
+struct Q4_KKernel {
+  static constexpr int kTile = 6;  // D, isum, acc, accmin per token: 24 zmm
+  static constexpr int64_t kBlockBytes = kPackedQ4_KBlock;
+
+  template <int NT>
+  static void Tile(const uint8_t* w, const PackedGemmArgs& a, int64_t t0, float* y, int valid) {
+    const BlockQ8_K* act[NT];
+    __m512 acc[NT], accmin[NT];
+    for (int t = 0; t < NT; ++t) {
+      act[t] = reinterpret_cast<const BlockQ8_K*>(a.act + (t0 + t) * a.act_stride);
+      acc[t] = accmin[t] = _mm512_setzero_ps();
+    }
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int64_t b = 0; b < a.n_blocks; ++b, w += kBlockBytes) {
+      __m512i isum[NT];
+      for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+      for (int j = 0; j < 8; ++j) {
+        const uint8_t* vectors = w + (j / 2) * 8 * 64;
+        __m512i d[NT];
+        for (int t = 0; t < NT; ++t) d[t] = _mm512_setzero_si512();
+        for (int s = 0; s < 8; ++s) {
+          const __m512i v = Load512(vectors + 64 * s);
+          const __m512i q =
+              (j & 1) ? _mm512_and_si512(_mm512_srli_epi16(v, 4), low4) : _mm512_and_si512(v, low4);
+          for (int t = 0; t < NT; ++t) {
+            d[t] = _mm512_dpbusd_epi32(d[t], q, Bcast4(act[t][b].qs + 32 * j + 4 * s));
+          }
+        }
+        const __m512i sc = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + kPackedQ4_KScales + 16 * j)));
+        for (int t = 0; t < NT; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(d[t], sc));
+      }
+      __m512i msum[NT];
+      for (int t = 0; t < NT; ++t) msum[t] = _mm512_setzero_si512();
+      for (int j = 0; j < 8; ++j) {
+        // (m_j, m_j) as int16 pairs against (bsum_2j, bsum_2j+1).
+        const __m512i m = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + kPackedQ4_KMins + 16 * j)));
+        const __m512i mm = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+        for (int t = 0; t < NT; ++t) {
+          msum[t] = _mm512_dpwssd_epi32(msum[t], mm, Bcast4(act[t][b].bsums + 2 * j));
+        }
+      }
+      const __m512 dw = LoadF16x16(w + kPackedQ4_KD);
+      const __m512 dmin = LoadF16x16(w + kPackedQ4_KDmin);
+      for (int t = 0; t < NT; ++t) {
+        const __m512 da = _mm512_set1_ps(act[t][b].d);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, da), acc[t]);
+        accmin[t] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmin, da), accmin[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      StoreRows(y + (t0 + t) * a.ldy, _mm512_sub_ps(acc[t], accmin[t]), valid);
+    }
+  }
+};
+
+// ---- Q6_K x Q8_K: DotQ6_KQ8_K's order (llama.cpp's AVX2 vec_dot). Eight
+// int32 lanes per super-block, lane l = sum over the eight 32-value chunks c
+// of sc[2c + (l >= 4)] * (elements 32c+4l..+3 . activations), less
+// 32 * (bsum_2l * sc_2l + bsum_2l+1 * sc_2l+1); lane l += (d_a * d_w) *
+// float(lane), per super-block; then the lane tree. The 6-bit values are
+// stored as bytes, so a product is one maddubs (no saturation: 2 * 63 *
+// 128 < 2^15) and one dpwssd by (sc, sc). ----
+struct Q6_KKernel {
+  static constexpr int kTile = 3;  // 24 int lanes; float lanes live in L1
+  static constexpr int64_t kBlockBytes = kPackedQ6_KBlock;
+
+  template <int NT>
+  static void Tile(const uint8_t* w, const PackedGemmArgs& a, int64_t t0, float* y, int valid) {
+    const BlockQ8_K* act[NT];
+    alignas(64) float lanes[NT][kSlices][kPackedRows] = {};
+    for (int t = 0; t < NT; ++t) {
+      act[t] = reinterpret_cast<const BlockQ8_K*>(a.act + (t0 + t) * a.act_stride);
+    }
+    // Within each dword (sc_a, sc_b) as int16: (sc_a, sc_a) and (sc_b, sc_b).
+    const __m512i dup_a = _mm512_set_epi64(0x0D0C0D0C09080908, 0x0504050401000100,
+                                           0x0D0C0D0C09080908, 0x0504050401000100,
+                                           0x0D0C0D0C09080908, 0x0504050401000100,
+                                           0x0D0C0D0C09080908, 0x0504050401000100);
+    const __m512i dup_b = _mm512_set_epi64(0x0F0E0F0E0B0A0B0A, 0x0706070603020302,
+                                           0x0F0E0F0E0B0A0B0A, 0x0706070603020302,
+                                           0x0F0E0F0E0B0A0B0A, 0x0706070603020302,
+                                           0x0F0E0F0E0B0A0B0A, 0x0706070603020302);
+    for (int64_t b = 0; b < a.n_blocks; ++b, w += kBlockBytes) {
+      auto scale_pairs = [&](int l) {
+        return _mm512_cvtepi8_epi16(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + kPackedQ6_KScales + 32 * l)));
+      };
+      __m512i s[NT][kSlices];
+      // Lane l starts at -32 * (bsum_2l * sc_2l + bsum_2l+1 * sc_2l+1).
+      for (int l = 0; l < kSlices; ++l) {
+        const __m512i neg = _mm512_sub_epi16(_mm512_setzero_si512(), scale_pairs(l));
+        for (int t = 0; t < NT; ++t) {
+          s[t][l] = _mm512_slli_epi32(
+              _mm512_dpwssd_epi32(_mm512_setzero_si512(), neg, Bcast4(act[t][b].bsums + 2 * l)), 5);
+        }
+      }
+      for (int c = 0; c < 8; ++c) {
+        const __m512i pairs = scale_pairs(c);
+        const __m512i sc_lo = _mm512_shuffle_epi8(pairs, dup_a);
+        const __m512i sc_hi = _mm512_shuffle_epi8(pairs, dup_b);
+        for (int l = 0; l < kSlices; ++l) {
+          const __m512i q = Load512(w + (8 * c + l) * 64);
+          const __m512i sc = l < 4 ? sc_lo : sc_hi;
+          for (int t = 0; t < NT; ++t) {
+            const __m512i p =
+                _mm512_maddubs_epi16(q, Bcast4(act[t][b].qs + 32 * c + 4 * l));
+            s[t][l] = _mm512_dpwssd_epi32(s[t][l], p, sc);
+          }
+        }
+      }
+      const __m512 dw = LoadF16x16(w + kPackedQ6_KD);
+      for (int t = 0; t < NT; ++t) {
+        const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(act[t][b].d), dw);
+        for (int l = 0; l < kSlices; ++l) {
+          const __m512 prev = _mm512_load_ps(lanes[t][l]);
+          _mm512_store_ps(lanes[t][l], _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(s[t][l]), prev));
+        }
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      __m512 l[kSlices];
+      for (int i = 0; i < kSlices; ++i) l[i] = _mm512_load_ps(lanes[t][i]);
+      StoreRows(y + (t0 + t) * a.ldy, SumLanes(l), valid);
+    }
+  }
+};
+
+// The last n < K::kTile tokens of a panel, one tile.
+template <typename K, int N = K::kTile - 1>
+void TailTile(int n, const uint8_t* w, const PackedGemmArgs& a, int64_t t0, float* y, int valid) {
+  if constexpr (N > 0) {
+    if (n == N) {
+      K::template Tile<N>(w, a, t0, y, valid);
+    } else {
+      TailTile<K, N - 1>(n, w, a, t0, y, valid);
+    }
+  }
+}
+
+// Token panels outer, row groups, then token tiles: a group's weights stay
+// in L1 while a panel's tokens pass over them.
+template <typename K>
+void Run(const PackedGemmArgs& a) {
+  const int64_t group_bytes = a.n_blocks * K::kBlockBytes;
+  for (int64_t p0 = 0; p0 < a.n_tokens; p0 += kPanelTokens) {
+    const int64_t p1 = std::min(a.n_tokens, p0 + kPanelTokens);
+    for (int64_t g = 0; g < a.n_groups; ++g) {
+      const uint8_t* w = a.w + g * group_bytes;
+      const int valid =
+          static_cast<int>(std::min<int64_t>(kPackedRows, a.n_rows - g * kPackedRows));
+      float* y = a.y + g * kPackedRows;
+      int64_t t = p0;
+      for (; t + K::kTile <= p1; t += K::kTile) K::template Tile<K::kTile>(w, a, t, y, valid);
+      if (t < p1) TailTile<K>(static_cast<int>(p1 - t), w, a, t, y, valid);
+    }
+  }
+}
+
+}  // namespace
+
+void GemmQ5_0(const PackedGemmArgs& a) { Run<Q5_0Kernel>(a); }
+void GemmQ4_K(const PackedGemmArgs& a) { Run<Q4_KKernel>(a); }
+void GemmQ6_K(const PackedGemmArgs& a) { Run<Q6_KKernel>(a); }
+
+}  // namespace pdserve::packed_avx512
