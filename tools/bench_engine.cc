@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +18,8 @@
 #include "common/quant/kernels.h"
 #include "common/runtime/runtime_factory.h"
 #include "tools/cli_flags.h"
+#include "tools/kernel_bench.h"
+#include "tools/peak_probe.h"
 
 ABSL_FLAG(std::string, bench_threads, "1,2", "Thread counts to measure");
 ABSL_FLAG(int32_t, bench_pp, 512, "Prompt length for the prompt-processing test");
@@ -29,6 +32,10 @@ ABSL_FLAG(int32_t, bench_repeats, 3, "Repetitions; the best run is reported");
 ABSL_FLAG(std::string, bench_kernels, "auto",
           "CPU kernels to measure: auto (the best this CPU runs), avx512, avx2 or scalar");
 ABSL_FLAG(std::string, bench_json, "", "Also write results as JSON to this file");
+ABSL_FLAG(bool, bench_peak, false,
+          "Instead of a model: measure this CPU's int8 dot-product and f32 FMA peaks, and "
+          "each weight type's matmul on model-shaped matrices as a share of the int8 peak, "
+          "on the largest --bench_threads count");
 ABSL_FLAG(double, bench_peak_gbps, 4800,
           "Device memory bandwidth for the model-bandwidth utilisation column (GPU runs; "
           "H200: 4800 GB/s)");
@@ -183,10 +190,42 @@ absl::Status SelectKernels() {
   return absl::InvalidArgumentError("--bench_kernels must be auto, avx512, avx2 or scalar");
 }
 
+// --bench_peak: the peaks, then every matmul at a prompt's, a decode step's
+// and a speculative step's row count, as a share of the best int8 peak.
+void BenchPeak(int threads) {
+  ThreadPool pool(threads);
+  const std::vector<Peak> peaks = MeasurePeaks(&pool);
+  absl::PrintF("%-36s %14s %14s\n", "peak", "1 thread G/s", absl::StrCat(threads, " threads G/s"));
+  double int8_peak = 0;
+  for (const Peak& p : peaks) {
+    absl::PrintF("%-36s %14.1f %14.1f\n", p.what, p.per_s_1thread / 1e9, p.per_s_all / 1e9);
+    if (p.int8) int8_peak = std::max(int8_peak, p.per_s_all);
+  }
+  absl::PrintF("\n%-44s %7s %12s %9s   (%s kernels, %d threads)\n", "matmul", "tokens",
+               "G MAC/s", "of peak", KernelIsaName(ActiveKernelIsa()), threads);
+  for (const KernelRate& k : MeasureKernels(&pool, {512, 8, 1})) {
+    absl::PrintF("%-44s %7d %12.1f %8.1f%%\n", k.matrix, k.tokens, k.macs_per_s / 1e9,
+                 100.0 * k.macs_per_s / int8_peak);
+  }
+}
+
+int MaxThreads() {
+  int most = 1;
+  for (absl::string_view t : absl::StrSplit(absl::GetFlag(FLAGS_bench_threads), ',')) {
+    int n = 0;
+    if (absl::SimpleAtoi(t, &n)) most = std::max(most, n);
+  }
+  return most;
+}
+
 }  // namespace
 
 absl::Status BenchEngineCommand() {
   RETURN_IF_ERROR(SelectKernels());
+  if (absl::GetFlag(FLAGS_bench_peak)) {
+    BenchPeak(MaxThreads());
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(absl::GetFlag(FLAGS_model)));
   ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(absl::GetFlag(FLAGS_device)));
   ASSIGN_OR_RETURN(

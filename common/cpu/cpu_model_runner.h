@@ -11,6 +11,8 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+
 #include "common/base/thread_pool.h"
 #include "common/cpu/attention_tile.h"
 #include "common/cpu/matmul.h"
@@ -44,6 +46,8 @@ class CpuModelRunner : public ModelRunner {
   void ApplyRope(float* rows, int n_heads, const std::vector<float>& angles);
   void ScaleQueries();
   void RmsNorm(const float* x, const std::vector<float>& w, float* out, int64_t rows);
+  void AddResidual();  // x_ += h_
+  void ForRows(int64_t rows, absl::FunctionRef<void(int64_t, int64_t)> fn);
   void ComputeLogits(const ForwardBatch& batch, std::vector<float>* logits);
 
   const ModelConfig config_;

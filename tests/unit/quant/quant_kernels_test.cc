@@ -417,6 +417,15 @@ std::vector<std::vector<float>> TrickyRows(int64_t n, std::mt19937_64& rng) {
   }
   for (int64_t i = 32; i < n; i += 256) mixed[i] *= 1e6f;
   single[n / 2] = -3.0f;
+  // The largest magnitude twice with opposite signs: Q8_K's scale takes the
+  // sign of the first, so a vector maximum must still find that one.
+  std::vector<float> twins = RandomFloats(n, rng);
+  for (int64_t i = 0; i + 256 <= n; i += 256) {
+    const float sign = (i / 256) % 2 == 0 ? 1.0f : -1.0f;
+    twins[i + 37] = -20.0f * sign;
+    twins[i + 200] = 20.0f * sign;
+  }
+  rows.push_back(twins);
   rows.push_back(ties);
   rows.push_back(halves);
   rows.push_back(mixed);
