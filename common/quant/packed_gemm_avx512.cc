@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "common/quant/packed_gemm.h"
 #include "common/quant/quant_blocks.h"
@@ -23,9 +24,9 @@ namespace pdserve::packed_avx512 {
 namespace {
 
 constexpr int kSlices = 8;  // 4-element slices (int32 lanes) per 32 elements
-// Tokens per panel: the panel's activations stay in L2 while a thread's row
-// groups pass over them (a Q8_K row of 4,864 elements is 5.5 KiB).
-constexpr int64_t kPanelTokens = 128;
+// Weight bytes per panel of row groups: a thread's share of L2 (2 MiB and
+// more on the CPUs this targets), with room for the activations.
+constexpr int64_t kPanelWeightBytes = 768 << 10;
 
 inline int32_t Load4(const void* p) {
   int32_t v;
@@ -56,49 +57,116 @@ inline __m512 SumLanes(const __m512* l) {
 // (elements 4p..4p+3) += d * float(int sum), in block order; then the
 // lane tree. The weights are read as w + 16 (nibble | fifth bit << 4), and
 // each lane's int sum starts from -16 * (activation slice sum), a
-// precomputed int32 broadcast from memory. ----
+// precomputed int32 broadcast from memory.
+//
+// Every lane costs a dpbusd, a convert and an FMA per block, so 8 lanes x
+// tokens of float accumulators would not fit the register file with a
+// useful tile of tokens (three tokens spilled). The lanes are independent
+// chains, though: the kernel makes four passes over a chunk of blocks, one
+// per pair of lanes (the low and high nibbles of one weight vector), with
+// 2 x 8 tokens of accumulators in registers, the per-block d products
+// precomputed in L1 and read as the FMA's memory operand. ----
 struct Q5_0Kernel {
-  static constexpr int kTile = 3;  // 24 float accumulators
+  static constexpr int kTile = 8;
   static constexpr int64_t kBlockBytes = kPackedQ5_0Block;
+  static constexpr int kChunk = 16;  // blocks per pass: d products and weights stay in L1
+  // A tile's activations, interleaved: block b's record for token t at
+  // (b * nt + t) * 64: its 32 int8 values, then its 8 slice-sum starts;
+  // then every block's d, [b * nt + t]. One pointer and immediate offsets
+  // then reach every token (per-token pointers spilled the GPRs).
+  static constexpr int64_t kRecord = 64;
+
+  static int64_t TileBytes(const PackedGemmArgs& a, int nt) {
+    return a.n_blocks * nt * (kRecord + static_cast<int64_t>(sizeof(float)));
+  }
+
+  static void Interleave(const PackedGemmArgs& a, int64_t t0, int nt, uint8_t* tile) {
+    float* d = reinterpret_cast<float*>(tile + a.n_blocks * nt * kRecord);
+    for (int t = 0; t < nt; ++t) {
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(a.act + (t0 + t) * a.act_stride);
+      const int32_t* off = a.act_offsets + (t0 + t) * a.n_blocks * kSlices;
+      for (int64_t b = 0; b < a.n_blocks; ++b) {
+        uint8_t* rec = tile + (b * nt + t) * kRecord;
+        std::memcpy(rec, blk[b].qs, 32);
+        std::memcpy(rec + 32, off + b * kSlices, 32);
+        d[b * nt + t] = a.act_d[(t0 + t) * a.n_blocks + b];
+      }
+    }
+  }
 
   template <int NT>
-  static void Tile(const uint8_t* w, const PackedGemmArgs& a, int64_t t0, float* y, int valid) {
-    const uint8_t* qa[NT];
-    const float* da[NT];
-    const int32_t* off[NT];
-    __m512 acc[NT][kSlices];
-    for (int t = 0; t < NT; ++t) {
-      qa[t] = a.act + (t0 + t) * a.act_stride + offsetof(BlockQ8_0, qs);
-      da[t] = a.act_d + (t0 + t) * a.n_blocks;
-      off[t] = a.act_offsets + (t0 + t) * a.n_blocks * kSlices;
-      for (int g = 0; g < kSlices; ++g) acc[t][g] = _mm512_setzero_ps();
-    }
+  static void Tile(const uint8_t* w, const PackedGemmArgs& a, const uint8_t* tile, int64_t t0,
+                   float* y, int valid) {
+    const float* da = reinterpret_cast<const float*>(tile + a.n_blocks * NT * kRecord);
+    alignas(64) float lanes[NT][kSlices][kPackedRows] = {};
+    alignas(64) float dd[kChunk][NT][kPackedRows];
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const __m512i sixteen = _mm512_set1_epi8(16);
-    for (int64_t b = 0; b < a.n_blocks; ++b, w += kBlockBytes) {
-      const __m512 dw = LoadF16x16(w + kPackedQ5_0D);
-      __m512 dd[NT];
-      for (int t = 0; t < NT; ++t) dd[t] = _mm512_mul_ps(dw, _mm512_set1_ps(da[t][b]));
-      uint64_t masks[kSlices];
-      std::memcpy(masks, w + kPackedQ5_0Masks, sizeof masks);
-      for (int g = 0; g < 4; ++g) {
-        const __m512i v = Load512(w + 64 * g);
-        __m512i lo = _mm512_and_si512(v, low4);
-        lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(masks[g]), lo, sixteen);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-        hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(masks[g + 4]), hi, sixteen);
+    for (int64_t b0 = 0; b0 < a.n_blocks; b0 += kChunk) {
+      const int nb = static_cast<int>(std::min<int64_t>(kChunk, a.n_blocks - b0));
+      const uint8_t* wc = w + b0 * kBlockBytes;
+      for (int b = 0; b < nb; ++b) {
+        const __m512 dw = LoadF16x16(wc + b * kBlockBytes + kPackedQ5_0D);
         for (int t = 0; t < NT; ++t) {
-          const uint8_t* q = qa[t] + b * sizeof(BlockQ8_0);
-          const int32_t* o = off[t] + b * kSlices;
-          const __m512i s_lo = _mm512_dpbusd_epi32(_mm512_set1_epi32(o[g]), lo, Bcast4(q + 4 * g));
-          const __m512i s_hi =
-              _mm512_dpbusd_epi32(_mm512_set1_epi32(o[g + 4]), hi, Bcast4(q + 16 + 4 * g));
-          acc[t][g] = _mm512_fmadd_ps(dd[t], _mm512_cvtepi32_ps(s_lo), acc[t][g]);
-          acc[t][g + 4] = _mm512_fmadd_ps(dd[t], _mm512_cvtepi32_ps(s_hi), acc[t][g + 4]);
+          _mm512_store_ps(dd[b][t], _mm512_mul_ps(dw, _mm512_set1_ps(da[(b0 + b) * NT + t])));
+        }
+      }
+      const uint8_t* records = tile + b0 * NT * kRecord;
+      for (int g = 0; g < 4; ++g) {
+        __m512 lo_acc[NT], hi_acc[NT];
+        for (int t = 0; t < NT; ++t) {
+          lo_acc[t] = _mm512_load_ps(lanes[t][g]);
+          hi_acc[t] = _mm512_load_ps(lanes[t][g + 4]);
+        }
+        for (int b = 0; b < nb; ++b) {
+          const uint8_t* wb = wc + b * kBlockBytes;
+          uint64_t m_lo, m_hi;
+          std::memcpy(&m_lo, wb + kPackedQ5_0Masks + 8 * g, 8);
+          std::memcpy(&m_hi, wb + kPackedQ5_0Masks + 8 * (g + 4), 8);
+          const __m512i v = Load512(wb + 64 * g);
+          __m512i lo = _mm512_and_si512(v, low4);
+          lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(m_lo), lo, sixteen);
+          __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+          hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(m_hi), hi, sixteen);
+          const uint8_t* rec = records + b * NT * kRecord;
+          for (int t = 0; t < NT; ++t) {
+            const uint8_t* r = rec + t * kRecord;
+            const __m512 d = _mm512_load_ps(dd[b][t]);
+            const __m512i s_lo =
+                _mm512_dpbusd_epi32(Bcast4(r + 32 + 4 * g), lo, Bcast4(r + 4 * g));
+            const __m512i s_hi =
+                _mm512_dpbusd_epi32(Bcast4(r + 48 + 4 * g), hi, Bcast4(r + 16 + 4 * g));
+            lo_acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s_lo), lo_acc[t]);
+            hi_acc[t] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s_hi), hi_acc[t]);
+          }
+        }
+        for (int t = 0; t < NT; ++t) {
+          _mm512_store_ps(lanes[t][g], lo_acc[t]);
+          _mm512_store_ps(lanes[t][g + 4], hi_acc[t]);
         }
       }
     }
-    for (int t = 0; t < NT; ++t) StoreRows(y + (t0 + t) * a.ldy, SumLanes(acc[t]), valid);
+    for (int t = 0; t < NT; ++t) {
+      __m512 l[kSlices];
+      for (int i = 0; i < kSlices; ++i) l[i] = _mm512_load_ps(lanes[t][i]);
+      StoreRows(y + (t0 + t) * a.ldy, SumLanes(l), valid);
+    }
+  }
+};
+
+// The K-quant kernels' tiles: the tokens' Q8_K blocks interleaved, block b
+// of token t at (b * nt + t) * sizeof(BlockQ8_K).
+struct Q8_KTile {
+  static int64_t TileBytes(const PackedGemmArgs& a, int nt) {
+    return a.n_blocks * nt * static_cast<int64_t>(sizeof(BlockQ8_K));
+  }
+
+  static void Interleave(const PackedGemmArgs& a, int64_t t0, int nt, uint8_t* tile) {
+    auto* out = reinterpret_cast<BlockQ8_K*>(tile);
+    for (int t = 0; t < nt; ++t) {
+      const auto* blk = reinterpret_cast<const BlockQ8_K*>(a.act + (t0 + t) * a.act_stride);
+      for (int64_t b = 0; b < a.n_blocks; ++b) out[b * nt + t] = blk[b];
+    }
   }
 };
 
@@ -106,20 +174,19 @@ struct Q5_0Kernel {
 // super-block, acc += float(sum_j sc_j * D_j) * (d_w * d_a) and
 // accmin += float(sum_j m_j * (bsum_2j + bsum_2j+1)) * (dmin_w * d_a), one
 // FMA each; the result is acc - accmin. All the rest is integer. ----
-struct Q4_KKernel {
+struct Q4_KKernel : Q8_KTile {
   static constexpr int kTile = 6;  // D, isum, acc, accmin per token: 24 zmm
   static constexpr int64_t kBlockBytes = kPackedQ4_KBlock;
 
   template <int NT>
-  static void Tile(const uint8_t* w, const PackedGemmArgs& a, int64_t t0, float* y, int valid) {
-    const BlockQ8_K* act[NT];
+  static void Tile(const uint8_t* w, const PackedGemmArgs& a, const uint8_t* tile, int64_t t0,
+                   float* y, int valid) {
+    const BlockQ8_K* blocks = reinterpret_cast<const BlockQ8_K*>(tile);
     __m512 acc[NT], accmin[NT];
-    for (int t = 0; t < NT; ++t) {
-      act[t] = reinterpret_cast<const BlockQ8_K*>(a.act + (t0 + t) * a.act_stride);
-      acc[t] = accmin[t] = _mm512_setzero_ps();
-    }
+    for (int t = 0; t < NT; ++t) acc[t] = accmin[t] = _mm512_setzero_ps();
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     for (int64_t b = 0; b < a.n_blocks; ++b, w += kBlockBytes) {
+      const BlockQ8_K* act = blocks + b * NT;
       __m512i isum[NT];
       for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
       for (int j = 0; j < 8; ++j) {
@@ -131,7 +198,7 @@ struct Q4_KKernel {
           const __m512i q =
               (j & 1) ? _mm512_and_si512(_mm512_srli_epi16(v, 4), low4) : _mm512_and_si512(v, low4);
           for (int t = 0; t < NT; ++t) {
-            d[t] = _mm512_dpbusd_epi32(d[t], q, Bcast4(act[t][b].qs + 32 * j + 4 * s));
+            d[t] = _mm512_dpbusd_epi32(d[t], q, Bcast4(act[t].qs + 32 * j + 4 * s));
           }
         }
         const __m512i sc = _mm512_cvtepu8_epi32(
@@ -146,13 +213,13 @@ struct Q4_KKernel {
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + kPackedQ4_KMins + 16 * j)));
         const __m512i mm = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
         for (int t = 0; t < NT; ++t) {
-          msum[t] = _mm512_dpwssd_epi32(msum[t], mm, Bcast4(act[t][b].bsums + 2 * j));
+          msum[t] = _mm512_dpwssd_epi32(msum[t], mm, Bcast4(act[t].bsums + 2 * j));
         }
       }
       const __m512 dw = LoadF16x16(w + kPackedQ4_KD);
       const __m512 dmin = LoadF16x16(w + kPackedQ4_KDmin);
       for (int t = 0; t < NT; ++t) {
-        const __m512 da = _mm512_set1_ps(act[t][b].d);
+        const __m512 da = _mm512_set1_ps(act[t].d);
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, da), acc[t]);
         accmin[t] =
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dmin, da), accmin[t]);
@@ -171,17 +238,15 @@ struct Q4_KKernel {
 // float(lane), per super-block; then the lane tree. The 6-bit values are
 // stored as bytes, so a product is one maddubs (no saturation: 2 * 63 *
 // 128 < 2^15) and one dpwssd by (sc, sc). ----
-struct Q6_KKernel {
+struct Q6_KKernel : Q8_KTile {
   static constexpr int kTile = 3;  // 24 int lanes; float lanes live in L1
   static constexpr int64_t kBlockBytes = kPackedQ6_KBlock;
 
   template <int NT>
-  static void Tile(const uint8_t* w, const PackedGemmArgs& a, int64_t t0, float* y, int valid) {
-    const BlockQ8_K* act[NT];
+  static void Tile(const uint8_t* w, const PackedGemmArgs& a, const uint8_t* tile, int64_t t0,
+                   float* y, int valid) {
+    const BlockQ8_K* blocks = reinterpret_cast<const BlockQ8_K*>(tile);
     alignas(64) float lanes[NT][kSlices][kPackedRows] = {};
-    for (int t = 0; t < NT; ++t) {
-      act[t] = reinterpret_cast<const BlockQ8_K*>(a.act + (t0 + t) * a.act_stride);
-    }
     // Within each dword (sc_a, sc_b) as int16: (sc_a, sc_a) and (sc_b, sc_b).
     const __m512i dup_a = _mm512_set_epi64(0x0D0C0D0C09080908, 0x0504050401000100,
                                            0x0D0C0D0C09080908, 0x0504050401000100,
@@ -192,6 +257,7 @@ struct Q6_KKernel {
                                            0x0F0E0F0E0B0A0B0A, 0x0706070603020302,
                                            0x0F0E0F0E0B0A0B0A, 0x0706070603020302);
     for (int64_t b = 0; b < a.n_blocks; ++b, w += kBlockBytes) {
+      const BlockQ8_K* act = blocks + b * NT;
       auto scale_pairs = [&](int l) {
         return _mm512_cvtepi8_epi16(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + kPackedQ6_KScales + 32 * l)));
@@ -202,7 +268,7 @@ struct Q6_KKernel {
         const __m512i neg = _mm512_sub_epi16(_mm512_setzero_si512(), scale_pairs(l));
         for (int t = 0; t < NT; ++t) {
           s[t][l] = _mm512_slli_epi32(
-              _mm512_dpwssd_epi32(_mm512_setzero_si512(), neg, Bcast4(act[t][b].bsums + 2 * l)), 5);
+              _mm512_dpwssd_epi32(_mm512_setzero_si512(), neg, Bcast4(act[t].bsums + 2 * l)), 5);
         }
       }
       for (int c = 0; c < 8; ++c) {
@@ -214,14 +280,14 @@ struct Q6_KKernel {
           const __m512i sc = l < 4 ? sc_lo : sc_hi;
           for (int t = 0; t < NT; ++t) {
             const __m512i p =
-                _mm512_maddubs_epi16(q, Bcast4(act[t][b].qs + 32 * c + 4 * l));
+                _mm512_maddubs_epi16(q, Bcast4(act[t].qs + 32 * c + 4 * l));
             s[t][l] = _mm512_dpwssd_epi32(s[t][l], p, sc);
           }
         }
       }
       const __m512 dw = LoadF16x16(w + kPackedQ6_KD);
       for (int t = 0; t < NT; ++t) {
-        const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(act[t][b].d), dw);
+        const __m512 dd = _mm512_mul_ps(_mm512_set1_ps(act[t].d), dw);
         for (int l = 0; l < kSlices; ++l) {
           const __m512 prev = _mm512_load_ps(lanes[t][l]);
           _mm512_store_ps(lanes[t][l], _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(s[t][l]), prev));
@@ -236,33 +302,46 @@ struct Q6_KKernel {
   }
 };
 
-// The last n < K::kTile tokens of a panel, one tile.
+// The last n < K::kTile tokens, one tile.
 template <typename K, int N = K::kTile - 1>
-void TailTile(int n, const uint8_t* w, const PackedGemmArgs& a, int64_t t0, float* y, int valid) {
+void TailTile(int n, const uint8_t* w, const PackedGemmArgs& a, const uint8_t* tile, int64_t t0,
+              float* y, int valid) {
   if constexpr (N > 0) {
     if (n == N) {
-      K::template Tile<N>(w, a, t0, y, valid);
+      K::template Tile<N>(w, a, tile, t0, y, valid);
     } else {
-      TailTile<K, N - 1>(n, w, a, t0, y, valid);
+      TailTile<K, N - 1>(n, w, a, tile, t0, y, valid);
     }
   }
 }
 
-// Token panels outer, row groups, then token tiles: a group's weights stay
-// in L1 while a panel's tokens pass over them.
+// Row-group panels outer, token tiles, then the panel's row groups: a
+// tile's activations, interleaved once per panel, stay in L1 while the
+// panel's weights, sized for L2, stream past them in whole cache lines.
+// (Tokens outer and groups inner had every 4-byte activation broadcast
+// miss L1.)
 template <typename K>
 void Run(const PackedGemmArgs& a) {
+  thread_local std::vector<uint8_t> tile;
+  tile.resize(static_cast<size_t>(K::TileBytes(a, K::kTile)));
   const int64_t group_bytes = a.n_blocks * K::kBlockBytes;
-  for (int64_t p0 = 0; p0 < a.n_tokens; p0 += kPanelTokens) {
-    const int64_t p1 = std::min(a.n_tokens, p0 + kPanelTokens);
-    for (int64_t g = 0; g < a.n_groups; ++g) {
-      const uint8_t* w = a.w + g * group_bytes;
-      const int valid =
-          static_cast<int>(std::min<int64_t>(kPackedRows, a.n_rows - g * kPackedRows));
-      float* y = a.y + g * kPackedRows;
-      int64_t t = p0;
-      for (; t + K::kTile <= p1; t += K::kTile) K::template Tile<K::kTile>(w, a, t, y, valid);
-      if (t < p1) TailTile<K>(static_cast<int>(p1 - t), w, a, t, y, valid);
+  const int64_t panel_groups = std::max<int64_t>(1, kPanelWeightBytes / group_bytes);
+  for (int64_t g0 = 0; g0 < a.n_groups; g0 += panel_groups) {
+    const int64_t g1 = std::min(a.n_groups, g0 + panel_groups);
+    for (int64_t t = 0; t < a.n_tokens; t += K::kTile) {
+      const int nt = static_cast<int>(std::min<int64_t>(K::kTile, a.n_tokens - t));
+      K::Interleave(a, t, nt, tile.data());
+      for (int64_t g = g0; g < g1; ++g) {
+        const uint8_t* w = a.w + g * group_bytes;
+        const int valid =
+            static_cast<int>(std::min<int64_t>(kPackedRows, a.n_rows - g * kPackedRows));
+        float* y = a.y + g * kPackedRows;
+        if (nt == K::kTile) {
+          K::template Tile<K::kTile>(w, a, tile.data(), t, y, valid);
+        } else {
+          TailTile<K>(nt, w, a, tile.data(), t, y, valid);
+        }
+      }
     }
   }
 }
