@@ -27,6 +27,7 @@ constexpr Shape kShapes[] = {
     {GgmlType::kQ6_K, 4864, 896, "Qwen ffn_down"},
     {GgmlType::kQ5_0, 640, 2048, "Gemma ffn_gate/up"},
     {GgmlType::kQ8_0, 896, 128, "Qwen attn_v"},
+    {GgmlType::kQ8_0, 896, 151936, "Qwen output"},
     {GgmlType::kQ4_1, 576, 1536, "SmolLM2 ffn_gate/up"},
 };
 

@@ -6,19 +6,21 @@ namespace pdserve {
 namespace {
 
 struct Gemms {
-  PackedGemmFn q5_0, q4_k, q6_k;
+  PackedGemmFn q5_0, q4_k, q6_k, q8_0;
 };
 
 Gemms GemmsOf(PackedVariant variant) {
   switch (variant) {
     case PackedVariant::kAvx512:
-      return {packed_avx512::GemmQ5_0, packed_avx512::GemmQ4_K, packed_avx512::GemmQ6_K};
+      return {packed_avx512::GemmQ5_0, packed_avx512::GemmQ4_K, packed_avx512::GemmQ6_K,
+              packed_avx512::GemmQ8_0};
     case PackedVariant::kAvxVnni:
-      return {packed_avxvnni::GemmQ5_0, packed_avxvnni::GemmQ4_K, packed_avxvnni::GemmQ6_K};
+      return {packed_avxvnni::GemmQ5_0, packed_avxvnni::GemmQ4_K, packed_avxvnni::GemmQ6_K,
+              nullptr};
     case PackedVariant::kAvx2:
       break;
   }
-  return {packed_avx2::GemmQ5_0, packed_avx2::GemmQ4_K, packed_avx2::GemmQ6_K};
+  return {packed_avx2::GemmQ5_0, packed_avx2::GemmQ4_K, packed_avx2::GemmQ6_K, nullptr};
 }
 
 }  // namespace
@@ -32,13 +34,22 @@ PackedGemmFn FindPackedGemm(PackedVariant variant, uint32_t type) {
       return g.q4_k;
     case GgmlType::kQ6_K:
       return g.q6_k;
+    case GgmlType::kQ8_0:
+      return g.q8_0;
     default:
       return nullptr;
   }
 }
 
 int32_t PackedSliceBias(uint32_t type) {
-  return static_cast<GgmlType>(type) == GgmlType::kQ5_0 ? 16 : 0;
+  switch (static_cast<GgmlType>(type)) {
+    case GgmlType::kQ5_0:
+      return 16;
+    case GgmlType::kQ8_0:
+      return 128;
+    default:
+      return 0;
+  }
 }
 
 bool CpuSupportsPackedVariant(PackedVariant variant) {

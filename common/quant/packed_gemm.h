@@ -1,6 +1,7 @@
 // Many-token kernels over packed weights (common/quant/packed_layout.h) for
 // Q5_0, Q4_K and Q6_K, in three variants: AVX-512 (F/BW/VL/DQ + VNNI), AVX2
-// with AVX-VNNI, and plain AVX2. Each computes, for every row and token, the
+// with AVX-VNNI, and plain AVX2; and Q8_0 on AVX-512 (its AVX2 kernel and
+// Q4_1's are in vec_dot_x86.inc). Each computes, for every row and token, the
 // one-token vec_dot's integer lane sums and then exactly its float
 // operations in its order, so every variant is bit-identical to it (and so
 // to the others). kernel_dispatch.cc puts the best one the CPU runs in the
@@ -17,7 +18,7 @@ namespace pdserve {
 enum class PackedVariant { kAvx2, kAvxVnni, kAvx512 };
 
 // The packed kernel of weight `type` in `variant`, or null where it has none
-// (Q4_1 and Q8_0 have theirs in the vec_dot tables). The caller checks the
+// (Q4_1, and Q8_0 on AVX2, have theirs in the vec_dot tables). The caller checks the
 // CPU (CpuSupportsPackedVariant).
 PackedGemmFn FindPackedGemm(PackedVariant variant, uint32_t type);
 // The slice bias those kernels read activations with (PackedGemmArgs).
@@ -32,6 +33,9 @@ const char* PackedVariantName(PackedVariant variant);
   void GemmQ6_K(const PackedGemmArgs& a);    \
   }
 PDS_DECLARE_PACKED_GEMMS(packed_avx512)
+namespace packed_avx512 {
+void GemmQ8_0(const PackedGemmArgs& a);
+}
 PDS_DECLARE_PACKED_GEMMS(packed_avxvnni)
 PDS_DECLARE_PACKED_GEMMS(packed_avx2)
 #undef PDS_DECLARE_PACKED_GEMMS

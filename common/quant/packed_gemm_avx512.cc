@@ -53,11 +53,12 @@ inline __m512 SumLanes(const __m512* l) {
                        _mm512_add_ps(_mm512_add_ps(l[1], l[5]), _mm512_add_ps(l[3], l[7])));
 }
 
-// ---- Q5_0 x Q8_0: DotQ5_0Q8_0's order. Per block, d = d_w * d_a; lane p
-// (elements 4p..4p+3) += d * float(int sum), in block order; then the
-// lane tree. The weights are read as w + 16 (nibble | fifth bit << 4), and
-// each lane's int sum starts from -16 * (activation slice sum), a
-// precomputed int32 broadcast from memory.
+// ---- Q5_0 and Q8_0 x Q8_0: DotQ5_0Q8_0's and DotQ8_0Q8_0's order. Per
+// block, d = d_w * d_a; lane p (elements 4p..4p+3) += d * float(int sum),
+// in block order; then the lane tree. The weights are read unsigned, as
+// w + bias (Q5_0: nibble | fifth bit << 4 = w + 16; Q8_0: w ^ 0x80 =
+// w + 128), and each lane's int sum starts from -bias * (activation slice
+// sum), a precomputed int32 broadcast from memory.
 //
 // Every lane costs a dpbusd, a convert and an FMA per block, so 8 lanes x
 // tokens of float accumulators would not fit the register file with a
@@ -66,9 +67,42 @@ inline __m512 SumLanes(const __m512* l) {
 // per pair of lanes (the low and high nibbles of one weight vector), with
 // 2 x 8 tokens of accumulators in registers, the per-block d products
 // precomputed in L1 and read as the FMA's memory operand. ----
-struct Q5_0Kernel {
-  static constexpr int kTile = 8;
+// The weight vectors of one pair of lanes (g and g + 4) of a block, as
+// unsigned bytes: Q5_0's nibbles with their fifth bits (w + 16).
+struct Q5_0Weights {
   static constexpr int64_t kBlockBytes = kPackedQ5_0Block;
+  static constexpr int64_t kD = kPackedQ5_0D;
+
+  static void Lanes(const uint8_t* wb, int g, __m512i* lo, __m512i* hi) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    uint64_t m_lo, m_hi;
+    std::memcpy(&m_lo, wb + kPackedQ5_0Masks + 8 * g, 8);
+    std::memcpy(&m_hi, wb + kPackedQ5_0Masks + 8 * (g + 4), 8);
+    const __m512i v = Load512(wb + 64 * g);
+    *lo = _mm512_and_si512(v, low4);
+    *lo = _mm512_mask_add_epi8(*lo, _cvtu64_mask64(m_lo), *lo, sixteen);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+    *hi = _mm512_mask_add_epi8(*hi, _cvtu64_mask64(m_hi), *hi, sixteen);
+  }
+};
+
+// Q8_0's signed bytes made unsigned (w ^ 0x80 = w + 128).
+struct Q8_0Weights {
+  static constexpr int64_t kBlockBytes = kPackedQ8_0Block;
+  static constexpr int64_t kD = 512;
+
+  static void Lanes(const uint8_t* wb, int g, __m512i* lo, __m512i* hi) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    *lo = _mm512_xor_si512(Load512(wb + 64 * g), flip);
+    *hi = _mm512_xor_si512(Load512(wb + 64 * (g + 4)), flip);
+  }
+};
+
+template <typename W>
+struct SliceKernel {
+  static constexpr int kTile = 8;
+  static constexpr int64_t kBlockBytes = W::kBlockBytes;
   static constexpr int kChunk = 16;  // blocks per pass: d products and weights stay in L1
   // A tile's activations, interleaved: block b's record for token t at
   // (b * nt + t) * 64: its 32 int8 values, then its 8 slice-sum starts;
@@ -94,19 +128,60 @@ struct Q5_0Kernel {
     }
   }
 
+  // One or two tokens (decode, a short verification): all eight lanes of
+  // each token in registers, one pass over each block, the weights read
+  // in order (from DRAM in decode).
+  template <int NT>
+  static void OnePass(const uint8_t* w, const PackedGemmArgs& a, const uint8_t* tile, int64_t t0,
+                      float* y, int valid) {
+    const float* da = reinterpret_cast<const float*>(tile + a.n_blocks * NT * kRecord);
+    __m512 acc[NT][kSlices];
+    for (int t = 0; t < NT; ++t) {
+      for (int l = 0; l < kSlices; ++l) acc[t][l] = _mm512_setzero_ps();
+    }
+    for (int64_t b = 0; b < a.n_blocks; ++b, w += kBlockBytes) {
+      const __m512 dw = LoadF16x16(w + W::kD);
+      __m512 dd[NT];
+      for (int t = 0; t < NT; ++t) dd[t] = _mm512_mul_ps(dw, _mm512_set1_ps(da[b * NT + t]));
+      const uint8_t* rec = tile + b * NT * kRecord;
+      for (int g = 0; g < 4; ++g) {
+        __m512i lo, hi;
+        W::Lanes(w, g, &lo, &hi);
+        for (int t = 0; t < NT; ++t) {
+          const uint8_t* r = rec + t * kRecord;
+          const __m512i s_lo = _mm512_dpbusd_epi32(Bcast4(r + 32 + 4 * g), lo, Bcast4(r + 4 * g));
+          const __m512i s_hi =
+              _mm512_dpbusd_epi32(Bcast4(r + 48 + 4 * g), hi, Bcast4(r + 16 + 4 * g));
+          acc[t][g] = _mm512_fmadd_ps(dd[t], _mm512_cvtepi32_ps(s_lo), acc[t][g]);
+          acc[t][g + 4] = _mm512_fmadd_ps(dd[t], _mm512_cvtepi32_ps(s_hi), acc[t][g + 4]);
+        }
+      }
+    }
+    for (int t = 0; t < NT; ++t) StoreRows(y + (t0 + t) * a.ldy, SumLanes(acc[t]), valid);
+  }
+
   template <int NT>
   static void Tile(const uint8_t* w, const PackedGemmArgs& a, const uint8_t* tile, int64_t t0,
                    float* y, int valid) {
+    if constexpr (NT <= 2) {
+      OnePass<NT>(w, a, tile, t0, y, valid);
+      return;
+    }
     const float* da = reinterpret_cast<const float*>(tile + a.n_blocks * NT * kRecord);
     alignas(64) float lanes[NT][kSlices][kPackedRows] = {};
     alignas(64) float dd[kChunk][NT][kPackedRows];
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
-    const __m512i sixteen = _mm512_set1_epi8(16);
     for (int64_t b0 = 0; b0 < a.n_blocks; b0 += kChunk) {
       const int nb = static_cast<int>(std::min<int64_t>(kChunk, a.n_blocks - b0));
       const uint8_t* wc = w + b0 * kBlockBytes;
+      // The passes read each block's lines in four visits 64 x kChunk bytes
+      // apart, which the hardware prefetchers do not follow: fetch the next
+      // chunk (or the next group's first) whole while this one computes.
+      // Decode reads every weight once, from DRAM. (A prefetch never faults.)
+      for (int64_t at = 0; at < kChunk * kBlockBytes; at += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(wc + kChunk * kBlockBytes + at), _MM_HINT_T0);
+      }
       for (int b = 0; b < nb; ++b) {
-        const __m512 dw = LoadF16x16(wc + b * kBlockBytes + kPackedQ5_0D);
+        const __m512 dw = LoadF16x16(wc + b * kBlockBytes + W::kD);
         for (int t = 0; t < NT; ++t) {
           _mm512_store_ps(dd[b][t], _mm512_mul_ps(dw, _mm512_set1_ps(da[(b0 + b) * NT + t])));
         }
@@ -119,15 +194,8 @@ struct Q5_0Kernel {
           hi_acc[t] = _mm512_load_ps(lanes[t][g + 4]);
         }
         for (int b = 0; b < nb; ++b) {
-          const uint8_t* wb = wc + b * kBlockBytes;
-          uint64_t m_lo, m_hi;
-          std::memcpy(&m_lo, wb + kPackedQ5_0Masks + 8 * g, 8);
-          std::memcpy(&m_hi, wb + kPackedQ5_0Masks + 8 * (g + 4), 8);
-          const __m512i v = Load512(wb + 64 * g);
-          __m512i lo = _mm512_and_si512(v, low4);
-          lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(m_lo), lo, sixteen);
-          __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-          hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(m_hi), hi, sixteen);
+          __m512i lo, hi;
+          W::Lanes(wc + b * kBlockBytes, g, &lo, &hi);
           const uint8_t* rec = records + b * NT * kRecord;
           for (int t = 0; t < NT; ++t) {
             const uint8_t* r = rec + t * kRecord;
@@ -348,7 +416,8 @@ void Run(const PackedGemmArgs& a) {
 
 }  // namespace
 
-void GemmQ5_0(const PackedGemmArgs& a) { Run<Q5_0Kernel>(a); }
+void GemmQ5_0(const PackedGemmArgs& a) { Run<SliceKernel<Q5_0Weights>>(a); }
+void GemmQ8_0(const PackedGemmArgs& a) { Run<SliceKernel<Q8_0Weights>>(a); }
 void GemmQ4_K(const PackedGemmArgs& a) { Run<Q4_KKernel>(a); }
 void GemmQ6_K(const PackedGemmArgs& a) { Run<Q6_KKernel>(a); }
 

@@ -1,6 +1,6 @@
 // Every packed many-token kernel variant (AVX-512, AVX2 + AVX-VNNI, plain
 // AVX2) that this CPU runs, called directly on random Q5_0, Q4_K and Q6_K
-// matrices: each output must equal the one-token vec_dot bit for bit, for
+// matrices (and Q8_0 on AVX-512): each output must equal the one-token vec_dot bit for bit, for
 // partial row groups (1..33 rows), one or many blocks, and every token
 // count up to past two panels' worth of tile tails. Values cover each
 // format's full range, activations include -128 (Q8_K) and all-zero blocks.
@@ -43,6 +43,10 @@ struct RandomMatrix {
         for (int64_t b = 0; b < in / kQK; ++b) {
           reinterpret_cast<BlockQ5_0*>(row)[b].d = F32ToF16(scale(rng));
         }
+      } else if (type == GgmlType::kQ8_0) {
+        for (int64_t b = 0; b < in / kQK; ++b) {
+          reinterpret_cast<BlockQ8_0*>(row)[b].d = F32ToF16(scale(rng));
+        }
       } else if (type == GgmlType::kQ4_K) {
         for (int64_t b = 0; b < in / kQKK; ++b) {
           auto& blk = reinterpret_cast<BlockQ4_K*>(row)[b];
@@ -84,6 +88,7 @@ struct Activations {
   std::vector<int32_t> offsets;
 
   Activations(const TypeKernels& k, int64_t in, int64_t n_tokens, std::mt19937_64& rng) {
+    const int32_t bias = PackedSliceBias(static_cast<uint32_t>(k.weight_type));
     row_bytes = GgmlRowBytes(static_cast<uint32_t>(k.act_type), in);
     data.resize(static_cast<size_t>(row_bytes * n_tokens));
     std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -104,7 +109,7 @@ struct Activations {
         d.push_back(F16ToF32(blk[b].d));
         for (int g = 0; g < kQK / 4; ++g) {
           const int8_t* q = blk[b].qs + 4 * g;
-          offsets.push_back(-PackedSliceBias(Id(GgmlType::kQ5_0)) * (q[0] + q[1] + q[2] + q[3]));
+          offsets.push_back(-bias * (q[0] + q[1] + q[2] + q[3]));
         }
       }
     }
@@ -127,7 +132,8 @@ TEST_P(PackedGemmTest, EqualsVecDotBitwise) {
   const Shape shapes[] = {{GgmlType::kQ5_0, 32, 1},   {GgmlType::kQ5_0, 160, 33},
                           {GgmlType::kQ5_0, 896, 16}, {GgmlType::kQ4_K, 256, 9},
                           {GgmlType::kQ4_K, 1280, 17}, {GgmlType::kQ6_K, 256, 24},
-                          {GgmlType::kQ6_K, 768, 5}};
+                          {GgmlType::kQ6_K, 768, 5},  {GgmlType::kQ8_0, 64, 17},
+                          {GgmlType::kQ8_0, 896, 32}};
   for (const Shape& s : shapes) {
     const RandomMatrix m(s.type, s.in, s.out, rng);
     const PackedLayout layout = PackedLayoutOf(Id(s.type));
@@ -135,6 +141,8 @@ TEST_P(PackedGemmTest, EqualsVecDotBitwise) {
     const int64_t n_blocks = s.in / layout.block_elems;
     const std::vector<uint8_t> packed = Pack(m.w, n_groups, n_blocks);
     const PackedGemmFn gemm = FindPackedGemm(GetParam(), Id(s.type));
+    // Q8_0 has its AVX2 kernel in the vec_dot tables (packed_matmul_test).
+    if (s.type == GgmlType::kQ8_0 && GetParam() != PackedVariant::kAvx512) continue;
     ASSERT_NE(gemm, nullptr);
     // The one-token kernels have the same float order on AVX2 and AVX-512.
     const TypeKernels& k = *FindTypeKernels(Id(s.type));
