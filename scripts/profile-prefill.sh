@@ -8,18 +8,20 @@
 # the shares. Needs perf (Debian: linux-perf).
 #
 #   MODEL=models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf scripts/profile-prefill.sh [pp=512] [threads=2] [repeats=5]
+#   PDSERVE=/path/to/other/pdserve ...    # the same for another build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PP="${1:-512}"
 THREADS="${2:-2}"
 REPEATS="${3:-5}"
 MODEL="${MODEL:-models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf}"
+PDSERVE="${PDSERVE:-build/bin/pdserve}"   # another build to compare
 command -v perf >/dev/null || { echo "profile-prefill: perf not found (apt-get install linux-perf)" >&2; exit 1; }
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 KV_BLOCKS=$(( PP / 16 + 64 ))
 perf record -q -e cpu-clock -F 2999 -o "$OUT/perf.data" -- \
-  build/bin/pdserve bench-engine --model "$MODEL" --bench_threads "$THREADS" \
+  "$PDSERVE" bench-engine --model "$MODEL" --bench_threads "$THREADS" \
   --bench_repeats "$REPEATS" --bench_pp "$PP" --bench_tg 1 --bench_batches 1 \
   --bench_batch_tokens 1 --bench_context 1 --kv_blocks "$KV_BLOCKS" 2>/dev/null | grep pp
 perf report -q -i "$OUT/perf.data" --no-children --sort symbol --stdio 2>/dev/null \
