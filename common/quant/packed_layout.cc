@@ -92,49 +92,40 @@ void PackQ6_K(const uint8_t* row, int r, int64_t b, uint8_t* dst) {
   PutF16(dst, kPackedQ6_KD, r, x.d);
 }
 
+// Every packed type: its layout and its packer.
+struct PackedType {
+  GgmlType type;
+  PackedLayout layout;
+  void (*pack)(const uint8_t* row, int r, int64_t b, uint8_t* dst);
+};
+
+constexpr PackedType kPackedTypes[] = {
+    {GgmlType::kQ4_1, {kPackedQ4_1Block, kQK}, PackQ4_1},
+    {GgmlType::kQ8_0, {kPackedQ8_0Block, kQK}, PackQ8_0},
+    {GgmlType::kQ5_0, {kPackedQ5_0Block, kQK}, PackQ5_0},
+    {GgmlType::kQ4_K, {kPackedQ4_KBlock, kQKK}, PackQ4_K},
+    {GgmlType::kQ6_K, {kPackedQ6_KBlock, kQKK}, PackQ6_K},
+};
+
+const PackedType* FindPackedType(uint32_t type) {
+  for (const PackedType& p : kPackedTypes) {
+    if (static_cast<uint32_t>(p.type) == type) return &p;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 PackedLayout PackedLayoutOf(uint32_t type) {
-  switch (static_cast<GgmlType>(type)) {
-    case GgmlType::kQ4_1:
-      return {kPackedQ4_1Block, kQK};
-    case GgmlType::kQ8_0:
-      return {kPackedQ8_0Block, kQK};
-    case GgmlType::kQ5_0:
-      return {kPackedQ5_0Block, kQK};
-    case GgmlType::kQ4_K:
-      return {kPackedQ4_KBlock, kQKK};
-    case GgmlType::kQ6_K:
-      return {kPackedQ6_KBlock, kQKK};
-    default:
-      return {0, 0};
-  }
+  const PackedType* p = FindPackedType(type);
+  return p != nullptr ? p->layout : PackedLayout{0, 0};
 }
 
 void PackBlock(uint32_t type, const uint8_t* const* rows, int64_t b, uint8_t* dst) {
-  using PackFn = void (*)(const uint8_t*, int, int64_t, uint8_t*);
-  PackFn fn = nullptr;
-  switch (static_cast<GgmlType>(type)) {
-    case GgmlType::kQ4_1:
-      fn = PackQ4_1;
-      break;
-    case GgmlType::kQ8_0:
-      fn = PackQ8_0;
-      break;
-    case GgmlType::kQ5_0:
-      fn = PackQ5_0;
-      break;
-    case GgmlType::kQ4_K:
-      fn = PackQ4_K;
-      break;
-    case GgmlType::kQ6_K:
-      fn = PackQ6_K;
-      break;
-    default:
-      return;
-  }
+  const PackedType* p = FindPackedType(type);
+  if (p == nullptr) return;
   for (int r = 0; r < kPackedRows; ++r) {
-    if (rows[r] != nullptr) fn(rows[r], r, b, dst);
+    if (rows[r] != nullptr) p->pack(rows[r], r, b, dst);
   }
 }
 

@@ -19,6 +19,7 @@
 #include "common/quant/kernels.h"
 #include "common/quant/quant_blocks.h"
 #include "gtest/gtest.h"
+#include "tests/testing/random_weight_matrix.h"
 
 namespace pdserve {
 namespace {
@@ -41,61 +42,7 @@ class ScopedIsa {
   KernelIsa saved_;
 };
 
-bool IsKQuant(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ6_K; }
-
-// Gives block b of `row` (random bytes) small random f16 scales; the packed
-// sub-block scales and mins of K-quants stay random over their full range.
-void SetScales(GgmlType type, uint8_t* row, int64_t b, std::uniform_real_distribution<float>& scale,
-               std::mt19937_64& rng) {
-  switch (type) {
-    case GgmlType::kQ4_1: {
-      auto* blk = reinterpret_cast<BlockQ4_1*>(row) + b;
-      blk->d = F32ToF16(scale(rng));
-      blk->m = F32ToF16(-8.0f * scale(rng));
-      break;
-    }
-    case GgmlType::kQ8_0:
-      reinterpret_cast<BlockQ8_0*>(row)[b].d = F32ToF16(scale(rng));
-      break;
-    case GgmlType::kQ5_0:
-      reinterpret_cast<BlockQ5_0*>(row)[b].d = F32ToF16(scale(rng));
-      break;
-    case GgmlType::kQ4_K: {
-      auto* blk = reinterpret_cast<BlockQ4_K*>(row) + b;
-      blk->d = F32ToF16(scale(rng) * 0.1f);
-      blk->dmin = F32ToF16(scale(rng) * 0.1f);
-      break;
-    }
-    case GgmlType::kQ6_K:
-      reinterpret_cast<BlockQ6_K*>(row)[b].d = F32ToF16(scale(rng) * 0.02f);
-      break;
-    default:
-      FAIL() << "no scales for type " << Id(type);
-  }
-}
-
-// A weight matrix with random quantised values over the full range of each
-// format (including Q8_0's -128) and small random scales.
-struct RandomMatrix {
-  std::vector<uint8_t> bytes;
-  WeightMatrix w;
-
-  RandomMatrix(GgmlType type, int64_t in, int64_t out, std::mt19937_64& rng) {
-    w.type = Id(type);
-    w.in = in;
-    w.out = out;
-    w.row_bytes = GgmlRowBytes(w.type, in);
-    bytes.resize(static_cast<size_t>(w.row_bytes * out));
-    for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
-    std::uniform_real_distribution<float> scale(0.001f, 0.05f);
-    const int64_t block_elems = IsKQuant(type) ? kQKK : kQK;
-    for (int64_t r = 0; r < out; ++r) {
-      uint8_t* row = bytes.data() + r * w.row_bytes;
-      for (int64_t b = 0; b < in / block_elems; ++b) SetScales(type, row, b, scale, rng);
-    }
-    w.data = bytes.data();
-  }
-};
+using RandomMatrix = testing::RandomWeightMatrix;
 
 // Activations with some all-zero blocks (d = 0) and some large values.
 std::vector<float> RandomInput(int64_t n_tokens, int64_t in, std::mt19937_64& rng) {

@@ -17,51 +17,18 @@
 #include "common/quant/packed_layout.h"
 #include "common/quant/quant_blocks.h"
 #include "gtest/gtest.h"
+#include "tests/testing/random_weight_matrix.h"
 
 namespace pdserve {
 namespace {
 
 uint32_t Id(GgmlType t) { return static_cast<uint32_t>(t); }
 
-// A matrix of random bytes with small random f16 scales where the format
-// has them (the K-quants' packed 6-bit scales and mins stay random).
-struct RandomMatrix {
-  std::vector<uint8_t> bytes;
-  WeightMatrix w;
-
-  RandomMatrix(GgmlType type, int64_t in, int64_t out, std::mt19937_64& rng) {
-    w.type = Id(type);
-    w.in = in;
-    w.out = out;
-    w.row_bytes = GgmlRowBytes(w.type, in);
-    bytes.resize(static_cast<size_t>(w.row_bytes * out));
-    for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
-    std::uniform_real_distribution<float> scale(0.0005f, 0.02f);
-    for (int64_t r = 0; r < out; ++r) {
-      uint8_t* row = bytes.data() + r * w.row_bytes;
-      if (type == GgmlType::kQ5_0) {
-        for (int64_t b = 0; b < in / kQK; ++b) {
-          reinterpret_cast<BlockQ5_0*>(row)[b].d = F32ToF16(scale(rng));
-        }
-      } else if (type == GgmlType::kQ8_0) {
-        for (int64_t b = 0; b < in / kQK; ++b) {
-          reinterpret_cast<BlockQ8_0*>(row)[b].d = F32ToF16(scale(rng));
-        }
-      } else if (type == GgmlType::kQ4_K) {
-        for (int64_t b = 0; b < in / kQKK; ++b) {
-          auto& blk = reinterpret_cast<BlockQ4_K*>(row)[b];
-          blk.d = F32ToF16(scale(rng));
-          blk.dmin = F32ToF16(scale(rng));
-        }
-      } else {
-        for (int64_t b = 0; b < in / kQKK; ++b) {
-          reinterpret_cast<BlockQ6_K*>(row)[b].d = F32ToF16(scale(rng));
-        }
-      }
-    }
-    w.data = bytes.data();
-  }
-};
+// Small scales keep every sum far from f32 overflow.
+testing::RandomWeightMatrix RandomMatrix(GgmlType type, int64_t in, int64_t out,
+                                         std::mt19937_64& rng) {
+  return testing::RandomWeightMatrix(type, in, out, rng, 0.0005f, 0.02f);
+}
 
 // `w` in the packed layout (what PackedMatrix holds), zero past the last row.
 std::vector<uint8_t> Pack(const WeightMatrix& w, int64_t n_groups, int64_t n_blocks) {
@@ -135,7 +102,7 @@ TEST_P(PackedGemmTest, EqualsVecDotBitwise) {
                           {GgmlType::kQ6_K, 768, 5},  {GgmlType::kQ8_0, 64, 17},
                           {GgmlType::kQ8_0, 896, 32}};
   for (const Shape& s : shapes) {
-    const RandomMatrix m(s.type, s.in, s.out, rng);
+    const testing::RandomWeightMatrix m = RandomMatrix(s.type, s.in, s.out, rng);
     const PackedLayout layout = PackedLayoutOf(Id(s.type));
     const int64_t n_groups = (s.out + kPackedRows - 1) / kPackedRows;
     const int64_t n_blocks = s.in / layout.block_elems;
