@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "common/quant/packed_gemm.h"
 #include "common/quant/quant_blocks.h"
