@@ -51,7 +51,7 @@ PackedMatrix PackedMatrix::Pack(const WeightMatrix& w, const SourceDoneFn& sourc
     }
     const bool last = g + 1 == p.n_groups_;
     if (source_done && (last || (g + 1) % kGroupsPerReport == 0)) {
-      source_done(w.data, w.row(std::min(w.out, (g + 1) * kPackedRows)));
+      source_done(w.row(std::min(w.out, (g + 1) * kPackedRows)));
     }
   }
   return p;
@@ -91,7 +91,7 @@ PackedModelWeights PackedModelWeights::Pack(const ModelWeights& weights) {
     const TypeKernels* k = FindTypeKernels(w.type);
     if (k == nullptr || k->packed_gemm == nullptr) return PackedMatrix();
     SourceReleaser releaser(w.data);
-    return PackedMatrix::Pack(w, [&](const uint8_t*, const uint8_t* end) { releaser.Done(end); });
+    return PackedMatrix::Pack(w, [&](const uint8_t* end) { releaser.Done(end); });
   };
   PackedModelWeights p;
   p.layers.reserve(weights.layers.size());

@@ -28,9 +28,9 @@ class PackedMatrix {
   // True for the weight types that have a packed layout (Q4_1, Q8_0, Q5_0,
   // Q4_K, Q6_K).
   static bool HasLayout(uint32_t type);
-  // Called while packing with the source bytes [begin, end) of `w` that
-  // packing is done with (a growing prefix), so a caller can let them go.
-  using SourceDoneFn = std::function<void(const uint8_t* begin, const uint8_t* end)>;
+  // Called while packing with the end of the prefix of `w`'s bytes that
+  // packing is done with (it grows), so a caller can let them go.
+  using SourceDoneFn = std::function<void(const uint8_t* done_until)>;
   // Packs `w`; returns an empty matrix when its type has no packed layout.
   static PackedMatrix Pack(const WeightMatrix& w, const SourceDoneFn& source_done = {});
 
