@@ -35,8 +35,8 @@ struct DecodeCallState {
   int64_t seq_id = 0;
   bool awaiting_kv = false;
   // The KV reservation, kept across epochs: a failed epoch re-arms the same
-  // blocks under epoch + 1 instead of giving them up (PROTOCOL.md, "Prefill
-  // retry").
+  // blocks under epoch + 1 instead of giving them up (docs/protocol/kv-wire.md,
+  // "Prefill retry").
   std::vector<int32_t> kv_blocks;
   uint64_t epoch = 0;
   // A sequence cancelled while its KV was still coming: its blocks, taken

@@ -1,6 +1,6 @@
 // Stream migration, source side: how a decode worker hands a running
-// stream, with its KV, to another decode worker (docs/PROTOCOL.md, "KV
-// migration").
+// stream, with its KV, to another decode worker
+// (docs/protocol/request-state-machine.md, "KV migration").
 //
 // Offer (a drain, or the router asking: OfferMigration): the sequence
 // leaves the engine between two steps (Engine::Detach) with its blocks,

@@ -1,5 +1,5 @@
 // pdserve-router: the public Generation API in front of the prefill and
-// decode tiers (docs/PROTOCOL.md). All logic lives in the pdserve_router library.
+// decode tiers (docs/protocol/public-api.md). All logic lives in the pdserve_router library.
 #include <cstdlib>
 
 #include "absl/flags/parse.h"

@@ -5,7 +5,7 @@
 #define PDSERVE_ROUTER_ROUTER_FLAGS_H_
 
 #include "absl/status/statusor.h"
-#include "router/router_config.h"
+#include "router/config/router_config.h"
 
 namespace pdserve::router {
 

@@ -20,11 +20,11 @@
 #include "common/metrics/metrics_registry.h"
 #include "common/model/model.h"
 #include "common/rpc/grpc_server.h"
-#include "router/generation_service.h"
-#include "router/openai/openai_front.h"
-#include "router/router_config.h"
-#include "router/router_metrics.h"
-#include "router/worker_registry.h"
+#include "router/api/generation_service.h"
+#include "router/api/openai/openai_front.h"
+#include "router/call/router_metrics.h"
+#include "router/config/router_config.h"
+#include "router/pool/worker_registry.h"
 
 namespace pdserve::router {
 

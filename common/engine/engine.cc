@@ -52,10 +52,7 @@ Engine::Engine(const Tokenizer* tokenizer, ModelRunner* runner, KvCache* cache, 
       runner_(runner),
       cache_(cache),
       options_(options),
-      max_window_(cache->layout().layer_window.empty()
-                      ? 0
-                      : *std::max_element(cache->layout().layer_window.begin(),
-                                          cache->layout().layer_window.end())) {
+      window_(cache) {
   const SpeculationOptions& spec = options_.speculation;
   if (spec.suffix_cache_tokens > 0) {
     suffix_cache_ =
@@ -136,65 +133,14 @@ Engine::CachedPrefix Engine::TakeCachedPrefix(const std::vector<int32_t>& prompt
     parent = key;
   }
   // The prompt's first computed token reads the window layers from
-  // FirstWindowRead on: a match is usable only where none of those blocks
+  // WindowRelease::FirstRead on: a match is usable only where none of those blocks
   // gave its window layers back.
-  while (!out.blocks.empty() && !WindowIntact(out.blocks)) {
+  while (!out.blocks.empty() && !window_.Intact(out.blocks)) {
     out.blocks.pop_back();
     out.keys.pop_back();
   }
   for (int32_t block : out.blocks) cache_->allocator().Ref(block);
   return out;
-}
-
-bool Engine::WindowIntact(const std::vector<int32_t>& prefix) const {
-  const auto n = static_cast<int32_t>(prefix.size());
-  const int32_t from = FirstWindowRead(n * cache_->layout().block_size);
-  if (from < 0) return true;
-  for (int32_t b = from / cache_->layout().block_size; b < n; ++b) {
-    if (cache_->allocator().window_released(prefix[b])) return false;
-  }
-  return true;
-}
-
-// A transfer sends a window layer's blocks from KvLayout::FirstSentBlock
-// on; the ones before it that this sequence did not already hold (its
-// cached prefix) were never written.
-bool Engine::HasWindowHoles(const Sequence& seq) const {
-  const KvLayout& layout = cache_->layout();
-  const int32_t n_blocks = BlocksForTokens(seq.prompt_len(), layout.block_size);
-  const int32_t held = seq.cached_tokens / layout.block_size;
-  for (int l = 0; l < layout.n_layers && !layout.layer_window.empty(); ++l) {
-    if (layout.FirstSentBlock(l, n_blocks) > held) return true;
-  }
-  return false;
-}
-
-// The first position a token at `pos` reads in the window layers: its
-// window start rounded down as the attention kernels read it
-// (KvLayout::kWindowReadAlign). -1 without window layers.
-int32_t Engine::FirstWindowRead(int32_t pos) const {
-  if (max_window_ <= 0) return -1;
-  const int32_t align = KvLayout::kWindowReadAlign;
-  return std::max(0, pos - max_window_ + 1) / align * align;
-}
-
-// Decoding moves every window forward: blocks wholly before the next
-// token's window are never read again by this sequence's window layers, so
-// their memory goes back (the pool then holds about a window per local
-// layer, whatever the context). Shared blocks are left alone (another
-// sequence may still read them), and prefill workers' sequences too (their
-// blocks are being sent).
-void Engine::ReleaseOutOfWindow(Sequence& seq) {
-  if (max_window_ <= 0 || seq.options.hold_kv_on_finish || seq.num_computed < seq.prompt_len()) {
-    return;
-  }
-  const int32_t frontier = FirstWindowRead(seq.num_computed) / cache_->layout().block_size;
-  BlockAllocator& allocator = cache_->allocator();
-  for (; seq.window_released_blocks < frontier; ++seq.window_released_blocks) {
-    const int32_t block = seq.blocks[seq.window_released_blocks];
-    if (allocator.refcount(block) != 1 || allocator.window_released(block)) continue;
-    allocator.MarkWindowReleased(block, cache_->ReleaseWindowLayers(block));
-  }
 }
 
 void Engine::PublishFullBlocks(Sequence& seq) {
@@ -252,7 +198,7 @@ absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token,
   }
   seq.awaiting_kv = false;
   seq.num_computed = seq.prompt_len();
-  if (HasWindowHoles(seq) || (seq.options.migrated && max_window_ > 0)) {
+  if (window_.HasHoles(seq) || (seq.options.migrated && window_.active())) {
     // Its window layers hold only the prompt's last window: a later prompt
     // that shares a shorter prefix would read the positions not sent. A
     // migrated stream's may hold less still: its source had already given
@@ -260,22 +206,10 @@ absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token,
     seq.publishable = false;
   }
   PublishFullBlocks(seq);
-  ReleaseOutOfWindow(seq);
+  window_.Release(seq);
   AcceptToken(seq, first_token, CommittedLogprobs(seq, first_token, std::move(first_logprobs)));
   ReapFinished();
   return absl::OkStatus();
-}
-
-std::vector<int32_t> Engine::TakeHeldBlocks(int64_t seq_id) {
-  auto it = held_blocks_.find(seq_id);
-  if (it == held_blocks_.end()) return {};
-  std::vector<int32_t> blocks = std::move(it->second);
-  held_blocks_.erase(it);
-  return blocks;
-}
-
-void Engine::FreeBlocks(const std::vector<int32_t>& blocks) {
-  cache_->allocator().UnrefAll(blocks);
 }
 
 bool Engine::HasWork() const {
@@ -298,40 +232,6 @@ void Engine::Cancel(int64_t seq_id) {
   if (it == sequences_.end()) return;
   Finish(*it->second, FinishReason::kCancelled);
   ReapFinished();
-}
-
-std::vector<int32_t> Engine::CancelAndTakeBlocks(int64_t seq_id) {
-  if (auto it = sequences_.find(seq_id); it != sequences_.end()) {
-    Sequence& seq = *it->second;
-    Finish(seq, FinishReason::kCancelled);
-    if (!seq.options.hold_kv_on_finish) {  // held here, so ReapFinished frees nothing
-      held_blocks_[seq_id] = std::move(seq.blocks);
-      seq.blocks.clear();
-    }
-    ReapFinished();
-  }
-  return TakeHeldBlocks(seq_id);
-}
-
-absl::StatusOr<Engine::Detached> Engine::Detach(int64_t seq_id) {
-  auto it = sequences_.find(seq_id);
-  if (it == sequences_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", seq_id));
-  Sequence& seq = *it->second;
-  // Between steps a decoding sequence's KV covers every token but the last.
-  const int32_t len = static_cast<int32_t>(seq.tokens.size());
-  if (!seq.running() || seq.generated() < 1 || seq.finish != FinishReason::kNone ||
-      seq.num_computed != len - 1) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("sequence ", seq_id, " is not decoding (", seq.num_computed, " of ", len,
-                     " tokens computed)"));
-  }
-  Detached d;
-  d.blocks = std::move(seq.blocks);
-  d.kv_tokens = seq.num_computed;
-  d.last_token = seq.tokens.back();
-  d.generated = seq.options.first_index + seq.generated();
-  sequences_.erase(it);
-  return d;
 }
 
 // The batch's members are what the next step takes, so "running" matches
@@ -476,7 +376,7 @@ absl::Status Engine::Step() {
       if (chunk.want_logits) SampleNext(seq, absl::MakeSpan(&logits_[row++ * vocab], vocab));
     }
     PublishFullBlocks(seq);
-    ReleaseOutOfWindow(seq);
+    window_.Release(seq);
   }
   if (decode_only) {
     int32_t rows = 0;

@@ -17,6 +17,11 @@
 // completely is published for later ones. The prompt's last token is
 // always computed, because its logits give the first output token.
 //
+// The engine is continuous batching only; two features live in their own
+// units: the sliding-window layers' memory (window_release.h) and the KV
+// handoff between workers (engine_handoff.cc: held blocks of prefill
+// sequences, Detach for migration).
+//
 // Not thread-safe: a worker drives its Engine from one engine thread.
 #ifndef PDSERVE_COMMON_ENGINE_ENGINE_H_
 #define PDSERVE_COMMON_ENGINE_ENGINE_H_
@@ -36,6 +41,7 @@
 #include "common/engine/speculation.h"
 #include "common/engine/step_cost_model.h"
 #include "common/engine/suffix_cache.h"
+#include "common/engine/window_release.h"
 #include "common/request/token_logprobs.h"
 #include "common/text/tokenizer.h"
 
@@ -101,6 +107,7 @@ class Engine {
   // never enters the prefix cache.
   absl::Status CommitPrefilled(int64_t seq_id, int32_t first_token,
                                std::optional<TokenLogprobs> first_logprobs);
+  // KV handoff (engine_handoff.cc).
   // Prefill side: blocks of ended hold_kv_on_finish sequences (finished,
   // cancelled, or ended by a failed step), now owned by the caller, who
   // returns them with FreeBlocks() after the transfer.
@@ -170,10 +177,6 @@ class Engine {
   };
   CachedPrefix TakeCachedPrefix(const std::vector<int32_t>& prompt);
   // Publishes the sequence's full blocks that are computed and not yet keyed.
-  bool HasWindowHoles(const Sequence& seq) const;
-  int32_t FirstWindowRead(int32_t pos) const;
-  void ReleaseOutOfWindow(Sequence& seq);
-  bool WindowIntact(const std::vector<int32_t>& prefix) const;
   void PublishFullBlocks(Sequence& seq);
   void RunLayerHook(const ForwardBatch& batch, const std::vector<Sequence*>& owners, int layer);
   void SampleNext(Sequence& seq, absl::Span<float> logits);
@@ -192,8 +195,7 @@ class Engine {
   ModelRunner* runner_;
   KvCache* cache_;
   const Options options_;
-  // The widest sliding window of the cache's layers (0: none).
-  const int32_t max_window_;
+  WindowRelease window_;
   int64_t next_id_ = 1;
   std::map<int64_t, std::unique_ptr<Sequence>> sequences_;  // admission order
   std::map<int64_t, std::vector<int32_t>> held_blocks_;

@@ -21,42 +21,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "common/gguf/gguf_value.h"
 
 namespace pdserve {
-
-// On-disk metadata value types (enum gguf_type).
-enum class GgufValueType : uint32_t {
-  kU8 = 0,
-  kI8 = 1,
-  kU16 = 2,
-  kI16 = 3,
-  kU32 = 4,
-  kI32 = 5,
-  kF32 = 6,
-  kBool = 7,
-  kString = 8,
-  kArray = 9,
-  kU64 = 10,
-  kI64 = 11,
-  kF64 = 12,
-};
-
-// One metadata value. Scalars are widened into the matching field; strings
-// and arrays reference the mapping (valid as long as the GgufFile lives).
-struct GgufValue {
-  GgufValueType type = GgufValueType::kU8;
-  uint64_t u = 0;   // unsigned integers and bool
-  int64_t i = 0;    // signed integers
-  double f = 0.0;   // floats
-  std::string_view str;  // kString
-  // kArray: element type, count, and where the packed elements start. For
-  // string arrays `strings` holds every element; numeric arrays are decoded
-  // on demand from `array_data` (little-endian, possibly unaligned).
-  GgufValueType elem_type = GgufValueType::kU8;
-  uint64_t count = 0;
-  const uint8_t* array_data = nullptr;
-  std::vector<std::string_view> strings;
-};
 
 struct GgufTensorInfo {
   std::string name;

@@ -1,5 +1,5 @@
-// Decoding and typed conversion of GGUF metadata values (GgufValue, declared
-// in gguf_file.h). Shared by the GgufFile parser and its typed getters so the
+// GgufValue, one GGUF metadata value, with its decoding and typed
+// conversions. Shared by the GgufFile parser and its typed getters so the
 // widening rules ("any integer type whose value fits") live in one place.
 // Stateless functions; safe from any thread.
 #ifndef PDSERVE_COMMON_GGUF_GGUF_VALUE_H_
@@ -11,9 +11,42 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/gguf/gguf_file.h"
 
 namespace pdserve {
+
+// On-disk metadata value types (enum gguf_type).
+enum class GgufValueType : uint32_t {
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
+};
+
+// One metadata value. Scalars are widened into the matching field; strings
+// and arrays reference the mapping (valid as long as the GgufFile lives).
+struct GgufValue {
+  GgufValueType type = GgufValueType::kU8;
+  uint64_t u = 0;   // unsigned integers and bool
+  int64_t i = 0;    // signed integers
+  double f = 0.0;   // floats
+  std::string_view str;  // kString
+  // kArray: element type, count, and where the packed elements start. For
+  // string arrays `strings` holds every element; numeric arrays are decoded
+  // on demand from `array_data` (little-endian, possibly unaligned).
+  GgufValueType elem_type = GgufValueType::kU8;
+  uint64_t count = 0;
+  const uint8_t* array_data = nullptr;
+  std::vector<std::string_view> strings;
+};
 
 // "u8", "i32", "string", ... for errors; "unknown" outside the enum.
 const char* GgufValueTypeName(GgufValueType type);

@@ -1,5 +1,5 @@
 // FramedKvReceiver: the decode worker's end of the TCP KV data plane
-// (docs/PROTOCOL.md, "KV data plane (TCP)"). It owns a listening socket and
+// (docs/protocol/kv-wire.md). It owns a listening socket and
 // an I/O thread; prefill workers connect (one persistent connection each)
 // and stream frames that this class validates against the reservations
 // registered with Expect() before reading their payload straight into the

@@ -1,5 +1,5 @@
 // FramedKvSender: the prefill worker's end of the TCP KV data plane
-// (docs/PROTOCOL.md, "KV data plane (TCP)"). It keeps one persistent
+// (docs/protocol/kv-wire.md). It keeps one persistent
 // connection per receiver endpoint and path (tcp, cuda_ipc), shared by all
 // transfers to it and reopened after a failure, and runs all socket I/O on
 // its own thread:

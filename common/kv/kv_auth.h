@@ -1,5 +1,5 @@
 // KvAuthKey: peer authentication of the TCP KV data plane by a shared
-// secret (docs/PROTOCOL.md, "KV data plane authentication"). Both ends of a
+// secret (docs/protocol/kv-wire.md, "Authentication"). Both ends of a
 // connection prove they hold the secret before any frame is sent, by a
 // challenge-response over fresh nonces, so a process without the secret
 // can neither write into a decode worker's KV blocks nor receive a prompt's

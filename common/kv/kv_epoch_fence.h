@@ -1,5 +1,5 @@
 // KvEpochFence: the KV receiver's bookkeeping of who may still write into a
-// transfer's blocks across its epochs (docs/PROTOCOL.md, "NCCL path" and
+// transfer's blocks across its epochs (docs/protocol/kv-wire.md, "NCCL path" and
 // "Transfer state machine (receiver)"). A prefill retry's new epoch reuses
 // the blocks of the old one, and an old epoch's NCCL receive may still be
 // landing bytes in them after the epoch ended; the fence says when the new

@@ -1,6 +1,6 @@
 // KV frame codec: the length-prefixed framing of the TCP KV data plane and
 // the checks a frame header must pass before any payload byte is read
-// (docs/PROTOCOL.md, "KV data plane (TCP)"). Pure functions; no I/O.
+// (docs/protocol/kv-wire.md, "Wire format", "Validation (receiver)"). Pure functions; no I/O.
 #ifndef PDSERVE_COMMON_KV_KV_FRAME_H_
 #define PDSERVE_COMMON_KV_KV_FRAME_H_
 

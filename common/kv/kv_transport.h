@@ -1,5 +1,5 @@
 // KvSender / KvReceiver: the KV data plane between a prefill worker P and a
-// decode worker D (docs/PROTOCOL.md, "KV data plane"). P pushes each layer's KV blocks of a
+// decode worker D (docs/protocol/kv-wire.md). P pushes each layer's KV blocks of a
 // request, as soon as that layer is computed, into blocks that D reserved
 // for the request; a commit frame closes the transfer and D acknowledges it.
 //

@@ -1,5 +1,5 @@
 // The compatibility handshake both worker kinds answer GetInfo with
-// (docs/PROTOCOL.md, "Worker control plane").
+// (docs/protocol/worker-control-plane.md, "GetInfo, GetLoad, WatchLoad").
 #ifndef PDSERVE_COMMON_WORKER_WORKER_INFO_H_
 #define PDSERVE_COMMON_WORKER_WORKER_INFO_H_
 

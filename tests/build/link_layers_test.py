@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The tree's layering, checked on the sources and on the router's link map.
 
-1. No folder under common/ includes a folder above it: the folder include
-   graph (common/<x>/ and the top-level process folders) has no cycle, and
-   every common/ folder includes only the folders its layer allows.
+1. No folder includes a folder above it: the folder include graph
+   (common/<x>/, router/<room>/, tools/<room>/ and the process folders) has
+   no cycle; every common/ folder, router room and tools room includes only
+   the folders its layer allows; no router room includes engine code.
 2. The router links no engine, CPU-runner, KV, runtime, worker or GPU code:
    its linker map (pdserve-router.map, written by the build) names no member
    of those libraries, and its link line names none of them.
@@ -35,25 +36,49 @@ ALLOWED = {
 }
 # Libraries of code the router must not carry.
 FORBIDDEN = ['engine', 'cpu', 'kv', 'runtime', 'worker', 'cuda', 'nccl']
-INCLUDE = re.compile(r'^#include "(common/[a-z_]+|router|prefill_worker|decode_worker|tools)/',
-                     re.M)
+# What each room of router/ and tools/ may include of its siblings (any
+# common/ folder besides, but see FORBIDDEN for the router). 'router' is
+# the composition root (router_server, main).
+ROOMS = {
+    'router/config': set(),
+    'router/pool': {'router/config'},
+    'router/placement': {'router/config', 'router/pool'},
+    'router/call': {'router/config', 'router/pool', 'router/placement'},
+    'router/api': {'router/config', 'router/pool', 'router/placement', 'router/call'},
+    'router/api/openai': {'router/api'},
+    'router': {'router/config', 'router/pool', 'router/placement', 'router/call', 'router/api',
+               'router/api/openai'},
+    'tools/bench': set(),
+    'tools/cli': {'tools/bench'},
+    'tools/bench/micro': {'tools/bench', 'tools/cli'},
+}
+INCLUDE = re.compile(r'^#include "((?:[a-z_]+/)+)[a-z0-9_]+\.(?:h|inc)"', re.M)
+TOPS = ('common', 'router', 'prefill_worker', 'decode_worker', 'tools')
 
 
 def folder_of(path):
+    """common/<x>, the deepest known room of router/ or tools/, or the top folder."""
     parts = path.split('/')
-    return '/'.join(parts[:2]) if parts[0] == 'common' else parts[0]
+    if parts[0] == 'common':
+        return '/'.join(parts[:2])
+    for depth in range(len(parts) - 1, 0, -1):
+        folder = '/'.join(parts[:depth])
+        if folder in ROOMS:
+            return folder
+    return parts[0]
 
 
 def include_graph(src):
     graph = {}
-    for top in ['common', 'router', 'prefill_worker', 'decode_worker', 'tools']:
+    for top in TOPS:
         for root, _, files in os.walk(os.path.join(src, top)):
             for f in files:
                 if not f.endswith(('.h', '.cc', '.inc', '.cu')):
                     continue
                 path = os.path.relpath(os.path.join(root, f), src)
                 with open(os.path.join(src, path), encoding='utf-8') as fh:
-                    targets = set(INCLUDE.findall(fh.read()))
+                    targets = {folder_of(t + 'x.h') for t in INCLUDE.findall(fh.read())
+                               if t.split('/')[0] in TOPS}
                 node = folder_of(path)
                 graph.setdefault(node, set()).update(t for t in targets if t != node)
     return graph
@@ -89,11 +114,18 @@ def check_sources(src):
     if cycle:
         errors.append('include cycle between folders: ' + ' -> '.join(cycle))
     for node, targets in sorted(graph.items()):
+        if node in ROOMS:
+            top = node.split('/')[0]
+            for t in sorted(targets):
+                if t.startswith('common/'):
+                    if top == 'router' and t.split('/')[1] in FORBIDDEN + ['gpu']:
+                        errors.append(f'{node} includes {t}, engine code the router must not carry')
+                elif t.split('/')[0] == top and t not in ROOMS[node]:
+                    errors.append(f'{node} includes {t}, a room above or beside it')
+                elif t.split('/')[0] != top:
+                    errors.append(f'{node} includes {t}, another program\'s folder')
+            continue
         if not node.startswith('common/'):
-            if node == 'router':
-                bad = {t for t in targets if t.split('/')[-1] in FORBIDDEN + ['gpu']}
-                if bad:
-                    errors.append(f'router includes {sorted(bad)}')
             continue
         name = node.split('/')[1]
         if name not in ALLOWED:
@@ -138,7 +170,8 @@ def main():
         print('FAIL:', e)
     if errors:
         return 1
-    print('layering: no folder cycle, no upward include, router links no engine/kv/gpu code')
+    print('layering: no folder cycle, no upward include (common/, router/, tools/ rooms), '
+          'router links no engine/kv/gpu code')
     return 0
 
 

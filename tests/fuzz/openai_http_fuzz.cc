@@ -21,10 +21,10 @@
 
 #include "common/model/model.h"
 #include "google/protobuf/stubs/logging.h"
-#include "router/openai/openai_error.h"
-#include "router/openai/openai_request.h"
-#include "router/request_validator.h"
-#include "router/router_config.h"
+#include "router/api/openai/openai_error.h"
+#include "router/api/openai/openai_request.h"
+#include "router/call/request_validator.h"
+#include "router/config/router_config.h"
 #include "tests/fuzz/fuzz_model.h"
 
 namespace {

@@ -15,8 +15,8 @@
 
 #include "common/model/model.h"
 #include "google/protobuf/stubs/logging.h"
-#include "router/request_validator.h"
-#include "router/router_config.h"
+#include "router/call/request_validator.h"
+#include "router/config/router_config.h"
 #include "tests/fuzz/fuzz_model.h"
 
 namespace {

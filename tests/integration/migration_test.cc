@@ -1,4 +1,4 @@
-// KV migration on a real cluster (docs/PROTOCOL.md, "KV migration"): a
+// KV migration on a real cluster (docs/protocol/request-state-machine.md, "KV migration"): a
 // decode worker SIGTERMed under load, as in a rolling update or an HPA
 // scale-in, hands its long streams to the other decode worker with their
 // KV. Every client sees one uninterrupted stream with the tokens an

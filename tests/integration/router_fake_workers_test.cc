@@ -5,7 +5,7 @@
 // many requests, workers that hang, die or restart (load reports, channel
 // reconnects), admission control, DNS targets and the call's lifetime.
 // Each transition of the request state machine itself is table-tested
-// without gRPC in tests/unit/router/generate_fsm_test.cc.
+// without gRPC in tests/unit/router/call/generate_fsm_test.cc.
 #include <chrono>
 #include <future>
 #include <memory>

@@ -14,7 +14,7 @@
 #include "tests/testing/cluster_test_util.h"
 #include "tests/testing/http_test_client.h"
 #include "tests/testing/temp_dir.h"
-#include "tools/generate_client.h"
+#include "tools/cli/generate_client.h"
 
 namespace pdserve::testing {
 namespace {

@@ -25,7 +25,7 @@
 #include "common/rpc/tls_credentials.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "router/worker_registry.h"
+#include "router/pool/worker_registry.h"
 #include "tests/testing/fake_workers.h"
 #include "tests/testing/grpc_shutdown_environment.h"
 #include "tests/testing/temp_dir.h"

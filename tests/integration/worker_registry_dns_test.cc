@@ -16,7 +16,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "router/worker_registry.h"
+#include "router/pool/worker_registry.h"
 #include "tests/testing/fake_workers.h"
 
 namespace pdserve::router {

@@ -209,7 +209,7 @@ def split_host_port(text):
 
 
 def split_worker_target(text):
-    """Like router/worker_target.cc ParseWorkerTarget: host:port (static) or
+    """Like router/config/worker_target.cc ParseWorkerTarget: host:port (static) or
     dns:///host:port / dns:host:port (every address of the name). Returns
     (dns, host, port); ValueError for what the router would reject."""
     rest, dns = text, text.startswith("dns:")

@@ -868,7 +868,7 @@ class RenderCheck:
             worker = self.tiers.get(tier)
             for target in flags[flag].split(","):
                 where = f" --{flag}={target}"
-                # As router/worker_target.cc parses it. Only dns:/// expands
+                # As router/config/worker_target.cc parses it. Only dns:/// expands
                 # a headless Service into its pods; a plain host:port would be
                 # one channel to whichever pod the name resolves to first.
                 try:

@@ -25,7 +25,7 @@
 #include "pdserve/v1/worker.grpc.pb.h"
 #include "tests/golden/test_model.h"
 #include "tests/testing/temp_dir.h"
-#include "tools/local_cluster.h"
+#include "tools/cli/local_cluster.h"
 
 namespace pdserve::testing {
 

@@ -19,9 +19,9 @@ TEST(ProgramFlagsTest, ProjectFilesAreRelativeToTheSourceTree) {
   EXPECT_EQ(ProjectRelativeFilename(root + "router/router_flags.cc"), "router/router_flags.cc");
   EXPECT_EQ(ProjectRelativeFilename("../common/rpc/server_tls_flags.cc"),
             "common/rpc/server_tls_flags.cc");
-  EXPECT_EQ(ProjectRelativeFilename("/elsewhere/src/tools/cli_flags.cc"), "tools/cli_flags.cc");
+  EXPECT_EQ(ProjectRelativeFilename("/elsewhere/src/tools/cli/cli_flags.cc"), "tools/cli/cli_flags.cc");
   // Idempotent: abseil normalizes a name the filter normalizes again.
-  EXPECT_EQ(ProjectRelativeFilename("tools/cli_flags.cc"), "tools/cli_flags.cc");
+  EXPECT_EQ(ProjectRelativeFilename("tools/cli/cli_flags.cc"), "tools/cli/cli_flags.cc");
 }
 
 TEST(ProgramFlagsTest, OtherFilesKeepAbseilsNames) {
@@ -32,7 +32,7 @@ TEST(ProgramFlagsTest, OtherFilesKeepAbseilsNames) {
 TEST(ProgramFlagsTest, HelpListsOnlyTheProjectsFlags) {
   for (const char* file :
        {"/src/pdserve/common/worker/engine_runtime_flags.cc", "router/router_flags.cc",
-        "../prefill_worker/main.cc", "decode_worker/main.cc", "tools/cli_flags.cc"}) {
+        "../prefill_worker/main.cc", "decode_worker/main.cc", "tools/cli/cli_flags.cc"}) {
     EXPECT_TRUE(IsProjectSourceFile(file)) << file;
   }
   for (const char* file : {"./absl/flags/parse.cc", "absl/flags/internal/usage.cc",

@@ -1,5 +1,5 @@
-// The receiver edges a prefill retry relies on (PROTOCOL.md, "Prefill
-// retry"): the decode worker re-arms a reservation under a higher epoch
+// The receiver edges a prefill retry relies on (docs/protocol/kv-wire.md,
+// "Prefill retry"): the decode worker re-arms a reservation under a higher epoch
 // after the old epoch failed or was aborted, while the replaced prefill
 // worker may still be sending. Late frames of a dead epoch, frames after a
 // cancel and frames after a commit whose ack was lost must never be written

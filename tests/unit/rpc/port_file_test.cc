@@ -1,5 +1,5 @@
 // Port files: what a process started on port 0 writes once it serves, read
-// back by LocalCluster (tools/local_cluster.h).
+// back by LocalCluster (tools/cli/local_cluster.h).
 #include "common/rpc/port_file.h"
 
 #include <filesystem>

@@ -1,0 +1,104 @@
+#include "router/api/openai/openai_call.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "router/api/openai/openai_error.h"
+
+namespace pdserve::router::openai {
+
+void OpenAiCall::Start(v1::Generation::Stub* stub, OpenAiRequest request, OpenAiResponse response,
+                       const Metadata& metadata, std::shared_ptr<HttpResponder> responder,
+                       std::function<void()> on_destroyed) {
+  std::shared_ptr<OpenAiCall> call(new OpenAiCall(std::move(request), std::move(response),
+                                                  std::move(responder), std::move(on_destroyed)));
+  call->self_ = call;
+  for (const auto& [key, value] : metadata) call->context_.AddMetadata(key, value);
+  // A client that goes away cancels the request on every tier.
+  call->responder_->SetOnClose([weak = std::weak_ptr<OpenAiCall>(call)] {
+    if (std::shared_ptr<OpenAiCall> c = weak.lock()) c->context_.TryCancel();
+  });
+  stub->async()->Generate(&call->context_, &call->request_.generate, call.get());
+  call->StartRead(&call->message_);
+  call->StartCall();
+}
+
+OpenAiCall::OpenAiCall(OpenAiRequest request, OpenAiResponse response,
+                       std::shared_ptr<HttpResponder> responder, std::function<void()> on_destroyed)
+    : on_destroyed_(std::move(on_destroyed)),
+      request_(std::move(request)),
+      response_(std::move(response)),
+      responder_(std::move(responder)) {}
+
+OpenAiCall::~OpenAiCall() {
+  if (on_destroyed_) on_destroyed_();
+}
+
+void OpenAiCall::OnReadDone(bool ok) {
+  if (!ok) return;  // the stream ended; OnDone has the status
+  switch (message_.event_case()) {
+    case v1::GenerateResponse::kStarted:
+      OnStarted(message_.started());
+      break;
+    case v1::GenerateResponse::kChunk:
+      if (request_.stream) {
+        responder_->Write(response_.StreamChunk(message_.chunk()));
+      } else {
+        response_.Append(message_.chunk());
+      }
+      break;
+    case v1::GenerateResponse::kFinished:
+      finished_ = message_.finished();
+      break;
+    case v1::GenerateResponse::EVENT_NOT_SET:
+      break;
+  }
+  StartRead(&message_);
+}
+
+void OpenAiCall::OnStarted(const v1::Started& started) {
+  request_id_ = started.request_id();
+  response_.Start(started);
+  if (!request_.stream) return;
+  streaming_ = true;
+  responder_->StartStream(200, "text/event-stream; charset=utf-8",
+                          {{"Cache-Control", "no-cache"}, {"X-Request-Id", request_id_}});
+  responder_->Write(response_.StreamStart());
+}
+
+void OpenAiCall::OnDone(const grpc::Status& status) {
+  if (!status.ok()) {
+    Fail(status);
+  } else if (!finished_.has_value()) {
+    Fail(grpc::Status(grpc::StatusCode::INTERNAL, "the stream ended without Finished"));
+  } else if (streaming_) {
+    responder_->Write(response_.StreamEnd(*finished_));
+    responder_->Finish();
+  } else {
+    responder_->Respond(200, "application/json", response_.Whole(*finished_),
+                        {{"X-Request-Id", request_id_}});
+  }
+  self_.reset();  // last: may delete this
+}
+
+void OpenAiCall::Fail(const grpc::Status& status) {
+  const OpenAiError e = FromGrpcStatus(status);
+  if (status.error_code() == grpc::StatusCode::CANCELLED) {
+    VLOG(1) << "OpenAI request " << request_id_ << " cancelled: " << status.error_message();
+  } else {
+    LOG(WARNING) << "OpenAI request " << (request_id_.empty() ? "(not started)" : request_id_)
+                 << " failed: " << e.http_status << " " << e.type << ": " << e.message;
+  }
+  if (!streaming_) {
+    RespondError(*responder_, e);
+    return;
+  }
+  // The status line went out with the head: the error can only be an event.
+  responder_->Write(absl::StrCat("data: ", e.Body(), "\n\n"));
+  responder_->Finish();
+}
+
+}  // namespace pdserve::router::openai

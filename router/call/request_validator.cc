@@ -1,0 +1,137 @@
+#include "router/call/request_validator.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/request/sampling_params.h"
+#include "common/request/sampling_proto.h"
+#include "common/text/chat_template.h"
+
+namespace pdserve::router {
+absl::Status RequestValidator::ValidateRequestId(const std::string& id) {
+  if (id.size() > 128) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request_id is ", id.size(), " bytes; at most 128 are allowed"));
+  }
+  for (char c : id) {
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(
+          "request_id may contain only printable ASCII characters without spaces");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>> RequestValidator::EncodeText(const std::string& text) const {
+  if (text.empty()) return absl::InvalidArgumentError("text is empty");
+  return model_.tokenizer().EncodePrompt(text);
+}
+
+absl::StatusOr<std::vector<int32_t>> RequestValidator::EncodeChat(const v1::ChatInput& chat) const {
+  std::vector<ChatMessage> messages;
+  messages.reserve(chat.messages_size());
+  for (const v1::ChatMessage& m : chat.messages()) messages.push_back({m.role(), m.content()});
+  absl::StatusOr<std::string> rendered =
+      model_.chat_template().Render(messages, /*add_generation_prompt=*/true);
+  if (!rendered.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("chat: ", rendered.status().message()));
+  }
+  return EncodeText(*rendered);
+}
+
+absl::StatusOr<std::vector<int32_t>> RequestValidator::Prompt(
+    const v1::GenerateRequest& request) const {
+  switch (request.input_case()) {
+    case v1::GenerateRequest::kText:
+      return EncodeText(request.text());
+    case v1::GenerateRequest::kChat:
+      return EncodeChat(request.chat());
+    case v1::GenerateRequest::kTokens: {
+      const auto& ids = request.tokens().ids();
+      if (ids.empty()) return absl::InvalidArgumentError("tokens.ids is empty");
+      const Tokenizer& tok = model_.tokenizer();
+      for (int i = 0; i < ids.size(); ++i) {
+        if (!tok.IsValidId(ids[i])) {
+          return absl::InvalidArgumentError(absl::StrCat("tokens.ids[", i, "] = ", ids[i],
+                                                         " is outside the vocabulary [0, ",
+                                                         tok.vocab_size(), ")"));
+        }
+      }
+      return std::vector<int32_t>(ids.begin(), ids.end());
+    }
+    case v1::GenerateRequest::INPUT_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("exactly one of text, chat or tokens must be set");
+}
+
+absl::StatusOr<int32_t> RequestValidator::MaxTokens(int32_t requested, int32_t prompt_tokens,
+                                                    bool until_context) const {
+  const int32_t context = model_.config().context_length;
+  if (requested < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens = ", requested,
+                                                   " is invalid: must be >= 1 (0 = default ",
+                                                   kDefaultMaxTokens, ")"));
+  }
+  if (requested > config_.max_tokens_limit) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "max_tokens = ", requested, " exceeds the server limit of ", config_.max_tokens_limit));
+  }
+  const int32_t room = context - prompt_tokens;
+  const int32_t default_max =
+      until_context ? std::min(config_.max_tokens_limit, room) : std::min(kDefaultMaxTokens, room);
+  const int32_t max_tokens = requested == 0 ? default_max : requested;
+  if (max_tokens < 1 || prompt_tokens + max_tokens > context) {
+    return absl::OutOfRangeError(
+        absl::StrCat("prompt (", prompt_tokens, " tokens) + max_tokens (", std::max(max_tokens, 1),
+                     ") = ", prompt_tokens + std::max(max_tokens, 1),
+                     " exceeds the model's context length of ", context, " tokens"));
+  }
+  return max_tokens;
+}
+
+absl::Status RequestValidator::ValidateStops(const v1::GenerateRequest& request) const {
+  if (request.stop_size() > config_.max_stop_strings) {
+    return absl::InvalidArgumentError(absl::StrCat("stop has ", request.stop_size(),
+                                                   " strings; at most ", config_.max_stop_strings,
+                                                   " are allowed"));
+  }
+  for (int i = 0; i < request.stop_size(); ++i) {
+    const std::string& s = request.stop(i);
+    if (s.empty()) return absl::InvalidArgumentError(absl::StrCat("stop[", i, "] is empty"));
+    if (static_cast<int64_t>(s.size()) > config_.max_stop_string_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stop[", i, "] is ", s.size(), " bytes; at most ",
+                       config_.max_stop_string_bytes, " are allowed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ValidatedRequest> RequestValidator::Validate(
+    const v1::GenerateRequest& request) const {
+  ValidatedRequest out;
+  RETURN_IF_ERROR(ValidateRequestId(request.request_id()));
+  const SamplingParams sampling = FromProto(request.sampling());
+  RETURN_IF_ERROR(ValidateSamplingParams(sampling));
+  RETURN_IF_ERROR(ValidateStops(request));
+  ASSIGN_OR_RETURN(out.prompt_tokens, Prompt(request));
+  const int32_t n = static_cast<int32_t>(out.prompt_tokens.size());
+  if (n > config_.max_prompt_tokens) {
+    return absl::OutOfRangeError(
+        absl::StrCat("prompt is ", n, " tokens; the server limit is ", config_.max_prompt_tokens));
+  }
+  ASSIGN_OR_RETURN(out.max_tokens,
+                   MaxTokens(request.max_tokens(), n, request.max_tokens_until_context()));
+  out.sampling = request.sampling();
+  out.stop.assign(request.stop().begin(), request.stop().end());
+  out.ignore_eos = request.ignore_eos();
+  out.return_token_ids = request.return_token_ids();
+  out.logprobs = sampling.logprobs >= 0;
+  return out;
+}
+
+}  // namespace pdserve::router

@@ -1,0 +1,78 @@
+// ResponseQueue: the write discipline of one server stream. gRPC allows a
+// single outstanding write per stream, so messages queue here and leave one
+// at a time; once the outcome is decided (Close) and the queue has drained,
+// the stream is finished with that status. If the client is gone, queued
+// messages are dropped and the stream finishes at once.
+//
+// Messages are held in wire form: the stream is a raw method
+// (common/rpc/raw_message.h).
+//
+// Not thread-safe: GenerateCall serialises access under its mutex. The
+// message handed out by Next() stays untouched until WriteDone(), so gRPC
+// may read it while the owner's mutex is released.
+#ifndef PDSERVE_ROUTER_CALL_RESPONSE_QUEUE_H_
+#define PDSERVE_ROUTER_CALL_RESPONSE_QUEUE_H_
+
+#include <cstddef>
+#include <deque>
+#include <optional>
+
+#include "common/rpc/raw_message.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/status.h"
+#include "pdserve/v1/generation.pb.h"
+
+namespace pdserve::router {
+
+class ResponseQueue {
+ public:
+  void Push(const v1::GenerateResponse& response) {
+    pending_.push_back(SerializeRawMessage(response));
+  }
+  // Decides the final status; the first call wins.
+  void Close(const grpc::Status& status) {
+    if (closed_) return;
+    closed_ = true;
+    status_ = status;
+  }
+  // The client is gone: nothing queued will ever be delivered.
+  void DropPending() {
+    dropped_ = true;
+    pending_.clear();
+  }
+  void WriteDone() { writing_ = false; }
+
+  // The next operation to issue: a message to write, the status to finish
+  // with, or neither (a write is outstanding, or nothing is decided yet).
+  struct Next {
+    const grpc::ByteBuffer* write = nullptr;
+    std::optional<grpc::Status> finish;
+  };
+  Next TakeNext() {
+    if (writing_ || finished_) return {};
+    if (!pending_.empty() && !dropped_) {
+      in_write_ = std::move(pending_.front());
+      pending_.pop_front();
+      writing_ = true;
+      return {&in_write_, std::nullopt};
+    }
+    if (!closed_) return {};
+    finished_ = true;
+    return {nullptr, status_};
+  }
+
+  size_t pending() const { return pending_.size(); }
+
+ private:
+  std::deque<grpc::ByteBuffer> pending_;
+  grpc::ByteBuffer in_write_;
+  bool writing_ = false;
+  bool closed_ = false;
+  bool dropped_ = false;
+  bool finished_ = false;
+  grpc::Status status_;
+};
+
+}  // namespace pdserve::router
+
+#endif  // PDSERVE_ROUTER_CALL_RESPONSE_QUEUE_H_

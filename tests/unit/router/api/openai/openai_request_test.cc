@@ -1,0 +1,206 @@
+// ParseOpenAiRequest: what the HTTP front refuses itself (with the field at
+// fault), and how it maps OpenAI's fields and defaults onto Generate.
+#include "router/api/openai/openai_request.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "router/api/openai/openai_error.h"
+
+namespace pdserve::router::openai {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<OpenAiRequest> Chat(const std::string& body) {
+  return ParseOpenAiRequest(Endpoint::kChatCompletions, body);
+}
+absl::StatusOr<OpenAiRequest> Completion(const std::string& body) {
+  return ParseOpenAiRequest(Endpoint::kCompletions, body);
+}
+
+// The param an error names ("" for null).
+std::string ParamOf(const absl::StatusOr<OpenAiRequest>& r) {
+  EXPECT_FALSE(r.ok());
+  return FromParseStatus(r.status()).param;
+}
+
+constexpr char kHello[] = R"("messages": [{"role": "user", "content": "Hello"}])";
+
+TEST(OpenAiRequestTest, ChatMapsMessagesAndOpenAiDefaults) {
+  auto r = Chat(absl::StrCat(
+      R"({"model": "m", "messages": [{"role": "developer", "content": "Be brief."},)",
+      R"({"role": "user", "content": [{"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}]},)",
+      R"({"role": "assistant", "content": null}, {"role": "tool", "content": "42"}]})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model, "m");
+  const v1::ChatInput& chat = r->generate.chat();
+  ASSERT_EQ(chat.messages_size(), 4);
+  EXPECT_EQ(chat.messages(0).role(), "system");
+  EXPECT_EQ(chat.messages(1).content(), "Hello");
+  EXPECT_EQ(chat.messages(2).content(), "");
+  EXPECT_EQ(chat.messages(3).role(), "tool");
+  // OpenAI's defaults, not the gRPC API's.
+  EXPECT_FLOAT_EQ(r->generate.sampling().temperature(), 1.0f);
+  EXPECT_EQ(r->generate.max_tokens(), 0);
+  EXPECT_TRUE(r->generate.max_tokens_until_context());
+  EXPECT_FALSE(r->generate.sampling().has_seed());
+  EXPECT_FALSE(r->stream);
+  EXPECT_EQ(r->logprobs, -1);
+}
+
+TEST(OpenAiRequestTest, SamplingFieldsAndExtensions) {
+  auto r = Chat(absl::StrCat("{", kHello, R"(, "temperature": 0, "top_p": 0.9, "seed": -1,
+      "presence_penalty": 0.5, "frequency_penalty": -0.5, "top_k": -1, "min_p": 0.05,
+      "repetition_penalty": 1.1, "ignore_eos": true, "stop": "\n\n", "user": "u-1",
+      "max_completion_tokens": 7, "max_tokens": 99, "some_future_field": {"x": [1]},
+      "speculative": false})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::SamplingParams& s = r->generate.sampling();
+  EXPECT_EQ(s.temperature(), 0.0f);
+  EXPECT_FLOAT_EQ(s.top_p(), 0.9f);
+  EXPECT_EQ(s.seed(), ~uint64_t{0});
+  EXPECT_FLOAT_EQ(s.presence_penalty(), 0.5f);
+  EXPECT_FLOAT_EQ(s.frequency_penalty(), -0.5f);
+  EXPECT_EQ(s.top_k(), 0);  // vLLM's -1 = off
+  EXPECT_FLOAT_EQ(s.min_p(), 0.05f);
+  EXPECT_FLOAT_EQ(s.repetition_penalty(), 1.1f);
+  EXPECT_TRUE(r->generate.ignore_eos());
+  ASSERT_EQ(r->generate.stop_size(), 1);
+  EXPECT_EQ(r->generate.stop(0), "\n\n");
+  EXPECT_EQ(r->generate.max_tokens(), 7);  // max_completion_tokens wins
+  ASSERT_TRUE(s.has_speculative());
+  EXPECT_FALSE(s.speculative());
+  // Unsaid, the decode worker's default applies.
+  auto plain = Chat(absl::StrCat("{", kHello, "}"));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->generate.sampling().has_speculative());
+}
+
+TEST(OpenAiRequestTest, CompletionPrompts) {
+  auto text = Completion(R"({"prompt": "Once upon"})");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(text->generate.text(), "Once upon");
+  EXPECT_EQ(text->generate.max_tokens(), 16);  // OpenAI's completions default
+  EXPECT_FALSE(text->generate.max_tokens_until_context());
+
+  auto ids = Completion(R"({"prompt": [1, 2, 3], "max_tokens": 4.0})");
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_EQ(ids->generate.tokens().ids_size(), 3);
+  EXPECT_EQ(ids->generate.max_tokens(), 4);
+
+  auto batch_of_one = Completion(R"({"prompt": [[5, 6]]})");
+  ASSERT_TRUE(batch_of_one.ok()) << batch_of_one.status();
+  EXPECT_EQ(batch_of_one->generate.tokens().ids_size(), 2);
+  auto text_of_one = Completion(R"({"prompt": ["x"]})");
+  ASSERT_TRUE(text_of_one.ok());
+  EXPECT_EQ(text_of_one->generate.text(), "x");
+
+  EXPECT_EQ(ParamOf(Completion(R"({"prompt": ["a", "b"]})")), "prompt");
+  EXPECT_EQ(ParamOf(Completion(R"({"prompt": [1, "b"]})")), "prompt[1]");
+  EXPECT_EQ(ParamOf(Completion(R"({"prompt": [1.5]})")), "prompt[0]");
+  EXPECT_EQ(ParamOf(Completion(R"({"prompt": 3})")), "prompt");
+  EXPECT_EQ(ParamOf(Completion(R"({"max_tokens": 3})")), "prompt");
+}
+
+TEST(OpenAiRequestTest, WrongTypesNameTheField) {
+  auto with = [](const std::string& field) {
+    return Chat(absl::StrCat("{", kHello, ", ", field, "}"));
+  };
+  EXPECT_EQ(ParamOf(with(R"("max_tokens": "ten")")), "max_tokens");
+  EXPECT_EQ(ParamOf(with(R"("max_tokens": 0)")), "max_tokens");
+  EXPECT_EQ(ParamOf(with(R"("max_tokens": 4.5)")), "max_tokens");
+  EXPECT_EQ(ParamOf(with(R"("max_tokens": 99999999999)")), "max_tokens");
+  EXPECT_EQ(ParamOf(with(R"("temperature": "hot")")), "temperature");
+  EXPECT_EQ(ParamOf(with(R"("stream": "yes")")), "stream");
+  EXPECT_EQ(ParamOf(with(R"("speculative": 1)")), "speculative");
+  EXPECT_EQ(ParamOf(with(R"("stop": [1])")), "stop");
+  EXPECT_EQ(ParamOf(with(R"("seed": 1e300)")), "seed");
+  EXPECT_EQ(ParamOf(with(R"("model": 7)")), "model");
+  EXPECT_EQ(ParamOf(with(R"("stream_options": true)")), "stream_options");
+  EXPECT_EQ(ParamOf(Chat(R"({"messages": "hi"})")), "messages");
+  EXPECT_EQ(ParamOf(Chat(R"({"messages": []})")), "messages");
+  EXPECT_EQ(ParamOf(Chat(R"({"messages": [{"role": "user", "content": 5}]})")),
+            "messages[0].content");
+  EXPECT_EQ(ParamOf(Chat(R"({"messages": [{"role": "root", "content": "x"}]})")),
+            "messages[0].role");
+  EXPECT_EQ(ParamOf(Chat(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})")),
+            "messages[0].content[0]");
+}
+
+TEST(OpenAiRequestTest, RefusesWhatItDoesNotServe) {
+  auto with = [](const std::string& field) {
+    return Chat(absl::StrCat("{", kHello, ", ", field, "}"));
+  };
+  EXPECT_EQ(ParamOf(with(R"("n": 2)")), "n");
+  EXPECT_TRUE(with(R"("n": 1)").ok());
+  EXPECT_EQ(ParamOf(with(R"("tools": [{"type": "function"}])")), "tools");
+  EXPECT_TRUE(with(R"("tools": [])").ok());
+  EXPECT_EQ(ParamOf(with(R"("logit_bias": {"1": 5})")), "logit_bias");
+  EXPECT_EQ(ParamOf(with(R"("response_format": {"type": "json_object"})")), "response_format");
+  EXPECT_TRUE(with(R"("response_format": {"type": "text"})").ok());
+  EXPECT_EQ(ParamOf(Completion(R"({"prompt": "x", "echo": true})")), "echo");
+  EXPECT_EQ(ParamOf(Completion(R"({"prompt": "x", "best_of": 3})")), "best_of");
+  EXPECT_EQ(ParamOf(Chat(R"({"messages": [{"role": "assistant", "tool_calls": [{"id": "c"}]}]})")),
+            "messages[0].tool_calls");
+}
+
+TEST(OpenAiRequestTest, Logprobs) {
+  auto chat = Chat(absl::StrCat("{", kHello, R"(, "logprobs": true, "top_logprobs": 3})"));
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->logprobs, 3);
+  EXPECT_EQ(chat->generate.sampling().logprobs(), 3);
+  auto chosen_only = Chat(absl::StrCat("{", kHello, R"(, "logprobs": true})"));
+  ASSERT_TRUE(chosen_only.ok());
+  EXPECT_EQ(chosen_only->logprobs, 0);
+  auto off = Chat(absl::StrCat("{", kHello, R"(, "logprobs": false})"));
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->logprobs, -1);
+  EXPECT_FALSE(off->generate.sampling().has_logprobs());
+
+  EXPECT_EQ(ParamOf(Chat(absl::StrCat("{", kHello, R"(, "logprobs": true, "top_logprobs": 21})"))),
+            "top_logprobs");
+  EXPECT_EQ(ParamOf(Chat(absl::StrCat("{", kHello, R"(, "top_logprobs": 2})"))), "top_logprobs");
+  EXPECT_EQ(ParamOf(Chat(absl::StrCat("{", kHello, R"(, "logprobs": 2})"))), "logprobs");
+
+  auto completion = Completion(R"({"prompt": "x", "logprobs": 2})");
+  ASSERT_TRUE(completion.ok());
+  EXPECT_EQ(completion->logprobs, 2);
+  EXPECT_EQ(ParamOf(Completion(R"({"prompt": "x", "logprobs": 21})")), "logprobs");
+  EXPECT_EQ(ParamOf(Completion(R"({"prompt": "x", "logprobs": true})")), "logprobs");
+}
+
+TEST(OpenAiRequestTest, Streaming) {
+  auto r = Chat(absl::StrCat("{", kHello,
+                             R"(, "stream": true, "stream_options": {"include_usage": true}})"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->stream);
+  EXPECT_TRUE(r->include_usage);
+  // Usage chunks belong to streams only.
+  auto unstreamed = Chat(absl::StrCat("{", kHello, R"(, "stream_options": {"include_usage": true}})"));
+  ASSERT_TRUE(unstreamed.ok());
+  EXPECT_FALSE(unstreamed->include_usage);
+}
+
+TEST(OpenAiRequestTest, MalformedBodies) {
+  for (const std::string body :
+       {"", "{", "[]", "\"x\"", "{\"messages\": [}", "{\"a\": 1} trailing", "nul"}) {
+    auto r = Chat(body);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  // Invalid UTF-8 inside a string.
+  auto bad_utf8 = Chat("{\"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}");
+  ASSERT_FALSE(bad_utf8.ok());
+  EXPECT_THAT(bad_utf8.status().message(), HasSubstr("UTF-8"));
+  // Nesting is bounded before a tree is built.
+  std::string deep = "{\"x\": " + std::string(10000, '[') + std::string(10000, ']') + "}";
+  auto too_deep = Chat(deep);
+  ASSERT_FALSE(too_deep.ok());
+  EXPECT_THAT(too_deep.status().message(), HasSubstr("nested"));
+}
+
+}  // namespace
+}  // namespace pdserve::router::openai

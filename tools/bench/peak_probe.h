@@ -1,0 +1,28 @@
+// This CPU's arithmetic peaks, measured: the int8 dot-product instruction
+// the kernels use (vpdpbusd on zmm or ymm, or AVX2's maddubs + madd) and
+// the f32 FMA, on 1 thread and on every thread of a pool, each as a loop of
+// independent accumulators. docs/PERFORMANCE.md reports the matmuls as a
+// share of these (`pdserve bench-engine --bench_peak`).
+#ifndef PDSERVE_TOOLS_BENCH_PEAK_PROBE_H_
+#define PDSERVE_TOOLS_BENCH_PEAK_PROBE_H_
+
+#include <string>
+#include <vector>
+
+#include "common/base/thread_pool.h"
+
+namespace pdserve {
+
+struct Peak {
+  std::string what;         // e.g. "int8 MAC, vpdpbusd zmm"
+  bool int8;                // MACs (else f32 FMAs)
+  double per_s_1thread;     // operations per second
+  double per_s_all;         // on all pool threads at once
+};
+
+// Every probe this CPU runs (the best int8 form first).
+std::vector<Peak> MeasurePeaks(ThreadPool* pool);
+
+}  // namespace pdserve
+
+#endif  // PDSERVE_TOOLS_BENCH_PEAK_PROBE_H_

@@ -1,0 +1,19 @@
+// The probe loops of peak_probe.cc, in their own translation unit compiled
+// with AVX-512 VNNI, AVX-VNNI and AVX2 flags: call each only on a CPU that
+// has its instructions. Each returns the operations it did (MACs or FMAs).
+#ifndef PDSERVE_TOOLS_BENCH_PEAK_PROBE_LOOPS_H_
+#define PDSERVE_TOOLS_BENCH_PEAK_PROBE_LOOPS_H_
+
+#include <cstdint>
+
+namespace pdserve::peak_loops {
+
+int64_t DpbusdZmm();   // AVX512-VNNI vpdpbusd zmm
+int64_t DpbusdYmm();   // AVX-VNNI vpdpbusd ymm
+int64_t MaddubsYmm();  // AVX2 vpmaddubsw + vpmaddwd + vpaddd
+int64_t FmaZmm();      // AVX512F vfmadd231ps zmm
+int64_t FmaYmm();      // FMA vfmadd231ps ymm
+
+}  // namespace pdserve::peak_loops
+
+#endif  // PDSERVE_TOOLS_BENCH_PEAK_PROBE_LOOPS_H_
