@@ -18,7 +18,7 @@ MODEL_PATH = $(shell scripts/fetch-model.sh $(MODEL) | tail -n 1)
 DEMO_CHAT = $(if $(filter gemma3,$(MODEL)),--chat=false,--chat=true)
 # Tests the sanitizer pass runs (ctest label regexes).
 ASAN_TEST_LABELS ?= unit|integration
-ASAN_EXCLUDE_LABELS ?= k8s|golden
+ASAN_EXCLUDE_LABELS ?= k8s|golden|model
 # The Python venv with the pinned `openai` SDK that the OpenAI-API integration
 # test runs (tests/integration/openai_sdk_requirements.txt); both test passes
 # use this one, handed to the test as PDSERVE_OPENAI_PYTHON.
@@ -30,7 +30,7 @@ OPENAI_PYTHON ?= $(abspath $(VENV_DIR))/bin/python
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all setup venv model models vocab configure build test test-default test-thread-safety test-asan configure-asan build-asan run bench-engine clean
+.PHONY: all setup venv model models vocab configure build build-run test test-default test-thread-safety test-asan configure-asan build-asan run bench-engine clean
 
 all: build
 
@@ -58,6 +58,12 @@ configure: setup
 build: configure
 	@ninja -C $(BUILD_DIR) -j $(JOBS)
 
+# Only what `make run` runs: the CLI and the three processes `pdserve up`
+# starts (no tests, benchmarks or CUDA test binaries).
+RUN_TARGETS = pdserve pdserve-router pdserve-prefill pdserve-decode
+build-run: configure
+	@ninja -C $(BUILD_DIR) -j $(JOBS) $(RUN_TARGETS)
+
 test: test-default test-thread-safety test-asan
 
 test-default: build models vocab venv
@@ -84,7 +90,7 @@ test-asan: build-asan models vocab venv
 
 # A local cluster (1 router, 1 prefill, 1 decode on loopback) that streams a
 # sample answer, then keeps serving on 127.0.0.1:50051 until Ctrl-C.
-run: build model
+run: build-run model
 	@$(BUILD_DIR)/bin/pdserve up --model "$(MODEL_PATH)" --prefill 1 --decode 1 --threads 1 \
 	  --max_tokens 96 $(DEMO_CHAT) --demo_prompt "$(PROMPT)"
 

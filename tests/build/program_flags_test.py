@@ -5,12 +5,15 @@
    project's library files, which abseil's default filter never matched:
    it printed "No flags matched"), with their defaults. The CLI lists one
    --chat and no --gen_chat.
-2. `<binary> --version` exits 0 and prints "pdserve <version> (commit <c>)":
+2. docs/FLAGS.md is what scripts/gen-flags-doc.py makes of these --help
+   texts: the flag reference cannot drift from the code.
+3. `<binary> --version` exits 0 and prints "pdserve <version> (commit <c>)":
    the version of the root CMakeLists.txt's project(), and, when the source
    tree is a git checkout, a commit of it.
 
 Usage: program_flags_test.py BIN_DIR SOURCE_DIR
 """
+import importlib.util
 import os
 import re
 import subprocess
@@ -87,6 +90,18 @@ def check_version(binary, name, version, source_dir, git_checkout):
     return errors
 
 
+def check_flags_doc(bin_dir, source_dir):
+    spec = importlib.util.spec_from_file_location(
+        'gen_flags_doc', os.path.join(source_dir, 'scripts', 'gen-flags-doc.py'))
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    with open(os.path.join(source_dir, 'docs', 'FLAGS.md'), encoding='utf-8') as f:
+        if f.read() != gen.render(bin_dir):
+            return ['docs/FLAGS.md differs from the binaries\' --help; '
+                    'run scripts/gen-flags-doc.py build/bin']
+    return []
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -105,10 +120,13 @@ def main():
             continue
         errors += check_help(binary, name)
         errors += check_version(binary, name, version, source_dir, git_checkout)
+    if not errors:
+        errors += check_flags_doc(bin_dir, source_dir)
     for e in errors:
         print('FAIL:', e)
     if not errors:
-        print(f'ok: {len(OWN_FLAGS)} binaries list their flags and print version {version}')
+        print(f'ok: {len(OWN_FLAGS)} binaries list their flags (as docs/FLAGS.md does) '
+              f'and print version {version}')
     return 1 if errors else 0
 
 
