@@ -21,7 +21,10 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
                     "worker stops waiting)";
   }
   std::unique_ptr<RouterServer> s(new RouterServer(config));
-  ASSIGN_OR_RETURN(s->model_, Model::Load(config.model_path, {.tokenizer_only = true}));
+  ASSIGN_OR_RETURN(s->model_, ModelCard::Load(config.model_path));
+  LOG(INFO) << "model card '" << s->model_->config().name << "' from " << config.model_path
+            << ": vocab=" << s->model_->tokenizer().vocab_size() << ", fingerprint "
+            << s->model_->fingerprint();
 
   WorkerRegistry::Options ro;
   ro.decode_addresses = config.decode_addresses;

@@ -18,7 +18,7 @@
 #include "absl/time/time.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
-#include "common/model/model.h"
+#include "common/model/model_card.h"
 #include "common/rpc/grpc_server.h"
 #include "router/api/generation_service.h"
 #include "router/api/openai/openai_front.h"
@@ -67,7 +67,7 @@ class RouterServer {
   std::atomic<int> serving_{-1};
   std::atomic<bool> draining_{false};  // Shutdown began: serving_ stays 0
   std::unique_ptr<MetricsHttpServer> metrics_server_;  // null when metrics_port == 0
-  std::unique_ptr<Model> model_;
+  std::unique_ptr<ModelCard> model_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<GrpcServer> server_;

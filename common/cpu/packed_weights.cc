@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 #include "common/quant/kernels.h"
 #include "common/quant/packed_layout.h"
 #include "glog/logging.h"

@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
 #include "common/gguf/gguf_value.h"
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 
 namespace pdserve {
 

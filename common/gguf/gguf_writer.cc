@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 
 namespace pdserve {
 namespace {

@@ -11,7 +11,7 @@
 #include "common/base/status_macros.h"
 #include "common/gguf/gguf_file.h"
 #include "common/gguf/gguf_writer.h"
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 #include "common/quant/half.h"
 #include "common/quant/kernels.h"
 #include "common/quant/quantize_activations.h"

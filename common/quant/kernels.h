@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 #include "common/quant/packed_layout.h"
 
 namespace pdserve {

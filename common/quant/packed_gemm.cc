@@ -1,6 +1,6 @@
 #include "common/quant/packed_gemm.h"
 
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 
 namespace pdserve {
 namespace {

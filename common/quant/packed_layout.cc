@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 #include "common/quant/quant_blocks.h"
 
 namespace pdserve {

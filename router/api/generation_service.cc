@@ -14,7 +14,7 @@
 
 namespace pdserve::router {
 
-GenerationService::GenerationService(const Model& model, const RouterConfig& config,
+GenerationService::GenerationService(const ModelCard& model, const RouterConfig& config,
                                      WorkerRegistry* registry, RouterMetrics* metrics)
     : model_(model),
       config_(config),

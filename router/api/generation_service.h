@@ -22,7 +22,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
-#include "common/model/model.h"
+#include "common/model/model_card.h"
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "router/api/bearer_auth.h"
 #include "router/api/client_limiter.h"
@@ -42,7 +42,7 @@ class GenerationService final
               v1::Generation::WithRawCallbackMethod_GetModelInfo<v1::Generation::Service>>> {
  public:
   // `metrics` (optional) must outlive the service.
-  GenerationService(const Model& model, const RouterConfig& config, WorkerRegistry* registry,
+  GenerationService(const ModelCard& model, const RouterConfig& config, WorkerRegistry* registry,
                     RouterMetrics* metrics = nullptr);
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
@@ -81,7 +81,7 @@ class GenerationService final
   bool TryAdmit();
   void OnCallDestroyed();
 
-  const Model& model_;
+  const ModelCard& model_;
   const RouterConfig& config_;
   WorkerRegistry* const registry_;
   RouterMetrics* const metrics_;

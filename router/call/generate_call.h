@@ -38,7 +38,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "common/model/model.h"
+#include "common/model/model_card.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
 #include "pdserve/v1/generation.grpc.pb.h"
@@ -66,7 +66,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // What every call shares; owned by GenerationService, which outlives all
   // calls (it waits for on_destroyed of each).
   struct Env {
-    const Model* model = nullptr;
+    const ModelCard* model = nullptr;
     const RouterConfig* config = nullptr;
     const RequestValidator* validator = nullptr;
     WorkerRegistry* registry = nullptr;

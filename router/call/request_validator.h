@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/model/model.h"
+#include "common/model/model_card.h"
 #include "pdserve/v1/generation.pb.h"
 #include "router/config/router_config.h"
 
@@ -47,7 +47,7 @@ struct ValidatedRequest {
 
 class RequestValidator {
  public:
-  RequestValidator(const Model& model, const RouterConfig& config)
+  RequestValidator(const ModelCard& model, const RouterConfig& config)
       : model_(model), config_(config) {}
 
   absl::StatusOr<ValidatedRequest> Validate(const v1::GenerateRequest& request) const;
@@ -68,7 +68,7 @@ class RequestValidator {
                                     bool until_context) const;
   absl::Status ValidateStops(const v1::GenerateRequest& request) const;
 
-  const Model& model_;
+  const ModelCard& model_;
   const RouterConfig& config_;
 };
 

@@ -13,19 +13,19 @@
 #include <memory>
 #include <string>
 
-#include "common/model/model.h"
+#include "common/model/model_card.h"
 #include "common/model/random_model.h"
 
 namespace pdserve::fuzz {
 
-inline std::unique_ptr<Model> LoadFuzzModel() {
+inline std::unique_ptr<ModelCard> LoadFuzzModel() {
   RandomModelSpec spec;
   spec.context_length = 256;
   char dir[] = "/tmp/pdserve-fuzz-model-XXXXXX";
   if (mkdtemp(dir) == nullptr) __builtin_trap();
   const std::string path = std::string(dir) + "/model.gguf";
   if (!WriteRandomModelGguf(spec, path).ok()) __builtin_trap();
-  auto loaded = Model::Load(path, {.tokenizer_only = true});
+  auto loaded = ModelCard::Load(path);
   std::remove(path.c_str());  // a mapping outlives its name
   rmdir(dir);
   if (!loaded.ok()) __builtin_trap();

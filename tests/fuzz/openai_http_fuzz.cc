@@ -38,7 +38,7 @@ struct Fixture {
     config.max_tokens_limit = 128;
     validator = std::make_unique<pdserve::router::RequestValidator>(*model, config);
   }
-  std::unique_ptr<pdserve::Model> model;
+  std::unique_ptr<pdserve::ModelCard> model;
   pdserve::router::RouterConfig config;
   std::unique_ptr<pdserve::router::RequestValidator> validator;
 };

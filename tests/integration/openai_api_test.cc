@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/model/model.h"
+#include "common/model/model_card.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -72,7 +72,7 @@ class OpenAiApiTest : public ::testing::Test {
     ASSERT_TRUE(c.ok()) << c.status();
     cluster_ = c->release();
     ASSERT_TRUE(AwaitReady()) << "the router never answered a request over HTTP";
-    auto model = Model::Load(RealModelPath(), {.tokenizer_only = true});
+    auto model = ModelCard::Load(RealModelPath());
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = model->release();
   }
@@ -140,11 +140,11 @@ class OpenAiApiTest : public ::testing::Test {
   }
 
   static LocalCluster* cluster_;
-  static Model* model_;
+  static ModelCard* model_;
 };
 
 LocalCluster* OpenAiApiTest::cluster_ = nullptr;
-Model* OpenAiApiTest::model_ = nullptr;
+ModelCard* OpenAiApiTest::model_ = nullptr;
 
 TEST_F(OpenAiApiTest, GreedyChatIsTokenForTokenTheGrpcAnswer) {
   const GenerateOutcome grpc = GrpcGreedy();

@@ -15,7 +15,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/model/model.h"
+#include "common/model/model_card.h"
 #include "common/model/random_model.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -51,7 +51,7 @@ class RouterFakeWorkersTest : public ::testing::Test {
     RandomModelSpec spec;
     spec.context_length = kContext;  // only the router's tokenizer reads it
     ASSERT_TRUE(WriteRandomModelGguf(spec, *model_path_).ok());
-    auto model = Model::Load(*model_path_, {.tokenizer_only = true});
+    auto model = ModelCard::Load(*model_path_);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model).release();
   }
@@ -221,7 +221,7 @@ class RouterFakeWorkersTest : public ::testing::Test {
     return out;
   }
 
-  static Model* model_;
+  static ModelCard* model_;
   FakeKvBus bus_;
   std::unique_ptr<RouterServer> router_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -229,7 +229,7 @@ class RouterFakeWorkersTest : public ::testing::Test {
 };
 
 std::string* RouterFakeWorkersTest::model_path_ = nullptr;
-Model* RouterFakeWorkersTest::model_ = nullptr;
+ModelCard* RouterFakeWorkersTest::model_ = nullptr;
 
 TEST_F(RouterFakeWorkersTest, RemotePrefillStreamsTextAndTimings) {
   auto d_options = DecodeOptions("Hello world");

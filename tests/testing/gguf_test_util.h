@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "common/gguf/gguf_file.h"
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -8,7 +8,7 @@
 #include "common/cpu/matmul.h"
 #include "common/cpu/packed_weights.h"
 #include "common/model/model_weights.h"
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 #include "common/quant/half.h"
 
 namespace pdserve {

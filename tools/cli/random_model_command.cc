@@ -9,7 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "common/base/status_macros.h"
 #include "common/model/random_model.h"
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 
 ABSL_FLAG(std::string, out, "", "random-model: the GGUF file to write");
 ABSL_FLAG(uint64_t, random_seed, 1, "random-model: seed of the weights");

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 #include "common/quant/half.h"
 #include "common/quant/kernels.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/model/model_weights.h"
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 #include "common/quant/half.h"
 #include "common/quant/kernels.h"
 #include "common/quant/packed_gemm.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 #include "common/quant/kernels.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/quant/dequantize.h"
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 #include "common/quant/half.h"
 #include "common/quant/kernels.h"
 #include "common/quant/quant_blocks.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/model/model.h"
+#include "common/model/model_card.h"
 #include "common/model/random_model.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
@@ -22,7 +22,7 @@ class RequestValidatorTest : public ::testing::Test {
         pdserve::testing::TestTempDir("request-validator-test") + "/model.gguf";
     RandomModelSpec spec;  // context 256, vocab 320
     ASSERT_TRUE(WriteRandomModelGguf(spec, path).ok());
-    auto model = Model::Load(path, {.tokenizer_only = true});
+    auto model = ModelCard::Load(path);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model).release();
   }
@@ -39,11 +39,11 @@ class RequestValidatorTest : public ::testing::Test {
     return RequestValidator(*model_, config_).Validate(r);
   }
 
-  static Model* model_;
+  static ModelCard* model_;
   RouterConfig config_;
 };
 
-Model* RequestValidatorTest::model_ = nullptr;
+ModelCard* RequestValidatorTest::model_ = nullptr;
 
 v1::GenerateRequest Text(const std::string& text) {
   v1::GenerateRequest r;

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/model/model.h"
+#include "common/model/model_card.h"
 #include "common/model/random_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -27,7 +27,7 @@ class OpenAiResponseTest : public ::testing::Test {
   static void SetUpTestSuite() {
     const std::string path = pdserve::testing::TestTempDir("openai-response-test") + "/m.gguf";
     ASSERT_TRUE(WriteRandomModelGguf(RandomModelSpec(), path).ok());
-    auto model = Model::Load(path, {.tokenizer_only = true});
+    auto model = ModelCard::Load(path);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model).release();
   }
@@ -80,10 +80,10 @@ class OpenAiResponseTest : public ::testing::Test {
     return out;
   }
 
-  static Model* model_;
+  static ModelCard* model_;
 };
 
-Model* OpenAiResponseTest::model_ = nullptr;
+ModelCard* OpenAiResponseTest::model_ = nullptr;
 
 TEST_F(OpenAiResponseTest, WholeChatCompletion) {
   OpenAiResponse r = Make(Endpoint::kChatCompletions);

@@ -1,8 +1,8 @@
 // GGML tensor element types as stored in GGUF files: ids, block geometry
 // and names. This is the single table every reader, kernel and writer
 // consults, so the numbers live in exactly one place.
-#ifndef PDSERVE_COMMON_QUANT_GGML_TYPE_H_
-#define PDSERVE_COMMON_QUANT_GGML_TYPE_H_
+#ifndef PDSERVE_COMMON_GGUF_GGML_TYPE_H_
+#define PDSERVE_COMMON_GGUF_GGML_TYPE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -59,4 +59,4 @@ int64_t GgmlRowBytes(uint32_t id, int64_t elems);
 
 }  // namespace pdserve
 
-#endif  // PDSERVE_COMMON_QUANT_GGML_TYPE_H_
+#endif  // PDSERVE_COMMON_GGUF_GGML_TYPE_H_

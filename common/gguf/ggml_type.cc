@@ -1,4 +1,4 @@
-#include "common/quant/ggml_type.h"
+#include "common/gguf/ggml_type.h"
 
 #include <string>
 
