@@ -37,8 +37,6 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   s->registry_ = std::make_unique<WorkerRegistry>(ro);
   s->service_ =
       std::make_unique<GenerationService>(*s->model_, s->config_, s->registry_.get(), &s->metrics_);
-  const std::string front_key = openai::NewFrontKey();
-  if (config.http_enabled()) s->service_->TrustFront(front_key);
   if (!config.auth_token_file.empty()) {
     ASSIGN_OR_RETURN(BearerAuth auth,
                      BearerAuth::Load(config.auth_token_file, config.tls.reload_interval));
@@ -57,7 +55,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   so.credentials = std::move(server_credentials);
   ASSIGN_OR_RETURN(s->server_, GrpcServer::Start(so));
   s->port_ = s->server_->port();
-  if (config.http_enabled()) RETURN_IF_ERROR(s->StartHttp(front_key));
+  if (config.http_enabled()) RETURN_IF_ERROR(s->StartHttp());
   RouterServer* raw = s.get();
   s->UpdateHealth(*s->registry_->snapshot());
   s->registry_->set_change_listener(
@@ -75,7 +73,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   return s;
 }
 
-absl::Status RouterServer::StartHttp(const std::string& front_key) {
+absl::Status RouterServer::StartHttp() {
   openai::OpenAiFrontOptions o;
   o.http.listen_address = config_.http_listen;
   o.http.thread_name = "openai-http";
@@ -86,12 +84,9 @@ absl::Status RouterServer::StartHttp(const std::string& front_key) {
                                                 config_.tls.reload_interval}));
   }
   o.model_name = config_.ModelName();
-  o.front_key = front_key;
   o.ready = [this] { return serving_.load() == 1; };
   o.count_refused = [this](grpc::StatusCode code) { metrics_.CountRequest(code, Api::kOpenAi); };
-  ASSIGN_OR_RETURN(http_,
-                   openai::OpenAiFront::Start(std::move(o), server_->InProcessChannel(),
-                                              model_->tokenizer()));
+  ASSIGN_OR_RETURN(http_, openai::OpenAiFront::Start(std::move(o), *service_, model_->tokenizer()));
   return absl::OkStatus();
 }
 
@@ -117,18 +112,22 @@ void RouterServer::UpdateHealth(const RegistrySnapshot& snapshot) {
 void RouterServer::Shutdown(absl::Duration grace) {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  // New requests by either door are refused from here on.
+  service_->StopAdmitting();
   // Not ready from here on (/readyz, the HTTP API), as gRPC health is about
   // to say; load reports still arriving must not turn it back.
   draining_.store(true);
   serving_.store(0);
   LOG(INFO) << "router draining: " << service_->calls_in_flight() << " requests in flight";
+  const absl::Time deadline = absl::Now() + grace;
   // Stops accepting, lets calls run for `grace`, then cancels them.
   server_->Shutdown(grace);
-  // A call's RPCs to workers may outlive its server-side RPC by a moment.
-  service_->WaitForCalls();
-  // Every HTTP request's gRPC call has ended by now; this closes the
-  // connections and waits for the calls' last callbacks.
+  // The HTTP API's calls get what is left of the grace; closing its
+  // connections then cancels the rest.
+  service_->WaitForCalls(deadline);
   http_.reset();
+  // A call's RPCs to workers may outlive its client's end by a moment.
+  service_->WaitForCalls();
   registry_->Stop();
   LOG(INFO) << "router stopped";
 }
@@ -139,10 +138,9 @@ namespace {
 // it every gRPC object the router owns) before returning.
 absl::Status Serve(const RouterConfig& config) {
   ASSIGN_OR_RETURN(std::unique_ptr<RouterServer> server, RouterServer::Start(config));
-  RETURN_IF_ERROR(
-      WritePortFile(config.port_file, {.grpc = server->port(),
-                                       .metrics = server->metrics_port(),
-                                       .http = server->http_port()}));
+  RETURN_IF_ERROR(WritePortFile(
+      config.port_file,
+      {.grpc = server->port(), .metrics = server->metrics_port(), .http = server->http_port()}));
   WaitForTerminationSignal();
   server->Shutdown(absl::Milliseconds(config.drain_timeout_ms));
   return absl::OkStatus();

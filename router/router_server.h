@@ -55,7 +55,7 @@ class RouterServer {
   explicit RouterServer(const RouterConfig& config) : config_(config) {}
   void UpdateHealth(const RegistrySnapshot& snapshot);
   // The OpenAI-compatible HTTP API, a client of server_.
-  absl::Status StartHttp(const std::string& front_key);
+  absl::Status StartHttp();
 
   const RouterConfig config_;
   // Declared before the service, which records into them until it is gone.

@@ -46,12 +46,6 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOp
 
 GrpcServer::~GrpcServer() { Shutdown(absl::ZeroDuration()); }
 
-std::shared_ptr<grpc::Channel> GrpcServer::InProcessChannel() {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  return server_->InProcessChannel(args);
-}
-
 void GrpcServer::SetServing(bool serving) {
   if (server_->GetHealthCheckService() != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(serving);

@@ -31,10 +31,6 @@ class GrpcServer {
   ~GrpcServer();
 
   int port() const { return port_; }
-  // A channel into this server that bypasses the network (and its TLS):
-  // how an in-process front end, such as the router's HTTP API, calls the
-  // services. Valid until Shutdown.
-  std::shared_ptr<grpc::Channel> InProcessChannel();
   // Health status of the whole server ("" service).
   void SetServing(bool serving);
   // Stops accepting calls, lets calls in flight finish until `grace`, then

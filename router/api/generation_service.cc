@@ -1,6 +1,7 @@
 #include "router/api/generation_service.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,7 +11,7 @@
 #include "common/rpc/rejected_stream.h"
 #include "common/text/detokenizer.h"
 #include "glog/logging.h"
-#include "router/api/front_metadata.h"
+#include "router/api/grpc_generate_stream.h"
 
 namespace pdserve::router {
 
@@ -41,74 +42,117 @@ GenerationService::GenerationService(const ModelCard& model, const RouterConfig&
 
 namespace {
 
-// The first value of metadata `key`, or "".
-std::string MetadataValue(const grpc::CallbackServerContext& context, const char* key) {
-  auto it = context.client_metadata().find(key);
-  if (it == context.client_metadata().end()) return "";
-  return std::string(it->second.data(), it->second.size());
+// The caller of a gRPC call: its peer's host and its authorization
+// metadata.
+Caller CallerOf(const grpc::CallbackServerContext& context) {
+  Caller caller{.api = Api::kGrpc, .host = PeerHost(context.peer()), .authorization = {}};
+  auto it = context.client_metadata().find("authorization");
+  if (it != context.client_metadata().end()) {
+    caller.authorization.emplace(it->second.data(), it->second.size());
+  }
+  return caller;
 }
+
+// LocalGeneration's call: the front's hold on its GenerateCall.
+class LocalCall final : public LocalGeneration::Call {
+ public:
+  explicit LocalCall(GenerateCall::Ref call) : call_(std::move(call)) {}
+  void Start(const v1::GenerateRequest& request) override { call_->Start(request); }
+  void Cancel() override { call_->OnClientCancel(); }
+
+ private:
+  GenerateCall::Ref call_;
+};
 
 }  // namespace
 
-bool GenerationService::FromFront(const grpc::CallbackServerContext& context) const {
-  return !front_key_.empty() && MetadataValue(context, kFrontKeyMetadata) == front_key_;
-}
-
-std::string GenerationService::PeerOf(const grpc::CallbackServerContext& context) const {
-  return FromFront(context) ? MetadataValue(context, kFrontPeerMetadata) : context.peer();
-}
-
-absl::StatusOr<std::string> GenerationService::Identify(
-    const grpc::CallbackServerContext& context) const {
-  if (!auth_.has_value()) return PeerHost(PeerOf(context));
-  absl::StatusOr<std::string> who = auth_->Check(context);
+absl::StatusOr<std::string> GenerationService::Identify(const Caller& caller) const {
+  if (!auth_.has_value()) return caller.host;
+  absl::StatusOr<std::string> who =
+      caller.authorization.has_value()
+          ? auth_->CheckHeader(*caller.authorization)
+          : absl::UnauthenticatedError("missing 'authorization: Bearer <token>' metadata");
   if (!who.ok())
-    LOG(WARNING) << "unauthenticated call from " << PeerOf(context) << ": " << who.status();
+    LOG(WARNING) << "unauthenticated call from " << caller.host << ": " << who.status();
   return who;
+}
+
+absl::Status GenerationService::Acquire(const std::string& who) {
+  if (!clients_.TryAcquire(who)) {
+    LOG(WARNING) << "rejecting a request of " << who << ": " << config_.max_streams_per_client
+                 << " streams already open";
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this client already has ", config_.max_streams_per_client,
+                     " streams open (--max_streams_per_client); retry later"));
+  }
+  absl::Status admitted = TryAdmit();
+  if (!admitted.ok()) {
+    clients_.Release(who);
+    LOG(WARNING) << "rejecting a request: " << admitted.message();
+  }
+  return admitted;
+}
+
+GenerateCall::Ref GenerationService::NewCall(const Caller& caller, const std::string& who,
+                                             GenerateClient* client, absl::Time client_deadline) {
+  // The call gives its client's slot back when it is destroyed.
+  GenerateCall::Env env = env_;
+  env.api = caller.api;
+  env.on_destroyed = [this, who] {
+    clients_.Release(who);
+    OnCallDestroyed();
+  };
+  return GenerateCall::Create(env, client, client_deadline);
+}
+
+void GenerationService::CountRefused(const absl::Status& status, Api api) const {
+  if (metrics_ != nullptr) metrics_->CountRequest(ToGrpcStatus(status).error_code(), api);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* body) {
-  const Api api = FromFront(*context) ? Api::kOpenAi : Api::kGrpc;
-  auto refuse = [this, api](grpc::Status status) {
-    if (metrics_ != nullptr) metrics_->CountRequest(status.error_code(), api);
-    return new RejectedStream(std::move(status));
-  };
-  absl::StatusOr<std::string> client = Identify(*context);
-  if (!client.ok()) return refuse(ToGrpcStatus(client.status()));
+  const Caller caller = CallerOf(*context);
   v1::GenerateRequest request;
-  if (absl::Status s = ParseRawRequest(*body, context->peer(), &request); !s.ok()) {
-    return refuse(ToGrpcStatus(s));
+  absl::StatusOr<std::string> who = Identify(caller);
+  absl::Status status = who.status();
+  if (status.ok()) status = ParseRawRequest(*body, context->peer(), &request);
+  if (status.ok()) status = Acquire(*who);
+  if (!status.ok()) {
+    CountRefused(status, caller.api);
+    return new RejectedStream(ToGrpcStatus(status));
   }
-  if (!clients_.TryAcquire(*client)) {
-    LOG(WARNING) << "rejecting a request of " << *client << ": " << config_.max_streams_per_client
-                 << " streams already open";
-    return refuse(
-        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                     absl::StrCat("this client already has ", config_.max_streams_per_client,
-                                  " streams open (--max_streams_per_client); retry later")));
+  auto* stream = new GrpcGenerateStream();
+  GenerateCall::Ref call = NewCall(caller, *who, stream, absl::FromChrono(context->deadline()));
+  GenerateCall* started = call.operator->();
+  stream->Bind(std::move(call));
+  started->Start(request);  // the stream's Ref keeps it alive
+  return stream;
+}
+
+absl::StatusOr<std::shared_ptr<LocalGeneration::Call>> GenerationService::Open(
+    const Caller& caller, GenerateClient* client) {
+  absl::StatusOr<std::string> who = Identify(caller);
+  absl::Status status = who.status();
+  if (status.ok()) status = Acquire(*who);
+  if (!status.ok()) {
+    CountRefused(status, caller.api);
+    return status;
   }
-  if (!TryAdmit()) {
-    clients_.Release(*client);
-    LOG(WARNING) << "rejecting a request: " << config_.max_queue << " already in flight";
-    return refuse(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                               absl::StrCat("router is at capacity (", config_.max_queue,
-                                            " requests in flight, --max_queue); retry later")));
-  }
-  // The call gives its client's slot back when it is destroyed.
-  GenerateCall::Env env = env_;
-  env.api = api;
-  env.on_destroyed = [this, who = *client] {
-    clients_.Release(who);
-    OnCallDestroyed();
-  };
-  return GenerateCall::Create(env, context, request);
+  // A front's client has no deadline of its own: --request_timeout_ms caps it.
+  return std::make_shared<LocalCall>(NewCall(caller, *who, client, absl::InfiniteFuture()));
+}
+
+absl::StatusOr<v1::ModelInfo> GenerationService::ModelInfo(const Caller& caller) {
+  if (absl::StatusOr<std::string> who = Identify(caller); !who.ok()) return who.status();
+  return DescribeModel();
 }
 
 absl::Status GenerationService::Accept(const grpc::CallbackServerContext& context,
                                        const grpc::ByteBuffer& body,
                                        google::protobuf::Message* request) const {
-  if (absl::StatusOr<std::string> who = Identify(context); !who.ok()) return who.status();
+  if (absl::StatusOr<std::string> who = Identify(CallerOf(context)); !who.ok()) {
+    return who.status();
+  }
   return ParseRawRequest(body, context.peer(), request);
 }
 
@@ -182,11 +226,21 @@ v1::ModelInfo GenerationService::DescribeModel() const {
   return info;
 }
 
-bool GenerationService::TryAdmit() {
+absl::Status GenerationService::TryAdmit() {
   absl::MutexLock lock(&mu_);
-  if (in_flight_ >= config_.max_queue) return false;
+  if (!admitting_) return absl::UnavailableError("the router is shutting down; retry elsewhere");
+  if (in_flight_ >= config_.max_queue) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("router is at capacity (", config_.max_queue,
+                     " requests in flight, --max_queue); retry later"));
+  }
   ++in_flight_;
-  return true;
+  return absl::OkStatus();
+}
+
+void GenerationService::StopAdmitting() {
+  absl::MutexLock lock(&mu_);
+  admitting_ = false;
 }
 
 void GenerationService::OnCallDestroyed() {
@@ -194,10 +248,11 @@ void GenerationService::OnCallDestroyed() {
   --in_flight_;
 }
 
-void GenerationService::WaitForCalls() {
+void GenerationService::WaitForCalls(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](int* n) { return *n == 0; }, &in_flight_));
+  mu_.AwaitWithDeadline(absl::Condition(
+                            +[](int* n) { return *n == 0; }, &in_flight_),
+                        deadline);
 }
 
 int GenerationService::calls_in_flight() const {

@@ -5,9 +5,11 @@
 // INVALID_ARGUMENT and a log line instead of gRPC's bare UNIMPLEMENTED.
 // Generate admits a request (bounded: beyond --max_queue calls in flight,
 // or --max_streams_per_client of one client, the answer is
-// RESOURCE_EXHAUSTED at once) and hands it to a
-// GenerateCall, which owns the rest of its life. Tokenize and GetModelInfo
-// answer from the router's own tokenizer-only model.
+// RESOURCE_EXHAUSTED at once) and hands it to a GenerateCall, which owns
+// the rest of its life; the stream is its GrpcGenerateStream. The service
+// is also the router's in-process door (LocalGeneration), through which
+// the OpenAI front admits its requests the same way. Tokenize and
+// GetModelInfo answer from the router's model card.
 //
 // Thread-safe; gRPC calls it from its callback threads. The model, config
 // and registry must outlive it, and the service must outlive every call:
@@ -18,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -26,6 +29,7 @@
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "router/api/bearer_auth.h"
 #include "router/api/client_limiter.h"
+#include "router/api/local_generation.h"
 #include "router/call/generate_call.h"
 #include "router/call/request_validator.h"
 #include "router/config/router_config.h"
@@ -39,7 +43,8 @@ namespace pdserve::router {
 class GenerationService final
     : public v1::Generation::WithRawCallbackMethod_Generate<
           v1::Generation::WithRawCallbackMethod_Tokenize<
-              v1::Generation::WithRawCallbackMethod_GetModelInfo<v1::Generation::Service>>> {
+              v1::Generation::WithRawCallbackMethod_GetModelInfo<v1::Generation::Service>>>,
+      public LocalGeneration {
  public:
   // `metrics` (optional) must outlive the service.
   GenerationService(const ModelCard& model, const RouterConfig& config, WorkerRegistry* registry,
@@ -54,31 +59,38 @@ class GenerationService final
                                          const grpc::ByteBuffer* body,
                                          grpc::ByteBuffer* response) override;
 
+  // LocalGeneration.
+  absl::StatusOr<std::shared_ptr<Call>> Open(const Caller& caller, GenerateClient* client) override;
+  absl::StatusOr<v1::ModelInfo> ModelInfo(const Caller& caller) override;
+
   // Requires a bearer token on every call from now on; call before the
   // server starts.
   void EnableAuth(BearerAuth auth) { auth_.emplace(std::move(auth)); }
-  // Believes the client address and API of calls carrying `key`: the HTTP
-  // front's (router/api/front_metadata.h). Call before the server
-  // starts.
-  void TrustFront(std::string key) { front_key_ = std::move(key); }
 
-  void WaitForCalls();
+  // Refuses every new request (UNAVAILABLE) from now on: the router is
+  // shutting down.
+  void StopAdmitting();
+  // Blocks until no call is left, or until `deadline`.
+  void WaitForCalls(absl::Time deadline = absl::InfiniteFuture());
   int calls_in_flight() const;
 
  private:
-  // Who is calling (bearer identity, else peer IP), or UNAUTHENTICATED.
-  absl::StatusOr<std::string> Identify(const grpc::CallbackServerContext& context) const;
-  // Whether the call came through the HTTP front, which then says who its
-  // client is.
-  bool FromFront(const grpc::CallbackServerContext& context) const;
-  // The caller's address (its HTTP client's, through the front).
-  std::string PeerOf(const grpc::CallbackServerContext& context) const;
+  // Who is calling (bearer identity, else its host), or UNAUTHENTICATED.
+  absl::StatusOr<std::string> Identify(const Caller& caller) const;
+  // Takes an admission slot for client `who`, or RESOURCE_EXHAUSTED.
+  absl::Status Acquire(const std::string& who);
+  // A call of admitted client `who`, answering `client`.
+  GenerateCall::Ref NewCall(const Caller& caller, const std::string& who, GenerateClient* client,
+                            absl::Time client_deadline);
+  // Counts a request refused before a call began.
+  void CountRefused(const absl::Status& status, Api api) const;
   // Authenticates and parses a unary call's body.
   absl::Status Accept(const grpc::CallbackServerContext& context, const grpc::ByteBuffer& body,
                       google::protobuf::Message* request) const;
   absl::StatusOr<v1::TokenizeResponse> Tokenized(const v1::TokenizeRequest& request) const;
   v1::ModelInfo DescribeModel() const;
-  bool TryAdmit();
+  // Takes an admission slot, or says why not.
+  absl::Status TryAdmit();
   void OnCallDestroyed();
 
   const ModelCard& model_;
@@ -93,11 +105,11 @@ class GenerationService final
   RebalanceGate rebalance_;
   ClientLimiter clients_;
   std::optional<BearerAuth> auth_;
-  std::string front_key_;  // "" = no front
   GenerateCall::Env env_;
 
   mutable absl::Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool admitting_ ABSL_GUARDED_BY(mu_) = true;
 };
 
 }  // namespace pdserve::router

@@ -26,9 +26,8 @@ std::string NewRequestId() {
 // an RPC only on a worker it reached in the same transition, so a missing
 // one is a bug: a null stub would crash later, far from the cause.
 template <typename Stub>
-std::shared_ptr<Stub> Reached(
-    const absl::flat_hash_map<std::string, std::shared_ptr<Stub>>& stubs,
-    const std::string& address) {
+std::shared_ptr<Stub> Reached(const absl::flat_hash_map<std::string, std::shared_ptr<Stub>>& stubs,
+                              const std::string& address) {
   auto it = stubs.find(address);
   CHECK(it != stubs.end()) << "a start on " << address << " that no transition reached";
   return it->second;
@@ -36,17 +35,16 @@ std::shared_ptr<Stub> Reached(
 
 }  // namespace
 
-GenerateCall* GenerateCall::Create(const Env& env, grpc::CallbackServerContext* context,
-                                   const v1::GenerateRequest& request) {
-  auto* call = new GenerateCall(env, context);
-  call->Start(request);
-  return call;
+GenerateCall::Ref GenerateCall::Create(const Env& env, GenerateClient* client,
+                                       absl::Time client_deadline) {
+  return Ref(new GenerateCall(env, client, client_deadline));
 }
 
-GenerateCall::GenerateCall(const Env& env, grpc::CallbackServerContext* context)
+GenerateCall::GenerateCall(const Env& env, GenerateClient* client, absl::Time client_deadline)
     : destroy_notice_{env.on_destroyed},
       env_(env),
-      server_context_(context),
+      client_(client),
+      client_deadline_(client_deadline),
       fsm_(FsmEnv(env)) {}
 
 GenerateCall::~GenerateCall() = default;
@@ -72,19 +70,27 @@ void GenerateCall::Start(const v1::GenerateRequest& request) {
   const absl::Status id_ok = RequestValidator::ValidateRequestId(request.request_id());
   const std::string id =
       request.request_id().empty() || !id_ok.ok() ? NewRequestId() : request.request_id();
-  const auto cap =
-      std::chrono::system_clock::now() + std::chrono::milliseconds(env_.config->request_timeout_ms);
-  deadline_ = std::min(server_context_->deadline(), cap);
+  const absl::Time cap = absl::Now() + absl::Milliseconds(env_.config->request_timeout_ms);
+  const absl::Time deadline = std::min(client_deadline_, cap);
+  deadline_ = absl::ToChronoTime(deadline);
   absl::StatusOr<ValidatedRequest> validated = env_.validator->Validate(request);
+  React(
+      [&](GenerateFsm& fsm) {
+        return fsm.Start(id, std::move(validated), deadline, client_deadline_);
+      },
+      /*owns_hold=*/true);  // Start()'s own
+}
+
+void GenerateCall::React(absl::FunctionRef<GenerateFsm::Actions(GenerateFsm&)> transition,
+                         bool owns_hold) {
   Ops ops;
   {
     absl::MutexLock lock(&mu_);
-    Prepare(fsm_.Start(id, std::move(validated), absl::FromChrono(deadline_),
-                       absl::FromChrono(server_context_->deadline())),
-            &ops);
+    if (!owns_hold) ++holds_;
+    Prepare(transition(fsm_), &ops);
     Pump(&ops);
   }
-  Run(ops);
+  Run(std::move(ops));
   Release();
 }
 
@@ -105,7 +111,7 @@ bool GenerateCall::OnDecodeEvent(DecodeStream* stream, const v1::DecodeEvent& ev
     }
     Pump(&ops);
   }
-  Run(ops);
+  Run(std::move(ops));
   return keep_reading;
 }
 
@@ -116,30 +122,8 @@ void GenerateCall::OnDecodeDone(DecodeStream* stream, const grpc::Status& status
     Prepare(fsm_.OnDecodeDone(AttemptOf(stream), status), &ops);
     Pump(&ops);
   }
-  Run(ops);
-  Release();
-}
-
-void GenerateCall::OnPrefillDone(int attempt, const grpc::Status& status) {
-  Ops ops;
-  {
-    absl::MutexLock lock(&mu_);
-    Prepare(fsm_.OnPrefillDone(attempt, status, prefills_[attempt]->response()), &ops);
-    Pump(&ops);
-  }
-  Run(ops);
-  Release();
-}
-
-void GenerateCall::OnBackoffDone(uint64_t id) {
-  Ops ops;
-  {
-    absl::MutexLock lock(&mu_);
-    Prepare(fsm_.OnBackoffDone(id), &ops);
-    Pump(&ops);
-  }
-  Run(ops);
-  Release();
+  Run(std::move(ops));
+  Release();  // the stream's
 }
 
 void GenerateCall::OnWatchdog(bool fired) {
@@ -150,72 +134,43 @@ void GenerateCall::OnWatchdog(bool fired) {
     Prepare(fsm_.OnWatchdog(fired), &ops);
     Pump(&ops);
   }
-  Run(ops);
-  Release();
-}
-
-void GenerateCall::OnRetryTransferDone(int attempt, uint64_t placement,
-                                       const grpc::Status& status) {
-  Ops ops;
-  {
-    absl::MutexLock lock(&mu_);
-    Prepare(fsm_.OnTransferRetryDone(attempt, placement, status, retries_[attempt]->epoch()),
-            &ops);
-    Pump(&ops);
-  }
-  Run(ops);
-  Release();
-}
-
-void GenerateCall::OnHandoffDone(int attempt, const grpc::Status& status) {
-  Ops ops;
-  {
-    absl::MutexLock lock(&mu_);
-    Prepare(fsm_.OnHandoffDone(attempt, status, handoffs_[attempt]->response()), &ops);
-    Pump(&ops);
-  }
-  Run(ops);
-  Release();
-}
-
-void GenerateCall::OnOfferMigrationDone(int attempt, const grpc::Status& status) {
-  Ops ops;
-  {
-    absl::MutexLock lock(&mu_);
-    Prepare(fsm_.OnOfferMigrationDone(attempt, status), &ops);
-    Pump(&ops);
-  }
-  Run(ops);
-  Release();
+  Run(std::move(ops));
+  Release();  // the watchdog's
 }
 
 void GenerateCall::OnWriteDone(bool ok) {
   Ops ops;
   {
     absl::MutexLock lock(&mu_);
-    out_.WriteDone();
-    if (!ok) {
-      out_.DropPending();
-      Prepare(fsm_.OnClientWriteFailed(), &ops);
-    }
-    if (out_.pending() <= kResumeReadsAt) Prepare(fsm_.OnClientDrained(), &ops);
+    ++holds_;  // the event's
+    WriteDoneLocked(ok, &ops);
     Pump(&ops);
   }
-  Run(ops);
+  Run(std::move(ops));
+  Release();
 }
 
-void GenerateCall::OnCancel() {
+void GenerateCall::WriteDoneLocked(bool ok, Ops* ops) {
+  out_.WriteDone();
+  if (!ok) {
+    out_.DropPending();
+    Prepare(fsm_.OnClientWriteFailed(), ops);
+  }
+  if (out_.pending() <= kResumeReadsAt) Prepare(fsm_.OnClientDrained(), ops);
+}
+
+void GenerateCall::OnClientCancel() {
   Ops ops;
   {
     absl::MutexLock lock(&mu_);
+    ++holds_;  // the event's
     out_.DropPending();
     Prepare(fsm_.OnClientCancel(), &ops);
     Pump(&ops);
   }
-  Run(ops);
+  Run(std::move(ops));
+  Release();
 }
-
-void GenerateCall::OnDone() { Release(); }
 
 std::shared_ptr<const RegistrySnapshot> GenerateCall::snapshot() const {
   return env_.registry->snapshot();
@@ -244,89 +199,140 @@ int GenerateCall::AttemptOf(const DecodeStream* stream) const {
   return -1;
 }
 
-// The attempt numbers the state machine hands out index streams_,
-// prefills_ and retries_: a mismatch would route callbacks to the wrong
-// RPC, so it is checked in release builds too.
 void GenerateCall::Prepare(GenerateFsm::Actions a, Ops* ops) {
+  PrepareStarts(a, ops);
+  decode_stubs_.clear();
+  prefill_stubs_.clear();
+  PrepareCancels(a, ops);
+  for (v1::GenerateResponse& response : a.responses) out_.Push(std::move(response));
+  if (a.outcome.has_value()) out_.Close(*a.outcome);
+}
+
+// The attempt numbers the state machine hands out index the RPC lists: a
+// mismatch would route callbacks to the wrong RPC, so it is checked in
+// release builds too.
+template <typename Call, typename Deliver>
+void GenerateCall::StartWorkerCall(std::vector<std::unique_ptr<Call>>& calls, int attempt,
+                                   std::unique_ptr<Call> call,
+                                   std::shared_ptr<typename Call::Stub> stub, Deliver deliver,
+                                   Ops* ops) {
+  CHECK_EQ(static_cast<size_t>(attempt), calls.size());
+  Call* c = calls.emplace_back(std::move(call)).get();
+  ++holds_;  // released by React once the call's end is delivered
+  ops->run.push_back([this, c, stub = std::move(stub), deliver] {
+    c->Start(stub, [this, c, deliver](grpc::Status status) {
+      React([&](GenerateFsm& fsm) { return deliver(fsm, *c, status); }, /*owns_hold=*/true);
+    });
+  });
+}
+
+void GenerateCall::SetAlarm(grpc::Alarm* alarm, absl::Duration delay,
+                            std::function<void(bool)> fired, Ops* ops) {
+  ops->run.push_back([alarm, delay, fired = std::move(fired)] {
+    alarm->Set(std::chrono::system_clock::now() + absl::ToChronoMicroseconds(delay), fired);
+  });
+}
+
+// Each worker RPC kind is one entry here: the call object, its stub and
+// the state machine's handler of its end.
+void GenerateCall::PrepareStarts(GenerateFsm::Actions& a, Ops* ops) {
   if (a.start_decode.has_value()) {
     GenerateFsm::DecodeStart& start = *a.start_decode;
     CHECK_EQ(static_cast<size_t>(start.attempt), streams_.size());
     DecodeStream::Observer* observer = this;
-    streams_.push_back(std::make_unique<DecodeStream>(observer, start.address,
-                                                      std::move(start.request), deadline_));
-    ++holds_;
-    ops->start_decode = streams_.back().get();
-    ops->decode_stub = Reached(decode_stubs_, start.address);
+    DecodeStream* stream = streams_
+                               .emplace_back(std::make_unique<DecodeStream>(
+                                   observer, start.address, std::move(start.request), deadline_))
+                               .get();
+    ++holds_;  // released by OnDecodeDone
+    ops->run.push_back(
+        [stream, stub = Reached(decode_stubs_, start.address)] { stream->Start(stub); });
   }
   if (a.start_prefill.has_value()) {
-    GenerateFsm::PrefillStart& start = *a.start_prefill;
-    CHECK_EQ(static_cast<size_t>(start.attempt), prefills_.size());
-    prefills_.push_back(
-        std::make_unique<PrefillCall>(start.address, std::move(start.request), deadline_));
-    ++holds_;
-    ops->start_prefill = prefills_.back().get();
-    ops->prefill_attempt = start.attempt;
-    ops->prefill_stub = Reached(prefill_stubs_, start.address);
+    GenerateFsm::PrefillStart& s = *a.start_prefill;
+    StartWorkerCall(
+        prefills_, s.attempt,
+        std::make_unique<PrefillCall>(PrefillCall::Method(&PrefillCall::Async::Prefill),
+                                      std::move(s.request), deadline_),
+        Reached(prefill_stubs_, s.address),
+        [attempt = s.attempt](GenerateFsm& fsm, const PrefillCall& c, const grpc::Status& status) {
+          return fsm.OnPrefillDone(attempt, status, c.response());
+        },
+        ops);
   }
   if (a.start_transfer_retry.has_value()) {
-    GenerateFsm::TransferRetryStart& start = *a.start_transfer_retry;
-    CHECK_EQ(static_cast<size_t>(start.attempt), retries_.size());
-    retries_.push_back(std::make_unique<TransferRetryCall>(std::move(start.request), deadline_));
-    ++holds_;
-    ops->start_retry = retries_.back().get();
-    ops->retry_attempt = start.attempt;
-    ops->retry_placement = start.placement;
-    ops->retry_stub = Reached(decode_stubs_, start.address);
+    GenerateFsm::TransferRetryStart& s = *a.start_transfer_retry;
+    StartWorkerCall(
+        retries_, s.attempt,
+        std::make_unique<TransferRetryCall>(
+            TransferRetryCall::Method(&TransferRetryCall::Async::RetryTransfer),
+            std::move(s.request), deadline_),
+        Reached(decode_stubs_, s.address),
+        [attempt = s.attempt, placement = s.placement](GenerateFsm& fsm, const TransferRetryCall& c,
+                                                       const grpc::Status& status) {
+          return fsm.OnTransferRetryDone(attempt, placement, status, c.response().epoch());
+        },
+        ops);
   }
   if (a.start_handoff.has_value()) {
-    GenerateFsm::HandoffStart& start = *a.start_handoff;
-    CHECK_EQ(static_cast<size_t>(start.attempt), handoffs_.size());
-    handoffs_.push_back(std::make_unique<HandoffCall>(
-        HandoffCall::Method(&HandoffCall::Async::Handoff), std::move(start.request), deadline_));
-    ++holds_;
-    ops->start_handoff = handoffs_.back().get();
-    ops->handoff_attempt = start.attempt;
-    ops->handoff_stub = streams_[start.source]->stub();
+    GenerateFsm::HandoffStart& s = *a.start_handoff;
+    StartWorkerCall(
+        handoffs_, s.attempt,
+        std::make_unique<HandoffCall>(HandoffCall::Method(&HandoffCall::Async::Handoff),
+                                      std::move(s.request), deadline_),
+        streams_[s.source]->stub(),
+        [attempt = s.attempt](GenerateFsm& fsm, const HandoffCall& c, const grpc::Status& status) {
+          return fsm.OnHandoffDone(attempt, status, c.response());
+        },
+        ops);
   }
   if (a.offer_migration.has_value()) {
+    const int attempt = *a.offer_migration;
     v1::OfferMigrationRequest request;
     request.set_request_id(fsm_.id());
-    offers_.push_back(std::make_unique<OfferMigrationCall>(
-        OfferMigrationCall::Method(&OfferMigrationCall::Async::OfferMigration), std::move(request),
-        deadline_));
-    ++holds_;
-    ops->start_offer = offers_.back().get();
-    ops->offer_attempt = *a.offer_migration;
-    ops->offer_stub = streams_[*a.offer_migration]->stub();
+    StartWorkerCall(
+        offers_, static_cast<int>(offers_.size()),
+        std::make_unique<OfferMigrationCall>(
+            OfferMigrationCall::Method(&OfferMigrationCall::Async::OfferMigration),
+            std::move(request), deadline_),
+        streams_[attempt]->stub(),
+        [attempt](GenerateFsm& fsm, const OfferMigrationCall&, const grpc::Status& status) {
+          return fsm.OnOfferMigrationDone(attempt, status);
+        },
+        ops);
   }
-  decode_stubs_.clear();
-  prefill_stubs_.clear();
   if (a.arm_watchdog.has_value()) {
     std::unique_ptr<grpc::Alarm>& alarm = watchdogs_[watchdog_slot_];
     watchdog_slot_ ^= 1;
     alarm = std::make_unique<grpc::Alarm>();
     watchdog_ = alarm.get();
-    ++holds_;
-    ops->start_watchdog = watchdog_;
-    ops->watchdog_delay = *a.arm_watchdog;
+    ++holds_;  // released when it fires or is cancelled
+    SetAlarm(
+        watchdog_, *a.arm_watchdog, [this](bool fired) { OnWatchdog(fired); }, ops);
   }
   if (a.start_backoff.has_value()) {
-    alarms_.push_back(std::make_unique<grpc::Alarm>());
-    ++holds_;
-    ops->start_backoff = alarms_.back().get();
-    ops->backoff_delay = a.start_backoff->delay;
-    ops->backoff_id = a.start_backoff->id;
+    grpc::Alarm* alarm = alarms_.emplace_back(std::make_unique<grpc::Alarm>()).get();
+    ++holds_;  // released when it fires
+    SetAlarm(
+        alarm, a.start_backoff->delay,
+        [this, id = a.start_backoff->id](bool) {
+          React([&](GenerateFsm& fsm) { return fsm.OnBackoffDone(id); }, true);
+        },
+        ops);
   }
-  if (a.cancel_decode.has_value()) ops->cancel_decode = streams_[*a.cancel_decode].get();
-  if (a.cancel_prefill.has_value()) ops->cancel_prefill = prefills_[*a.cancel_prefill].get();
-  if (a.cancel_transfer_retry.has_value()) {
-    ops->cancel_retry = retries_[*a.cancel_transfer_retry].get();
+}
+
+void GenerateCall::PrepareCancels(const GenerateFsm::Actions& a, Ops* ops) {
+  auto cancel = [ops](auto* rpc) { ops->run.push_back([rpc] { rpc->Cancel(); }); };
+  if (a.cancel_handoff.has_value()) cancel(handoffs_[*a.cancel_handoff].get());
+  if (a.cancel_source.has_value()) cancel(streams_[*a.cancel_source].get());
+  if (a.cancel_prefill.has_value()) cancel(prefills_[*a.cancel_prefill].get());
+  if (a.cancel_transfer_retry.has_value()) cancel(retries_[*a.cancel_transfer_retry].get());
+  if (a.cancel_decode.has_value()) cancel(streams_[*a.cancel_decode].get());
+  if (a.resume_decode.has_value()) {
+    DecodeStream* stream = streams_[*a.resume_decode].get();
+    ops->run.push_back([stream] { stream->Resume(); });
   }
-  if (a.resume_decode.has_value()) ops->resume_decode = streams_[*a.resume_decode].get();
-  if (a.cancel_source.has_value()) ops->cancel_source = streams_[*a.cancel_source].get();
-  if (a.cancel_handoff.has_value()) ops->cancel_handoff = handoffs_[*a.cancel_handoff].get();
-  for (const v1::GenerateResponse& response : a.responses) out_.Push(response);
-  if (a.outcome.has_value()) out_.Close(*a.outcome);
 }
 
 void GenerateCall::Pump(Ops* ops) {
@@ -334,53 +340,23 @@ void GenerateCall::Pump(Ops* ops) {
   ops->write = next.write;
   ops->finish = std::move(next.finish);
   // The stream ends: the watchdog lets go of the call at once.
-  if (ops->finish.has_value() && watchdog_ != nullptr) ops->cancel_watchdog = watchdog_;
+  if (ops->finish.has_value() && watchdog_ != nullptr) {
+    grpc::Alarm* watchdog = watchdog_;
+    ops->run.push_back([watchdog] { watchdog->Cancel(); });
+  }
 }
 
-void GenerateCall::Run(Ops& ops) {
-  if (ops.start_decode != nullptr) ops.start_decode->Start(std::move(ops.decode_stub));
-  if (ops.start_prefill != nullptr) {
-    const int attempt = ops.prefill_attempt;
-    ops.start_prefill->Start(std::move(ops.prefill_stub),
-                             [this, attempt](grpc::Status s) { OnPrefillDone(attempt, s); });
+void GenerateCall::Run(Ops ops) {
+  for (;;) {
+    for (std::function<void()>& op : ops.run) op();
+    if (ops.finish.has_value()) return client_->Finish(*ops.finish);
+    if (ops.write == nullptr || !client_->Write(*ops.write)) return;
+    // The client took the message at once: on to the next.
+    ops = Ops();
+    absl::MutexLock lock(&mu_);
+    WriteDoneLocked(/*ok=*/true, &ops);
+    Pump(&ops);
   }
-  if (ops.start_watchdog != nullptr) {
-    ops.start_watchdog->Set(
-        std::chrono::system_clock::now() + absl::ToChronoMicroseconds(ops.watchdog_delay),
-        [this](bool fired) { OnWatchdog(fired); });
-  }
-  if (ops.start_backoff != nullptr) {
-    const uint64_t id = ops.backoff_id;
-    ops.start_backoff->Set(
-        std::chrono::system_clock::now() + absl::ToChronoMicroseconds(ops.backoff_delay),
-        [this, id](bool) { OnBackoffDone(id); });
-  }
-  if (ops.start_retry != nullptr) {
-    const int attempt = ops.retry_attempt;
-    const uint64_t placement = ops.retry_placement;
-    ops.start_retry->Start(std::move(ops.retry_stub), [this, attempt, placement](grpc::Status s) {
-      OnRetryTransferDone(attempt, placement, s);
-    });
-  }
-  if (ops.start_handoff != nullptr) {
-    const int attempt = ops.handoff_attempt;
-    ops.start_handoff->Start(std::move(ops.handoff_stub),
-                             [this, attempt](grpc::Status s) { OnHandoffDone(attempt, s); });
-  }
-  if (ops.start_offer != nullptr) {
-    const int attempt = ops.offer_attempt;
-    ops.start_offer->Start(std::move(ops.offer_stub),
-                           [this, attempt](grpc::Status s) { OnOfferMigrationDone(attempt, s); });
-  }
-  if (ops.cancel_handoff != nullptr) ops.cancel_handoff->Cancel();
-  if (ops.cancel_source != nullptr) ops.cancel_source->Cancel();
-  if (ops.cancel_prefill != nullptr) ops.cancel_prefill->Cancel();
-  if (ops.cancel_retry != nullptr) ops.cancel_retry->Cancel();
-  if (ops.cancel_decode != nullptr) ops.cancel_decode->Cancel();
-  if (ops.resume_decode != nullptr) ops.resume_decode->Resume();
-  if (ops.cancel_watchdog != nullptr) ops.cancel_watchdog->Cancel();
-  if (ops.write != nullptr) StartWrite(ops.write);
-  if (ops.finish.has_value()) Finish(*ops.finish);
 }
 
 void GenerateCall::Release() {

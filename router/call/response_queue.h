@@ -4,21 +4,20 @@
 // the stream is finished with that status. If the client is gone, queued
 // messages are dropped and the stream finishes at once.
 //
-// Messages are held in wire form: the stream is a raw method
-// (common/rpc/raw_message.h).
+// Messages are held as messages: the door serialises them if its client
+// is remote (GenerateClient).
 //
 // Not thread-safe: GenerateCall serialises access under its mutex. The
-// message handed out by Next() stays untouched until WriteDone(), so gRPC
-// may read it while the owner's mutex is released.
+// message handed out by TakeNext() stays untouched until WriteDone(), so
+// the door may read it while the owner's mutex is released.
 #ifndef PDSERVE_ROUTER_CALL_RESPONSE_QUEUE_H_
 #define PDSERVE_ROUTER_CALL_RESPONSE_QUEUE_H_
 
 #include <cstddef>
 #include <deque>
 #include <optional>
+#include <utility>
 
-#include "common/rpc/raw_message.h"
-#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
 #include "pdserve/v1/generation.pb.h"
 
@@ -26,9 +25,7 @@ namespace pdserve::router {
 
 class ResponseQueue {
  public:
-  void Push(const v1::GenerateResponse& response) {
-    pending_.push_back(SerializeRawMessage(response));
-  }
+  void Push(v1::GenerateResponse response) { pending_.push_back(std::move(response)); }
   // Decides the final status; the first call wins.
   void Close(const grpc::Status& status) {
     if (closed_) return;
@@ -45,7 +42,7 @@ class ResponseQueue {
   // The next operation to issue: a message to write, the status to finish
   // with, or neither (a write is outstanding, or nothing is decided yet).
   struct Next {
-    const grpc::ByteBuffer* write = nullptr;
+    const v1::GenerateResponse* write = nullptr;
     std::optional<grpc::Status> finish;
   };
   Next TakeNext() {
@@ -64,8 +61,8 @@ class ResponseQueue {
   size_t pending() const { return pending_.size(); }
 
  private:
-  std::deque<grpc::ByteBuffer> pending_;
-  grpc::ByteBuffer in_write_;
+  std::deque<v1::GenerateResponse> pending_;
+  v1::GenerateResponse in_write_;
   bool writing_ = false;
   bool closed_ = false;
   bool dropped_ = false;

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/model/model_card.h"
@@ -23,6 +24,7 @@
 #include "pdserve/v1/generation.grpc.pb.h"
 #include "router/router_server.h"
 #include "tests/testing/fake_workers.h"
+#include "tests/testing/http_test_client.h"
 #include "tests/testing/temp_dir.h"
 
 namespace pdserve::router {
@@ -47,7 +49,8 @@ struct Outcome {
 class RouterFakeWorkersTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_path_ = new std::string(pdserve::testing::TestTempDir("router-fake-workers-test") + "/model.gguf");
+    model_path_ =
+        new std::string(pdserve::testing::TestTempDir("router-fake-workers-test") + "/model.gguf");
     RandomModelSpec spec;
     spec.context_length = kContext;  // only the router's tokenizer reads it
     ASSERT_TRUE(WriteRandomModelGguf(spec, *model_path_).ok());
@@ -85,6 +88,7 @@ class RouterFakeWorkersTest : public ::testing::Test {
   void StartRouter(const std::vector<std::string>& decode, const std::vector<std::string>& prefill,
                    RouterConfig config = {}) {
     config.listen = "127.0.0.1:0";
+    config.http_listen = "127.0.0.1:0";  // any free port, never the default 8000
     config.model_path = *model_path_;
     config.decode_addresses = decode;
     config.prefill_addresses = prefill;
@@ -909,6 +913,41 @@ TEST_F(RouterFakeWorkersTest, TokenizeAndModelInfo) {
   EXPECT_EQ(info.context_length(), kContext);
   EXPECT_EQ(info.vocab_size(), 320);
   EXPECT_EQ(info.kv_layout().block_size(), 16u);
+}
+
+// Draining: a request the HTTP front admitted before the drain streams to
+// its end within the grace, while a new one, by either door, is refused
+// with a status a client retries elsewhere on.
+TEST_F(RouterFakeWorkersTest, DrainFinishesHttpRequestsInFlightAndRefusesNewOnes) {
+  const std::string text = "one two three four five six seven eight nine ten eleven twelve";
+  FakeDecodeWorker::Options o = DecodeOptions(text);
+  o.token_delay = absl::Milliseconds(150);
+  FakeDecodeWorker d(o, &bus_);
+  StartRouter({d.address()}, {});
+  const std::string http = absl::StrCat("127.0.0.1:", router_->http_port());
+  testing::HttpResult in_flight;
+  std::thread client([&] {
+    in_flight = testing::HttpCall(http, "POST", "/v1/completions",
+                                  R"({"prompt": "tell me", "max_tokens": 64})");
+  });
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (router_->service().calls_in_flight() == 0 && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(router_->service().calls_in_flight(), 1);
+  std::thread drain([&] { router_->Shutdown(absl::Seconds(20)); });
+  // Not ready once the drain began; by then admission is closed.
+  while (testing::HttpCall(http, "GET", "/ready").status == 200 && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const testing::HttpResult refused =
+      testing::HttpCall(http, "POST", "/v1/completions", R"({"prompt": "hi"})");
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find("shutting down"), std::string::npos) << refused.body;
+  client.join();
+  drain.join();
+  EXPECT_EQ(in_flight.status, 200) << in_flight.body;
+  EXPECT_NE(in_flight.body.find(text), std::string::npos) << in_flight.body;
 }
 
 }  // namespace

@@ -5,25 +5,41 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/rpc/grpc_status.h"
 #include "glog/logging.h"
 #include "router/api/openai/openai_error.h"
 
 namespace pdserve::router::openai {
 
-void OpenAiCall::Start(v1::Generation::Stub* stub, OpenAiRequest request, OpenAiResponse response,
-                       const Metadata& metadata, std::shared_ptr<HttpResponder> responder,
+void OpenAiCall::Start(LocalGeneration& router, const Caller& caller, OpenAiRequest request,
+                       OpenAiResponse response, std::shared_ptr<HttpResponder> responder,
                        std::function<void()> on_destroyed) {
   std::shared_ptr<OpenAiCall> call(new OpenAiCall(std::move(request), std::move(response),
                                                   std::move(responder), std::move(on_destroyed)));
+  absl::StatusOr<std::shared_ptr<LocalGeneration::Call>> opened = router.Open(caller, call.get());
+  if (!opened.ok()) {
+    call->streaming_ = false;
+    return call->Fail(ToGrpcStatus(opened.status()));
+  }
   call->self_ = call;
-  for (const auto& [key, value] : metadata) call->context_.AddMetadata(key, value);
-  // A client that goes away cancels the request on every tier.
+  {
+    absl::MutexLock lock(&call->mu_);
+    call->call_ = *opened;
+  }
+  (*opened)->Start(call->request_.generate);
+  // After the start: a client already gone cancels a started request.
   call->responder_->SetOnClose([weak = std::weak_ptr<OpenAiCall>(call)] {
-    if (std::shared_ptr<OpenAiCall> c = weak.lock()) c->context_.TryCancel();
+    if (std::shared_ptr<OpenAiCall> c = weak.lock()) c->Cancel();
   });
-  stub->async()->Generate(&call->context_, &call->request_.generate, call.get());
-  call->StartRead(&call->message_);
-  call->StartCall();
+}
+
+void OpenAiCall::Cancel() {
+  std::shared_ptr<LocalGeneration::Call> call;
+  {
+    absl::MutexLock lock(&mu_);
+    call = call_;
+  }
+  if (call != nullptr) call->Cancel();
 }
 
 OpenAiCall::OpenAiCall(OpenAiRequest request, OpenAiResponse response,
@@ -37,26 +53,25 @@ OpenAiCall::~OpenAiCall() {
   if (on_destroyed_) on_destroyed_();
 }
 
-void OpenAiCall::OnReadDone(bool ok) {
-  if (!ok) return;  // the stream ended; OnDone has the status
-  switch (message_.event_case()) {
+bool OpenAiCall::Write(const v1::GenerateResponse& message) {
+  switch (message.event_case()) {
     case v1::GenerateResponse::kStarted:
-      OnStarted(message_.started());
+      OnStarted(message.started());
       break;
     case v1::GenerateResponse::kChunk:
       if (request_.stream) {
-        responder_->Write(response_.StreamChunk(message_.chunk()));
+        responder_->Write(response_.StreamChunk(message.chunk()));
       } else {
-        response_.Append(message_.chunk());
+        response_.Append(message.chunk());
       }
       break;
     case v1::GenerateResponse::kFinished:
-      finished_ = message_.finished();
+      finished_ = message.finished();
       break;
     case v1::GenerateResponse::EVENT_NOT_SET:
       break;
   }
-  StartRead(&message_);
+  return true;
 }
 
 void OpenAiCall::OnStarted(const v1::Started& started) {
@@ -69,7 +84,7 @@ void OpenAiCall::OnStarted(const v1::Started& started) {
   responder_->Write(response_.StreamStart());
 }
 
-void OpenAiCall::OnDone(const grpc::Status& status) {
+void OpenAiCall::Finish(const grpc::Status& status) {
   if (!status.ok()) {
     Fail(status);
   } else if (!finished_.has_value()) {
@@ -81,7 +96,14 @@ void OpenAiCall::OnDone(const grpc::Status& status) {
     responder_->Respond(200, "application/json", response_.Whole(*finished_),
                         {{"X-Request-Id", request_id_}});
   }
-  self_.reset();  // last: may delete this
+  // The router is done with us: let go of its request, then of ourselves
+  // (in that order, `self` last: it may delete this).
+  std::shared_ptr<OpenAiCall> self = std::move(self_);
+  std::shared_ptr<LocalGeneration::Call> call;
+  {
+    absl::MutexLock lock(&mu_);
+    call = std::move(call_);
+  }
 }
 
 void OpenAiCall::Fail(const grpc::Status& status) {

@@ -6,9 +6,9 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/rpc/grpc_status.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
 #include "router/api/openai/openai_error.h"
@@ -30,32 +30,12 @@ void LogAndRespond(HttpResponder& responder, const OpenAiError& e, const HttpReq
   RespondError(responder, e);
 }
 
-// Runs a call's end notice when a callback returns, however it returns.
-struct Answered {
-  const std::function<void()>& done;
-  ~Answered() { done(); }
-};
-
-// gRPC metadata values must be printable ASCII.
-bool MetadataSafe(absl::string_view value) {
-  for (char c : value) {
-    if (c < 0x20 || c > 0x7e) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
-std::string NewFrontKey() {
-  absl::BitGen gen;
-  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
-}
-
-absl::StatusOr<std::unique_ptr<OpenAiFront>> OpenAiFront::Start(
-    OpenAiFrontOptions options, std::shared_ptr<grpc::Channel> channel,
-    const Tokenizer& tokenizer) {
-  std::unique_ptr<OpenAiFront> front(
-      new OpenAiFront(std::move(options), std::move(channel), tokenizer));
+absl::StatusOr<std::unique_ptr<OpenAiFront>> OpenAiFront::Start(OpenAiFrontOptions options,
+                                                                LocalGeneration& router,
+                                                                const Tokenizer& tokenizer) {
+  std::unique_ptr<OpenAiFront> front(new OpenAiFront(std::move(options), router, tokenizer));
   HttpServerOptions http = front->options_.http;
   http.error_body = [](int status) {
     return std::make_pair(std::string("application/json"), FromHttpStatus(status).Body());
@@ -75,15 +55,13 @@ absl::StatusOr<std::unique_ptr<OpenAiFront>> OpenAiFront::Start(
   return front;
 }
 
-OpenAiFront::OpenAiFront(OpenAiFrontOptions options, std::shared_ptr<grpc::Channel> channel,
+OpenAiFront::OpenAiFront(OpenAiFrontOptions options, LocalGeneration& router,
                          const Tokenizer& tokenizer)
-    : options_(std::move(options)),
-      stub_(v1::Generation::NewStub(std::move(channel))),
-      tokenizer_(tokenizer) {}
+    : options_(std::move(options)), router_(router), tokenizer_(tokenizer) {}
 
 OpenAiFront::~OpenAiFront() {
-  // Closing the connections cancels every call; each is gone once gRPC
-  // delivered its end.
+  // Closing the connections cancels every call; each is gone once the
+  // router finished it.
   server_.reset();
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
@@ -135,20 +113,16 @@ void OpenAiFront::Handle(HttpRequest request, std::shared_ptr<HttpResponder> res
   LogAndRespond(*responder, NotFound(absl::StrCat("no route for ", path), "not_found"), request);
 }
 
-absl::StatusOr<OpenAiCall::Metadata> OpenAiFront::MetadataFor(const HttpRequest& request) const {
-  OpenAiCall::Metadata m;
-  if (std::optional<absl::string_view> auth = request.Header("authorization"); auth.has_value()) {
-    if (!MetadataSafe(*auth)) {
-      return absl::UnauthenticatedError("the Authorization header holds invalid characters");
-    }
-    m.emplace_back("authorization", std::string(*auth));
-  }
-  m.emplace_back(kFrontKeyMetadata, options_.front_key);
+Caller OpenAiFront::CallerOf(const HttpRequest& request) {
   // The host alone: a client is its address, whatever port it comes from.
   const size_t colon = request.peer.rfind(':');
-  m.emplace_back(kFrontPeerMetadata,
-                 colon == std::string::npos ? request.peer : request.peer.substr(0, colon));
-  return m;
+  Caller caller{.api = Api::kOpenAi,
+                .host = colon == std::string::npos ? request.peer : request.peer.substr(0, colon),
+                .authorization = {}};
+  if (std::optional<absl::string_view> auth = request.Header("authorization"); auth.has_value()) {
+    caller.authorization = std::string(*auth);
+  }
+  return caller;
 }
 
 void OpenAiFront::Refuse(grpc::StatusCode code, const OpenAiError& e, const HttpRequest& request,
@@ -172,12 +146,6 @@ void OpenAiFront::Generate(Endpoint endpoint, const HttpRequest& request,
                  "model_not_found"),
         request, *responder);
   }
-  absl::StatusOr<OpenAiCall::Metadata> metadata = MetadataFor(request);
-  if (!metadata.ok()) {
-    const grpc::Status status(grpc::StatusCode::UNAUTHENTICATED,
-                              std::string(metadata.status().message()));
-    return Refuse(status.error_code(), FromGrpcStatus(status), request, *responder);
-  }
   v1::SamplingParams* sampling = parsed->generate.mutable_sampling();
   // Without a seed OpenAI's answers vary from call to call; the gRPC API's
   // default (seed 0) would make every such request sample alike.
@@ -193,48 +161,29 @@ void OpenAiFront::Generate(Endpoint endpoint, const HttpRequest& request,
                                        .created = absl::ToUnixSeconds(absl::Now()),
                                        .logprobs = parsed->logprobs,
                                        .include_usage = parsed->include_usage});
-  OpenAiCall::Start(stub_.get(), *std::move(parsed), std::move(response), *metadata,
+  OpenAiCall::Start(router_, CallerOf(request), *std::move(parsed), std::move(response),
                     std::move(responder), CallStarted());
 }
 
 void OpenAiFront::Models(const HttpRequest& request, absl::string_view id,
                          std::shared_ptr<HttpResponder> responder) {
-  absl::StatusOr<OpenAiCall::Metadata> metadata = MetadataFor(request);
-  if (!metadata.ok()) {
-    return LogAndRespond(*responder,
-                         FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                                                     std::string(metadata.status().message()))),
-                         request);
-  }
   if (!id.empty() && id != options_.model_name) {
     return LogAndRespond(
         *responder,
         NotFound(absl::StrCat("The model `", id, "` does not exist"), "model_not_found"), request);
   }
-  // Asked of the gRPC service so the answer is authenticated the same way.
-  struct Pending {
-    grpc::ClientContext context;
-    v1::GetModelInfoRequest request;
-    v1::ModelInfo info;
-  };
-  auto pending = std::make_shared<Pending>();
-  for (const auto& [key, value] : *metadata) pending->context.AddMetadata(key, value);
-  pending->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  const bool one = !id.empty();
-  stub_->async()->GetModelInfo(
-      &pending->context, &pending->request, &pending->info,
-      [this, pending, one, request, responder = std::move(responder),
-       done = CallStarted()](grpc::Status status) {
-        Answered answered{done};
-        if (!status.ok()) return LogAndRespond(*responder, FromGrpcStatus(status), request);
-        Json model = {{"id", options_.model_name},
-                      {"object", "model"},
-                      {"created", 0},
-                      {"owned_by", "pdserve"},
-                      {"max_model_len", pending->info.context_length()}};
-        if (one) return RespondJson(*responder, 200, model);
-        RespondJson(*responder, 200, Json{{"object", "list"}, {"data", Json::array({model})}});
-      });
+  // Asked of the router so the answer is authenticated as a request is.
+  absl::StatusOr<v1::ModelInfo> info = router_.ModelInfo(CallerOf(request));
+  if (!info.ok()) {
+    return LogAndRespond(*responder, FromGrpcStatus(ToGrpcStatus(info.status())), request);
+  }
+  Json model = {{"id", options_.model_name},
+                {"object", "model"},
+                {"created", 0},
+                {"owned_by", "pdserve"},
+                {"max_model_len", info->context_length()}};
+  if (!id.empty()) return RespondJson(*responder, 200, model);
+  RespondJson(*responder, 200, Json{{"object", "list"}, {"data", Json::array({model})}});
 }
 
 }  // namespace pdserve::router::openai

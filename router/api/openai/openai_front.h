@@ -8,14 +8,12 @@
 //   GET  /ready                 a usable decode worker (prefill remote or
 //                               local) is live; else 503
 //
-// Every model call goes through the router's own gRPC service on an
-// in-process channel (OpenAiCall), so the two APIs share authentication,
-// limits, validation, the request state machine and metrics. The front
-// tells the service who its client is (its address, for per-client limits
-// without tokens) and that the request came over HTTP (the `api` metric
-// label) in metadata the service trusts only with the front's key — a
-// random secret the two share in-process, so a gRPC client cannot pose as
-// the front.
+// Every model call goes through the router's own request path by its
+// in-process door (LocalGeneration, OpenAiCall), so the two APIs share
+// authentication, limits, validation, the request state machine and
+// metrics. The front tells the router who its client is (its address, for
+// per-client limits without tokens; its Authorization header) and that
+// the request came over HTTP (the `api` metric label).
 //
 // HttpServer bounds what a client can hold (read timeout, header and body
 // caps); errors it answers itself get OpenAI's JSON shape too.
@@ -35,9 +33,8 @@
 #include "common/http/http_responder.h"
 #include "common/http/http_server.h"
 #include "common/text/tokenizer.h"
-#include "grpcpp/grpcpp.h"
-#include "pdserve/v1/generation.grpc.pb.h"
-#include "router/api/front_metadata.h"
+#include "grpcpp/support/status.h"
+#include "router/api/local_generation.h"
 #include "router/api/openai/openai_call.h"
 #include "router/api/openai/openai_error.h"
 #include "router/api/openai/openai_request.h"
@@ -49,12 +46,10 @@ struct OpenAiFrontOptions {
   // The name /v1/models reports; a request's `model` must be it (or
   // omitted).
   std::string model_name;
-  // The secret the gRPC service checks kFrontKeyMetadata against.
-  std::string front_key;
   // Whether the router can serve a request now (/ready).
   std::function<bool()> ready;
-  // A chat or completions request the front refused itself, before any
-  // gRPC call (malformed JSON, a wrong field, an unknown model), as the
+  // A chat or completions request the front refused itself, before it
+  // reached the router (malformed JSON, a wrong field, an unknown model), as the
   // gRPC code it stands for, so the request metrics count every request
   // (optional).
   std::function<void(grpc::StatusCode)> count_refused;
@@ -62,10 +57,10 @@ struct OpenAiFrontOptions {
 
 class OpenAiFront {
  public:
-  // `channel` reaches the router's Generation service (in-process);
-  // `tokenizer` (log-probabilities' token text) must outlive the front.
+  // `router` (the request path) and `tokenizer` (log-probabilities' token
+  // text) must outlive the front.
   static absl::StatusOr<std::unique_ptr<OpenAiFront>> Start(OpenAiFrontOptions options,
-                                                            std::shared_ptr<grpc::Channel> channel,
+                                                            LocalGeneration& router,
                                                             const Tokenizer& tokenizer);
   // Stops accepting and closes every connection, which cancels the calls
   // in flight.
@@ -74,8 +69,7 @@ class OpenAiFront {
   int port() const { return server_->port(); }
 
  private:
-  OpenAiFront(OpenAiFrontOptions options, std::shared_ptr<grpc::Channel> channel,
-              const Tokenizer& tokenizer);
+  OpenAiFront(OpenAiFrontOptions options, LocalGeneration& router, const Tokenizer& tokenizer);
 
   void Handle(HttpRequest request, std::shared_ptr<HttpResponder> responder);
   void Generate(Endpoint endpoint, const HttpRequest& request,
@@ -85,24 +79,20 @@ class OpenAiFront {
               HttpResponder& responder) const;
   void Models(const HttpRequest& request, absl::string_view id,
               std::shared_ptr<HttpResponder> responder);
-  // The gRPC metadata of a call made for `request`, or the 401 for an
-  // authorization header gRPC could not carry.
-  absl::StatusOr<OpenAiCall::Metadata> MetadataFor(const HttpRequest& request) const;
+  // Who is calling, as the router sees callers.
+  static Caller CallerOf(const HttpRequest& request);
 
-  // Counts a call to the gRPC service; the returned function ends it. The
+  // Counts a call into the router; the returned function ends it. The
   // destructor waits until every call ended: their callbacks use this.
   std::function<void()> CallStarted();
 
   const OpenAiFrontOptions options_;
-  const std::unique_ptr<v1::Generation::Stub> stub_;
+  LocalGeneration& router_;
   const Tokenizer& tokenizer_;
   absl::Mutex mu_;
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<HttpServer> server_;  // last: stopped first
 };
-
-// A fresh random front key (128 bits, hex).
-std::string NewFrontKey();
 
 }  // namespace pdserve::router::openai
 
