@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/grammar/tokenizer_vocab.h"
 #include "common/request/sampling_proto.h"
 #include "common/rpc/grpc_status.h"
 #include "common/rpc/raw_message.h"
@@ -215,6 +216,16 @@ DecodeCall::DecodeCall(DecodeContext* ctx, grpc::CallbackServerContext* rpc,
   const bool local = req.local_prefill();
   std::shared_ptr<State> st = state_;
   SequenceOptions opts = ToSequenceOptions(req);
+  // Compiled here, on the RPC thread (overlapping the prefill worker's
+  // work): the engine thread only masks, and replays the tokens made so far.
+  absl::StatusOr<std::shared_ptr<const CompiledGrammar>> grammar =
+      CompileConstraint(*ctx->grammars, opts.sampling.constraint);
+  if (!grammar.ok()) {
+    LOG(WARNING) << "[" << state_->request_id << "] " << grammar.status();
+    state_->outbox.Close(ToGrpcStatus(grammar.status()));
+    return;
+  }
+  opts.grammar = *std::move(grammar);
   const bool posted = ctx->loop->Post([ctx, st, opts = std::move(opts), local, wait](Engine& e) {
     if (st->cancelled.load()) return;
     auto on_event = [ctx, st](const TokenEvent& ev) { OnTokenEvent(ctx, *st, ev); };

@@ -16,6 +16,7 @@
 #include "common/base/job_lane.h"
 #include "common/engine/engine_loop.h"
 #include "common/engine/kv_cache.h"
+#include "common/grammar/grammar_compiler.h"
 #include "common/kv/framed_kv_sender.h"
 #include "common/kv/kv_path.h"
 #include "common/kv/kv_transport.h"
@@ -28,6 +29,7 @@ struct DecodeCallState;
 
 struct DecodeContext {
   const Model* model = nullptr;
+  GrammarCompiler* grammars = nullptr;  // structured output
   EngineLoop* loop = nullptr;
   KvReceiver* receiver = nullptr;
   KvCache* cache = nullptr;

@@ -64,6 +64,7 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
                       .prefix_cache = c.prefix_cache,
                       .speculation = c.speculation});
   w->ctx_.model = &w->host_->model();
+  w->ctx_.grammars = w->host_->grammars();
   w->ctx_.loop = loop;
   w->ctx_.receiver = w->receiver_.get();
   w->ctx_.cache = cache;

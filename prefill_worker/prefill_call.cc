@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grammar/tokenizer_vocab.h"
 #include "common/request/sampling_proto.h"
 #include "common/rpc/grpc_status.h"
 #include "common/rpc/raw_message.h"
@@ -156,6 +157,15 @@ PrefillCall::PrefillCall(PrefillContext* ctx, grpc::CallbackServerContext* rpc,
   o.max_tokens = 1;
   o.ignore_eos = true;
   o.hold_kv_on_finish = true;
+  // Compiled here, on the RPC thread: the engine thread only masks.
+  absl::StatusOr<std::shared_ptr<const CompiledGrammar>> grammar =
+      CompileConstraint(*ctx->grammars, o.sampling.constraint);
+  if (!grammar.ok()) {
+    LOG(WARNING) << "prefill " << req.request_id() << ": " << grammar.status();
+    state_->Finish(grammar.status(), nullptr);
+    return;
+  }
+  o.grammar = *std::move(grammar);
   KvTransferTarget target{req.target().kv_endpoint(), req.target().transfer_id(),
                           req.target().epoch(), RpcDeadline(rpc)};
   KvPeerOffer offer{{req.target().kv_transports().begin(), req.target().kv_transports().end()},

@@ -9,6 +9,7 @@
 
 #include "common/engine/engine_loop.h"
 #include "common/engine/kv_cache.h"
+#include "common/grammar/grammar_compiler.h"
 #include "common/kv/framed_kv_sender.h"
 #include "common/kv/kv_path.h"
 #include "common/kv/kv_transport.h"
@@ -21,6 +22,7 @@ namespace pdserve::prefill {
 
 struct PrefillContext {
   const Model* model = nullptr;
+  GrammarCompiler* grammars = nullptr;  // structured output
   EngineLoop* loop = nullptr;
   KvExporter* exporter = nullptr;
   KvLayout layout;

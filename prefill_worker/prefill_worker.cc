@@ -111,6 +111,7 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   w->ctx_.admission.set_step_tokens(c.max_batch_tokens);
   WarmUp(*loop, w->host_->model().config(), *cache);
   w->ctx_.model = &w->host_->model();
+  w->ctx_.grammars = w->host_->grammars();
   w->ctx_.loop = loop;
   w->ctx_.exporter = exporter;
   w->ctx_.layout = cache->layout();

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
+#include "common/grammar/tokenizer_vocab.h"
 #include "common/http/http_tls.h"
 #include "common/rpc/port_file.h"
 #include "glog/logging.h"
@@ -35,8 +36,12 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterCo
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> server_credentials,
                    MakeServerCredentials(config.tls));
   s->registry_ = std::make_unique<WorkerRegistry>(ro);
-  s->service_ =
-      std::make_unique<GenerationService>(*s->model_, s->config_, s->registry_.get(), &s->metrics_);
+  // Structured output: constraints are compiled at admission, so a bad one
+  // is refused before any worker does work.
+  ASSIGN_OR_RETURN(s->grammars_,
+                   NewGrammarCompiler(s->model_->tokenizer(), s->model_->config().n_vocab));
+  s->service_ = std::make_unique<GenerationService>(*s->model_, s->config_, s->registry_.get(),
+                                                    &s->metrics_, s->grammars_.get());
   if (!config.auth_token_file.empty()) {
     ASSIGN_OR_RETURN(BearerAuth auth,
                      BearerAuth::Load(config.auth_token_file, config.tls.reload_interval));

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/grammar/grammar_compiler.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/model/model_card.h"
@@ -65,10 +66,11 @@ class RouterServer {
   // every load report. Read by /readyz and the HTTP API, so declared before
   // them.
   std::atomic<int> serving_{-1};
-  std::atomic<bool> draining_{false};  // Shutdown began: serving_ stays 0
+  std::atomic<bool> draining_{false};                  // Shutdown began: serving_ stays 0
   std::unique_ptr<MetricsHttpServer> metrics_server_;  // null when metrics_port == 0
   std::unique_ptr<ModelCard> model_;
   std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<GrammarCompiler> grammars_;  // before service_: it outlives it
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<GrpcServer> server_;
   // A client of server_ (in-process), so it goes first.

@@ -37,22 +37,24 @@ constexpr double kKeepRateDecay = 0.9;
 
 std::string_view FinishReasonName(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kEos: return "eos";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kContextFull: return "context_full";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kContextFull:
+      return "context_full";
   }
   return "unknown";
 }
 
 Engine::Engine(const Tokenizer* tokenizer, ModelRunner* runner, KvCache* cache, Options options)
-    : tokenizer_(tokenizer),
-      runner_(runner),
-      cache_(cache),
-      options_(options),
-      window_(cache) {
+    : tokenizer_(tokenizer), runner_(runner), cache_(cache), options_(options), window_(cache) {
   const SpeculationOptions& spec = options_.speculation;
   if (spec.suffix_cache_tokens > 0) {
     suffix_cache_ =
@@ -84,6 +86,10 @@ absl::StatusOr<std::unique_ptr<Sequence>> Engine::Admit(
         absl::StrCat("first_index ", opts.first_index, " is outside [0, context ", ctx, "]"));
   }
   RETURN_IF_ERROR(ValidateSamplingParams(opts.sampling));
+  std::unique_ptr<GrammarMatcher> grammar;
+  if (opts.grammar != nullptr) {
+    ASSIGN_OR_RETURN(grammar, ReplayGrammar(opts));
+  }
   const int64_t total = static_cast<int64_t>(opts.prompt.size()) + opts.max_tokens;
   if (total > ctx) {
     return absl::OutOfRangeError(absl::StrCat("prompt (", opts.prompt.size(),
@@ -105,6 +111,7 @@ absl::StatusOr<std::unique_ptr<Sequence>> Engine::Admit(
     prefix_stats_.hit_tokens += static_cast<int64_t>(cached) * block_size;
   }
   auto seq = std::make_unique<Sequence>(next_id_++, std::move(opts), std::move(on_event));
+  seq->grammar = std::move(grammar);
   const SpeculationOptions& spec = options_.speculation;
   seq->speculate = seq->options.sampling.speculative.value_or(spec.enabled) && spec.max_draft > 0;
   seq->draft_len = std::max(1, spec.max_draft / 2);
@@ -281,8 +288,9 @@ void Engine::PlanDrafts() {
   }
   // Rows go first to the sequences that keep most of their drafts,
   // admission order among equals.
-  std::stable_sort(drafted.begin(), drafted.end(),
-                   [](const Sequence* a, const Sequence* b) { return a->keep_rate > b->keep_rate; });
+  std::stable_sort(drafted.begin(), drafted.end(), [](const Sequence* a, const Sequence* b) {
+    return a->keep_rate > b->keep_rate;
+  });
   for (Sequence* seq : drafted) {
     const int32_t take = std::clamp(spare, 0, static_cast<int32_t>(seq->draft.size()));
     seq->draft.resize(static_cast<size_t>(take));
@@ -351,8 +359,8 @@ absl::Status Engine::Step() {
     batch.on_layer_done = [&](int layer) { RunLayerHook(batch, owners, layer); };
   }
   // Decode-only steps price verification rows (step_cost_model.h).
-  const bool decode_only = std::all_of(owners.begin(), owners.end(),
-                                       [](const Sequence* s) { return s->running(); });
+  const bool decode_only =
+      std::all_of(owners.begin(), owners.end(), [](const Sequence* s) { return s->running(); });
   const absl::Time start = absl::Now();
   if (absl::Status s = runner_->Forward(batch, *cache_, &logits_); !s.ok()) {
     // Admission validated these sequences, so this is an engine bug or a
@@ -380,7 +388,8 @@ absl::Status Engine::Step() {
   }
   if (decode_only) {
     int32_t rows = 0;
-    for (const SequenceChunk& chunk : batch.chunks) rows += static_cast<int32_t>(chunk.tokens.size());
+    for (const SequenceChunk& chunk : batch.chunks)
+      rows += static_cast<int32_t>(chunk.tokens.size());
     step_cost_.Observe(rows, absl::ToDoubleSeconds(absl::Now() - start));
   }
   ReapFinished();
@@ -400,9 +409,29 @@ void Engine::RunLayerHook(const ForwardBatch& batch, const std::vector<Sequence*
   if (!chunks.empty()) options_.on_layer_done(layer, chunks);
 }
 
+absl::StatusOr<std::unique_ptr<GrammarMatcher>> Engine::ReplayGrammar(const SequenceOptions& opts) {
+  auto matcher = std::make_unique<GrammarMatcher>(opts.grammar);
+  const size_t from = opts.prompt.size() - static_cast<size_t>(opts.first_index);
+  for (size_t i = from; i < opts.prompt.size(); ++i) {
+    if (!matcher->Accept(opts.prompt[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "output token ", i - from, " (id ", opts.prompt[i], ") of the request so far breaks its ",
+          GrammarKindName(opts.grammar->constraint().kind), " constraint"));
+    }
+  }
+  return matcher;
+}
+
+void Engine::MaskLogits(Sequence& seq, absl::Span<float> logits) {
+  if (seq.grammar->FillMask(&grammar_mask_)) {
+    ApplyMask(grammar_mask_, logits.data(), static_cast<int>(logits.size()));
+  }
+}
+
 void Engine::SampleNext(Sequence& seq, absl::Span<float> logits) {
   const uint64_t index = static_cast<uint64_t>(seq.options.first_index + seq.generated());
   if (seq.options.sampling.logprobs < 0) {  // the common case pays nothing
+    if (seq.grammar != nullptr) MaskLogits(seq, logits);
     AcceptToken(seq, seq.sampler.Sample(logits, seq.tokens, index), std::nullopt);
     return;
   }
@@ -411,9 +440,10 @@ void Engine::SampleNext(Sequence& seq, absl::Span<float> logits) {
   AcceptToken(seq, token, std::move(logprobs));
 }
 
-TokenLogprobs Engine::SampleWithLogprobs(const Sequence& seq, absl::Span<const float> logits,
+TokenLogprobs Engine::SampleWithLogprobs(Sequence& seq, absl::Span<const float> logits,
                                          uint64_t index) {
   sample_scratch_.assign(logits.begin(), logits.end());
+  if (seq.grammar != nullptr) MaskLogits(seq, absl::MakeSpan(sample_scratch_));
   const int32_t token = seq.sampler.Sample(absl::MakeSpan(sample_scratch_), seq.tokens, index);
   return ComputeTokenLogprobs(logits, token, seq.options.sampling.logprobs);
 }
@@ -422,7 +452,11 @@ void Engine::AcceptToken(Sequence& seq, int32_t token, std::optional<TokenLogpro
   const int32_t index = seq.options.first_index + seq.generated();
   seq.tokens.push_back(token);
   FinishReason reason = FinishReason::kNone;
-  if (!seq.options.ignore_eos && tokenizer_->IsEog(token)) {
+  // A grammar ends the answer where it is complete (its stop token),
+  // ignore_eos or not; a token it refuses (a first token sampled without
+  // the constraint) ends it too, loudly.
+  const bool grammar_done = seq.grammar != nullptr && !AdvanceGrammar(seq, token);
+  if (grammar_done || (!seq.options.ignore_eos && tokenizer_->IsEog(token))) {
     reason = FinishReason::kEos;
   } else if (seq.generated() >= seq.options.max_tokens) {
     reason = FinishReason::kLength;
@@ -433,6 +467,16 @@ void Engine::AcceptToken(Sequence& seq, int32_t token, std::optional<TokenLogpro
                 .finish = reason,
                 .logprobs = std::move(logprobs)});
   if (reason != FinishReason::kNone) seq.finish = reason;
+}
+
+bool Engine::AdvanceGrammar(Sequence& seq, int32_t token) {
+  if (!seq.grammar->Accept(token)) {
+    LOG(ERROR) << "sequence " << seq.id << ": token " << token << " breaks its "
+               << GrammarKindName(seq.grammar->grammar().constraint().kind)
+               << " constraint; ending it";
+    return false;
+  }
+  return !seq.grammar->IsTerminated();
 }
 
 // A prefill worker's sequences end after one token: nothing to learn.

@@ -180,11 +180,18 @@ class Engine {
   void PublishFullBlocks(Sequence& seq);
   void RunLayerHook(const ForwardBatch& batch, const std::vector<Sequence*>& owners, int layer);
   void SampleNext(Sequence& seq, absl::Span<float> logits);
+  // Structured output: a matcher for `opts.grammar` that has accepted the
+  // output so far (the prompt's last first_index tokens).
+  static absl::StatusOr<std::unique_ptr<GrammarMatcher>> ReplayGrammar(const SequenceOptions& opts);
+  // Sets the logits of the tokens the sequence's grammar forbids to -inf.
+  void MaskLogits(Sequence& seq, absl::Span<float> logits);
   // Sampler::Sample rewrites its row (penalties, temperature), but logprobs
   // are the model's own: samples from a copy of `logits` and computes the
   // sequence's logprobs, chosen token included, from the untouched row.
-  TokenLogprobs SampleWithLogprobs(const Sequence& seq, absl::Span<const float> logits,
-                                   uint64_t index);
+  TokenLogprobs SampleWithLogprobs(Sequence& seq, absl::Span<const float> logits, uint64_t index);
+  // Structured output: feeds `token` to the sequence's grammar; false when
+  // the answer is over (the grammar terminated, or refused the token).
+  bool AdvanceGrammar(Sequence& seq, int32_t token);
   void AcceptToken(Sequence& seq, int32_t token, std::optional<TokenLogprobs> logprobs);
   void Finish(Sequence& seq, FinishReason reason);
   // Gives a finished sequence's output to the suffix cache.
@@ -202,6 +209,7 @@ class Engine {
   std::vector<float> logits_;
   // SampleWithLogprobs: the copy of a row that Sampler::Sample rewrites.
   std::vector<float> sample_scratch_;
+  std::vector<uint32_t> grammar_mask_;  // MaskLogits' scratch
   PrefixStats prefix_stats_;
   SpeculationStats speculation_stats_;
   // Recent outputs to draft from; null when SpeculationOptions keeps none.

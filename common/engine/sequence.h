@@ -6,12 +6,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
 
 #include "common/engine/sampler.h"
 #include "common/engine/speculation.h"
+#include "common/grammar/grammar_matcher.h"
 #include "common/request/sampling_params.h"
 #include "common/request/token_logprobs.h"
 
@@ -52,6 +54,9 @@ struct SequenceOptions {
   // False: the prefix cache neither serves nor keeps this prompt's blocks,
   // and its statistics do not count it (a worker's start-up warm-up).
   bool use_prefix_cache = true;
+  // Structured output: sampling.constraint compiled for this model (the
+  // caller compiles it off the engine thread); null = free text.
+  std::shared_ptr<const CompiledGrammar> grammar;
 };
 
 struct Sequence {
@@ -99,6 +104,11 @@ struct Sequence {
   std::vector<int32_t> draft;
   DraftSource draft_source = DraftSource::kNone;
   std::vector<int32_t> step_input;
+  // Structured output: the grammar's state after every token the sequence
+  // has produced (first_index of them came in the prompt and were replayed
+  // at admission). Only final tokens are accepted: a draft row's token
+  // enters once it is sampled, so a rejected draft leaves nothing to undo.
+  std::unique_ptr<GrammarMatcher> grammar;
   FinishReason finish = FinishReason::kNone;
 };
 

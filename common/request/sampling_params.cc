@@ -50,6 +50,18 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
         absl::StrFormat("sampling.logprobs = %d is invalid: must be in [0, %d] (unset = none)",
                         p.logprobs, kMaxLogprobs));
   }
+  if (p.constraint.has_value()) {
+    const GrammarConstraint& c = *p.constraint;
+    if (c.text.size() > kMaxConstraintBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("sampling.constraint.%s is %d bytes: at most %d are accepted",
+                          GrammarKindName(c.kind), c.text.size(), kMaxConstraintBytes));
+    }
+    if (c.kind != GrammarKind::kJsonObject && c.text.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("sampling.constraint.%s is empty", GrammarKindName(c.kind)));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -5,10 +5,12 @@
 #ifndef PDSERVE_COMMON_REQUEST_SAMPLING_PARAMS_H_
 #define PDSERVE_COMMON_REQUEST_SAMPLING_PARAMS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 
 #include "absl/status/status.h"
+#include "common/request/grammar_constraint.h"
 
 namespace pdserve {
 
@@ -46,7 +48,16 @@ struct SamplingParams {
   // and never one that changes the output: only how many tokens a step
   // may produce.
   std::optional<bool> speculative;
+  // Structured output: the answer must match this (common/grammar/). The
+  // engine masks the logits with the request's grammar matcher before the
+  // chain above, so greedy decoding stays a pure function of the prompt.
+  std::optional<GrammarConstraint> constraint;
 };
+
+// The longest constraint text a request may carry: compile time and memory
+// grow with it (a 12 kB, 20-tool schema compiles in ~100 ms on a 262k
+// vocabulary).
+inline constexpr size_t kMaxConstraintBytes = 64 * 1024;
 
 // The most alternatives SamplingParams::logprobs may ask for (OpenAI's
 // top_logprobs limit): each costs a partial sort step and wire bytes on

@@ -15,7 +15,50 @@ SamplingParams FromProto(const v1::SamplingParams& p) {
   if (p.has_seed()) s.seed = p.seed();
   if (p.has_logprobs()) s.logprobs = p.logprobs();
   if (p.has_speculative()) s.speculative = p.speculative();
+  const v1::Constraint& c = p.constraint();
+  switch (c.kind_case()) {
+    case v1::Constraint::kJsonObject:
+      // false asks for nothing: free text, as if unset.
+      if (c.json_object()) s.constraint = GrammarConstraint::JsonObject();
+      break;
+    case v1::Constraint::kJsonSchema:
+      s.constraint = GrammarConstraint::JsonSchema(c.json_schema());
+      break;
+    case v1::Constraint::kRegex:
+      s.constraint = GrammarConstraint::Regex(c.regex());
+      break;
+    case v1::Constraint::kEbnf:
+      s.constraint = GrammarConstraint::Ebnf(c.ebnf());
+      break;
+    case v1::Constraint::kStructuralTag:
+      s.constraint = GrammarConstraint::StructuralTag(c.structural_tag());
+      break;
+    case v1::Constraint::KIND_NOT_SET:
+      break;
+  }
   return s;
+}
+
+v1::Constraint ToProto(const GrammarConstraint& c) {
+  v1::Constraint p;
+  switch (c.kind) {
+    case GrammarKind::kJsonObject:
+      p.set_json_object(true);
+      break;
+    case GrammarKind::kJsonSchema:
+      p.set_json_schema(c.text);
+      break;
+    case GrammarKind::kRegex:
+      p.set_regex(c.text);
+      break;
+    case GrammarKind::kEbnf:
+      p.set_ebnf(c.text);
+      break;
+    case GrammarKind::kStructuralTag:
+      p.set_structural_tag(c.text);
+      break;
+  }
+  return p;
 }
 
 v1::SamplingParams ToProto(const SamplingParams& s) {
@@ -32,6 +75,7 @@ v1::SamplingParams ToProto(const SamplingParams& s) {
   // -1 (none) stays unset: the wire's "none" is the field's absence.
   if (s.logprobs >= 0) p.set_logprobs(s.logprobs);
   if (s.speculative.has_value()) p.set_speculative(*s.speculative);
+  if (s.constraint.has_value()) *p.mutable_constraint() = ToProto(*s.constraint);
   return p;
 }
 

@@ -13,6 +13,7 @@ namespace pdserve {
 // Unset proto fields keep the struct's defaults (greedy, no logprobs).
 SamplingParams FromProto(const v1::SamplingParams& p);
 v1::SamplingParams ToProto(const SamplingParams& s);
+v1::Constraint ToProto(const GrammarConstraint& c);
 
 TokenLogprobs FromProto(const v1::TokenLogprobs& p);
 v1::TokenLogprobs ToProto(const TokenLogprobs& l);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/grammar/tokenizer_vocab.h"
 #include "common/rpc/tls_credentials.h"
 #include "common/runtime/runtime_factory.h"
 #include "common/worker/worker_drain.h"
@@ -18,6 +19,8 @@ absl::StatusOr<std::unique_ptr<WorkerHost>> WorkerHost::Load(const WorkerConfig&
       config.worker_id.empty() ? absl::StrCat(tier, "-", getpid()) : config.worker_id;
   std::unique_ptr<WorkerHost> host(new WorkerHost(config, std::move(worker_id)));
   ASSIGN_OR_RETURN(host->model_, Model::Load(config.model_path));
+  ASSIGN_OR_RETURN(host->grammars_,
+                   NewGrammarCompiler(host->model_->tokenizer(), host->model_->config().n_vocab));
   ASSIGN_OR_RETURN(EngineRuntime rt, CreateEngineRuntime(*host->model_, config.runtime));
   host->cache_ = std::move(rt.cache);
   host->runner_ = std::move(rt.runner);

@@ -33,6 +33,7 @@
 #include "common/engine/engine_loop.h"
 #include "common/engine/kv_cache.h"
 #include "common/engine/model_runner.h"
+#include "common/grammar/grammar_compiler.h"
 #include "common/metrics/metrics_http_server.h"
 #include "common/metrics/metrics_registry.h"
 #include "common/model/model.h"
@@ -58,6 +59,8 @@ class WorkerHost {
   WorkerHost& operator=(const WorkerHost&) = delete;
 
   const Model& model() const { return *model_; }
+  // Structured output: the model's grammar compiler (thread-safe).
+  GrammarCompiler* grammars() const { return grammars_.get(); }
   KvCache* cache() const { return cache_.get(); }
   const std::string& worker_id() const { return worker_id_; }
 
@@ -103,6 +106,7 @@ class WorkerHost {
   const WorkerConfig config_;
   const std::string worker_id_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<GrammarCompiler> grammars_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<EngineLoop> loop_;

@@ -16,12 +16,13 @@
 namespace pdserve::router {
 
 GenerationService::GenerationService(const ModelCard& model, const RouterConfig& config,
-                                     WorkerRegistry* registry, RouterMetrics* metrics)
+                                     WorkerRegistry* registry, RouterMetrics* metrics,
+                                     GrammarCompiler* grammars)
     : model_(model),
       config_(config),
       registry_(registry),
       metrics_(metrics),
-      validator_(model, config),
+      validator_(model, config, grammars),
       breaker_(config.breaker_options()),
       // Two load reports apart at least: the next move off a worker is
       // decided on a report taken after the last one.

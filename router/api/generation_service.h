@@ -46,9 +46,10 @@ class GenerationService final
               v1::Generation::WithRawCallbackMethod_GetModelInfo<v1::Generation::Service>>>,
       public LocalGeneration {
  public:
-  // `metrics` (optional) must outlive the service.
+  // `metrics` and `grammars` (optional: structured-output constraints are
+  // then checked only for size) must outlive the service.
   GenerationService(const ModelCard& model, const RouterConfig& config, WorkerRegistry* registry,
-                    RouterMetrics* metrics = nullptr);
+                    RouterMetrics* metrics = nullptr, GrammarCompiler* grammars = nullptr);
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* body) override;

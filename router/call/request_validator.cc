@@ -117,6 +117,16 @@ absl::StatusOr<ValidatedRequest> RequestValidator::Validate(
   RETURN_IF_ERROR(ValidateRequestId(request.request_id()));
   const SamplingParams sampling = FromProto(request.sampling());
   RETURN_IF_ERROR(ValidateSamplingParams(sampling));
+  if (sampling.constraint.has_value() && grammars_ != nullptr) {
+    // Compiled (and cached) here for its error: the workers compile it again
+    // from their own caches, which this warms for nobody.
+    absl::StatusOr<std::shared_ptr<const CompiledGrammar>> compiled =
+        grammars_->Compile(*sampling.constraint);
+    if (!compiled.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sampling.constraint: ", compiled.status().message()));
+    }
+  }
   RETURN_IF_ERROR(ValidateStops(request));
   ASSIGN_OR_RETURN(out.prompt_tokens, Prompt(request));
   const int32_t n = static_cast<int32_t>(out.prompt_tokens.size());

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/grammar/grammar_compiler.h"
 #include "common/model/model_card.h"
 #include "pdserve/v1/generation.pb.h"
 #include "router/config/router_config.h"
@@ -47,8 +48,12 @@ struct ValidatedRequest {
 
 class RequestValidator {
  public:
-  RequestValidator(const ModelCard& model, const RouterConfig& config)
-      : model_(model), config_(config) {}
+  // `grammars` (optional; must outlive the validator) compiles a request's
+  // structured-output constraint at admission, so a bad one is refused
+  // before any worker does work.
+  RequestValidator(const ModelCard& model, const RouterConfig& config,
+                   GrammarCompiler* grammars = nullptr)
+      : model_(model), config_(config), grammars_(grammars) {}
 
   absl::StatusOr<ValidatedRequest> Validate(const v1::GenerateRequest& request) const;
 
@@ -70,6 +75,7 @@ class RequestValidator {
 
   const ModelCard& model_;
   const RouterConfig& config_;
+  GrammarCompiler* const grammars_;
 };
 
 }  // namespace pdserve::router

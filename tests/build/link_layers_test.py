@@ -24,16 +24,17 @@ ALLOWED = {
     'request': set(),
     'http': {'base'},
     'text': {'base', 'gguf', 'quant'},
+    'grammar': {'base', 'gguf', 'quant', 'text', 'request'},
     'model': {'base', 'gguf', 'quant', 'text'},
-    'engine': {'base', 'gguf', 'quant', 'text', 'model', 'request'},
-    'cpu': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'engine'},
-    'kv': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'engine'},
-    'runtime': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'engine', 'cpu'},
+    'engine': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar'},
+    'cpu': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine'},
+    'kv': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine'},
+    'runtime': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine', 'cpu'},
     'rpc': {'base'},
     'metrics': {'base', 'http'},
-    'worker': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'engine', 'cpu',
+    'worker': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine', 'cpu',
                'runtime', 'rpc', 'http', 'metrics'},
-    'gpu': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'engine', 'kv', 'runtime'},
+    'gpu': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine', 'kv', 'runtime'},
 }
 # Libraries of code the router must not carry.
 FORBIDDEN = ['quant', 'engine', 'cpu', 'kv', 'runtime', 'worker', 'cuda', 'nccl']

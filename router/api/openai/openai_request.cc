@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "router/api/openai/openai_constraint.h"
 #include "router/api/openai/openai_error.h"
 
 namespace pdserve::router::openai {
@@ -112,13 +113,6 @@ absl::Status RefuseUnsupported(const Json& j) {
     const Json* v = Field(j, key);
     if (v != nullptr && !v->empty()) {
       return InvalidParam(key, absl::StrCat("'", key, "' is not supported by this server"));
-    }
-  }
-  if (const Json* f = Field(j, "response_format"); f != nullptr) {
-    const Json* type = f->is_object() ? Field(*f, "type") : nullptr;
-    if (type == nullptr || *type != "text") {
-      return InvalidParam("response_format",
-                          "only response_format {\"type\": \"text\"} is supported");
     }
   }
   ASSIGN_OR_RETURN(std::optional<bool> echo, Bool(j, "echo"));
@@ -349,6 +343,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(Endpoint endpoint, absl::string
   RETURN_IF_ERROR(ParseMaxTokens(j, endpoint, &g));
   RETURN_IF_ERROR(ParseStop(j, &g));
   RETURN_IF_ERROR(ParseSampling(j, g.mutable_sampling()));
+  RETURN_IF_ERROR(ParseConstraint(j, g.mutable_sampling()));
   ASSIGN_OR_RETURN(std::optional<bool> ignore_eos, Bool(j, "ignore_eos"));
   g.set_ignore_eos(ignore_eos.value_or(false));
   ASSIGN_OR_RETURN(out.logprobs, ParseLogprobs(j, endpoint));

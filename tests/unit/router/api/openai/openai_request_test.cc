@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "nlohmann/json.hpp"
 #include "router/api/openai/openai_error.h"
 
 namespace pdserve::router::openai {
@@ -126,8 +128,9 @@ TEST(OpenAiRequestTest, WrongTypesNameTheField) {
             "messages[0].content");
   EXPECT_EQ(ParamOf(Chat(R"({"messages": [{"role": "root", "content": "x"}]})")),
             "messages[0].role");
-  EXPECT_EQ(ParamOf(Chat(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})")),
-            "messages[0].content[0]");
+  EXPECT_EQ(
+      ParamOf(Chat(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})")),
+      "messages[0].content[0]");
 }
 
 TEST(OpenAiRequestTest, RefusesWhatItDoesNotServe) {
@@ -139,12 +142,46 @@ TEST(OpenAiRequestTest, RefusesWhatItDoesNotServe) {
   EXPECT_EQ(ParamOf(with(R"("tools": [{"type": "function"}])")), "tools");
   EXPECT_TRUE(with(R"("tools": [])").ok());
   EXPECT_EQ(ParamOf(with(R"("logit_bias": {"1": 5})")), "logit_bias");
-  EXPECT_EQ(ParamOf(with(R"("response_format": {"type": "json_object"})")), "response_format");
+  EXPECT_EQ(ParamOf(with(R"("response_format": {"type": "xml"})")), "response_format.type");
   EXPECT_TRUE(with(R"("response_format": {"type": "text"})").ok());
   EXPECT_EQ(ParamOf(Completion(R"({"prompt": "x", "echo": true})")), "echo");
   EXPECT_EQ(ParamOf(Completion(R"({"prompt": "x", "best_of": 3})")), "best_of");
   EXPECT_EQ(ParamOf(Chat(R"({"messages": [{"role": "assistant", "tool_calls": [{"id": "c"}]}]})")),
             "messages[0].tool_calls");
+}
+
+// Structured output: OpenAI's response_format and the peers' fields, onto
+// sampling.constraint; one constraint at most.
+TEST(OpenAiRequestTest, Constraints) {
+  auto with = [](const std::string& field) {
+    return Chat(absl::StrCat("{", kHello, ", ", field, "}"));
+  };
+  auto constraint = [&](const std::string& field) {
+    absl::StatusOr<OpenAiRequest> r = with(field);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->generate.sampling().constraint() : v1::Constraint();
+  };
+  EXPECT_FALSE(constraint(R"("response_format": {"type": "text"})").has_json_object());
+  EXPECT_EQ(constraint(R"("temperature": 0)").kind_case(), v1::Constraint::KIND_NOT_SET);
+  EXPECT_TRUE(constraint(R"("response_format": {"type": "json_object"})").json_object());
+  EXPECT_EQ(nlohmann::json::parse(
+                constraint(R"("response_format": {"type": "json_schema", "json_schema": )"
+                           R"({"name": "p", "strict": true, "schema": {"type": "integer"}}})")
+                    .json_schema()),
+            nlohmann::json::parse(R"({"type": "integer"})"));
+  EXPECT_EQ(constraint(R"("guided_regex": "[0-9]+")").regex(), "[0-9]+");
+  EXPECT_EQ(constraint(R"("grammar": "root ::= \"yes\"")").ebnf(), R"(root ::= "yes")");
+  EXPECT_EQ(constraint(R"("guided_choice": ["a.b", "c"])").regex(), R"((a\.b|c))");
+  EXPECT_EQ(nlohmann::json::parse(constraint(R"("guided_json": {"type": "string"})").json_schema()),
+            nlohmann::json::parse(R"({"type": "string"})"));
+  EXPECT_EQ(ParamOf(with(R"("response_format": {"type": "json_schema"})")),
+            "response_format.json_schema");
+  EXPECT_EQ(ParamOf(with(R"("response_format": {"type": "json_schema", "json_schema": {}})")),
+            "response_format.json_schema.schema");
+  EXPECT_EQ(ParamOf(with(R"("guided_choice": [])")), "guided_choice");
+  EXPECT_EQ(ParamOf(with(R"("guided_regex": 5)")), "guided_regex");
+  EXPECT_EQ(ParamOf(with(R"("response_format": {"type": "json_object"}, "guided_regex": "x")")),
+            "guided_regex");
 }
 
 TEST(OpenAiRequestTest, Logprobs) {
@@ -173,13 +210,14 @@ TEST(OpenAiRequestTest, Logprobs) {
 }
 
 TEST(OpenAiRequestTest, Streaming) {
-  auto r = Chat(absl::StrCat("{", kHello,
-                             R"(, "stream": true, "stream_options": {"include_usage": true}})"));
+  auto r = Chat(
+      absl::StrCat("{", kHello, R"(, "stream": true, "stream_options": {"include_usage": true}})"));
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->stream);
   EXPECT_TRUE(r->include_usage);
   // Usage chunks belong to streams only.
-  auto unstreamed = Chat(absl::StrCat("{", kHello, R"(, "stream_options": {"include_usage": true}})"));
+  auto unstreamed =
+      Chat(absl::StrCat("{", kHello, R"(, "stream_options": {"include_usage": true}})"));
   ASSERT_TRUE(unstreamed.ok());
   EXPECT_FALSE(unstreamed->include_usage);
 }
