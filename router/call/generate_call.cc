@@ -233,21 +233,22 @@ void GenerateCall::SetAlarm(grpc::Alarm* alarm, absl::Duration delay,
   });
 }
 
+void GenerateCall::StartDecode(GenerateFsm::DecodeStart& start, Ops* ops) {
+  CHECK_EQ(static_cast<size_t>(start.attempt), streams_.size());
+  DecodeStream::Observer* observer = this;
+  DecodeStream* stream = streams_
+                             .emplace_back(std::make_unique<DecodeStream>(
+                                 observer, start.address, std::move(start.request), deadline_))
+                             .get();
+  ++holds_;  // released by OnDecodeDone
+  ops->run.push_back(
+      [stream, stub = Reached(decode_stubs_, start.address)] { stream->Start(stub); });
+}
+
 // Each worker RPC kind is one entry here: the call object, its stub and
 // the state machine's handler of its end.
 void GenerateCall::PrepareStarts(GenerateFsm::Actions& a, Ops* ops) {
-  if (a.start_decode.has_value()) {
-    GenerateFsm::DecodeStart& start = *a.start_decode;
-    CHECK_EQ(static_cast<size_t>(start.attempt), streams_.size());
-    DecodeStream::Observer* observer = this;
-    DecodeStream* stream = streams_
-                               .emplace_back(std::make_unique<DecodeStream>(
-                                   observer, start.address, std::move(start.request), deadline_))
-                               .get();
-    ++holds_;  // released by OnDecodeDone
-    ops->run.push_back(
-        [stream, stub = Reached(decode_stubs_, start.address)] { stream->Start(stub); });
-  }
+  if (a.start_decode.has_value()) StartDecode(*a.start_decode, ops);
   if (a.start_prefill.has_value()) {
     GenerateFsm::PrefillStart& s = *a.start_prefill;
     StartWorkerCall(
@@ -301,6 +302,10 @@ void GenerateCall::PrepareStarts(GenerateFsm::Actions& a, Ops* ops) {
         },
         ops);
   }
+  PrepareAlarms(a, ops);
+}
+
+void GenerateCall::PrepareAlarms(const GenerateFsm::Actions& a, Ops* ops) {
   if (a.arm_watchdog.has_value()) {
     std::unique_ptr<grpc::Alarm>& alarm = watchdogs_[watchdog_slot_];
     watchdog_slot_ ^= 1;

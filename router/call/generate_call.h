@@ -151,6 +151,8 @@ class GenerateCall : private DecodeStream::Observer, private GenerateFsm::Worker
   // each), queues its responses and outcome, and notes the operations.
   void Prepare(GenerateFsm::Actions actions, Ops* ops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PrepareStarts(GenerateFsm::Actions& a, Ops* ops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartDecode(GenerateFsm::DecodeStart& start, Ops* ops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PrepareAlarms(const GenerateFsm::Actions& a, Ops* ops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PrepareCancels(const GenerateFsm::Actions& a, Ops* ops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts worker RPC `call`, kept as `calls[attempt]`, on `stub`; its end
   // goes to the state machine through `deliver(fsm, call, status)`.
