@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/request/grammar_constraint.h"
+#include "common/request/sampling_params.h"
 
 namespace pdserve {
 
@@ -88,10 +89,10 @@ class CompiledGrammar {
 
 class GrammarCompiler {
  public:
-  // Constraint text above this is refused before compiling: compile time and
-  // memory grow with the text (a 12 kB, 20-tool schema already takes ~100 ms
-  // on a 262k vocabulary), and it bounds what one request can make us do.
-  static constexpr size_t kMaxConstraintBytes = 64 * 1024;
+  // Constraint text above the request limit (common/request's
+  // kMaxConstraintBytes) is refused before compiling: compile time and
+  // memory grow with the text, and it bounds what one request can make us do.
+  static constexpr size_t kMaxConstraintBytes = ::pdserve::kMaxConstraintBytes;
 
   struct Options {
     // Threads XGrammar uses inside one compile. 1: compiles already run on

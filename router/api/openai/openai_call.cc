@@ -17,10 +17,7 @@ void OpenAiCall::Start(LocalGeneration& router, const Caller& caller, OpenAiRequ
   std::shared_ptr<OpenAiCall> call(new OpenAiCall(std::move(request), std::move(response),
                                                   std::move(responder), std::move(on_destroyed)));
   absl::StatusOr<std::shared_ptr<LocalGeneration::Call>> opened = router.Open(caller, call.get());
-  if (!opened.ok()) {
-    call->streaming_ = false;
-    return call->Fail(ToGrpcStatus(opened.status()));
-  }
+  if (!opened.ok()) return call->Fail(ToGrpcStatus(opened.status()));
   call->self_ = call;
   {
     absl::MutexLock lock(&call->mu_);
