@@ -9,6 +9,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/text/hermes_tool_format.h"
+#include "common/text/jinja_literal.h"
 #include "glog/logging.h"
 
 namespace pdserve {
@@ -19,24 +21,6 @@ constexpr std::string_view kImStart = "<|im_start|>";
 constexpr std::string_view kImEnd = "<|im_end|>";
 constexpr std::string_view kSystemBlockHead = "<|im_start|>system\n";
 constexpr std::string_view kSystemBlockTail = "<|im_end|>\n";
-
-// Reads the Jinja string literal whose opening quote is at t[open] and
-// returns its value with escapes resolved; nullopt if it never closes.
-std::optional<std::string> ReadJinjaString(std::string_view t, size_t open) {
-  const char quote = t[open];
-  std::string value;
-  for (size_t i = open + 1; i < t.size(); ++i) {
-    const char c = t[i];
-    if (c == quote) return value;
-    if (c != '\\' || i + 1 == t.size()) {
-      value += c;
-      continue;
-    }
-    const char e = t[++i];
-    value += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;  // \\ \' \" stay literal
-  }
-  return std::nullopt;
-}
 
 // The default system prompt is a whole string literal that is exactly one
 // system turn, in a template that branches on the first message. A literal
@@ -130,7 +114,9 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromGguf(const GgufFile& gguf,
 
 ChatTemplate ChatTemplate::FromJinja(std::string_view jinja, std::string_view eos_text) {
   if (Contains(jinja, kImStart) && !Contains(jinja, "<|im_sep|>")) {
-    return ChatTemplate(true, Style::kChatMl, FindDefaultSystemPrompt(jinja), {}, {});
+    ChatTemplate t(true, Style::kChatMl, FindDefaultSystemPrompt(jinja), {}, {});
+    t.tool_format_ = HermesToolFormat::FromJinja(jinja);
+    return t;
   }
   if (Contains(jinja, "[INST]") && !Contains(jinja, kImStart)) {
     const bool mistral = Contains(jinja, "[SYSTEM_PROMPT]") ||
@@ -186,7 +172,8 @@ ChatTemplate ChatTemplate::FromMistralJinja(std::string_view jinja) {
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> messages,
-                                                 bool add_generation_prompt) const {
+                                                 bool add_generation_prompt,
+                                                 absl::Span<const std::string> tools) const {
   if (style_ == Style::kNone) {
     return absl::InvalidArgumentError(
         "the model has no chat template (a base model): send a plain-text prompt instead");
@@ -199,8 +186,17 @@ absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> m
           absl::StrCat("message ", i, " has role '", messages[i].role,
                        "'; expected system, user, assistant or tool"));
     }
+    if (!messages[i].tool_calls.empty() && !supports_tools()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "message ", i, " has tool calls, but this model's chat template has no tool calling"));
+    }
     size += messages[i].role.size() + messages[i].content.size() + 32;
   }
+  if (!tools.empty() && !supports_tools()) {
+    return absl::InvalidArgumentError(
+        "this model's chat template has no tool calling: 'tools' cannot be used with it");
+  }
+  for (const std::string& tool : tools) size += tool.size() + 1;
   std::string out;
   out.reserve(size);
   switch (style_) {
@@ -210,7 +206,11 @@ absl::StatusOr<std::string> ChatTemplate::Render(absl::Span<const ChatMessage> m
       RETURN_IF_ERROR(RenderGemma(messages, add_generation_prompt, &out));
       break;
     case Style::kChatMl:
-      RenderChatMl(messages, add_generation_prompt, &out);
+      if (tool_format_.has_value()) {
+        tool_format_->Render(messages, tools, default_system_prompt_, add_generation_prompt, &out);
+      } else {
+        RenderChatMl(messages, add_generation_prompt, &out);
+      }
       break;
     case Style::kLlama2:
       RenderLlama2(messages, &out);  // the prompt always ends open for the model

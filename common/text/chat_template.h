@@ -46,6 +46,9 @@
 // as "<|im_end|>" in a message is tokenized as that special token when the
 // prompt is encoded with parse_special, exactly as with the Jinja template.
 //
+// Tool calling is rendered for ChatML templates in the Hermes style
+// (Qwen2.5): see hermes_tool_format.h. Other templates refuse tools.
+//
 // Immutable after construction; Render() is const and thread-safe.
 #ifndef PDSERVE_COMMON_TEXT_CHAT_TEMPLATE_H_
 #define PDSERVE_COMMON_TEXT_CHAT_TEMPLATE_H_
@@ -54,16 +57,26 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/gguf/gguf_file.h"
+#include "common/text/hermes_tool_format.h"
 
 namespace pdserve {
+
+// A call an assistant turn made: the function's name and its arguments,
+// a JSON object written as the template's tojson writes it.
+struct ChatToolCall {
+  std::string name;
+  std::string arguments;
+};
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
+  std::vector<ChatToolCall> tool_calls = {};  // assistant turns only
 };
 
 class ChatTemplate {
@@ -77,9 +90,16 @@ class ChatTemplate {
   static ChatTemplate FromJinja(std::string_view jinja, std::string_view eos_text = "");
 
   // INVALID_ARGUMENT for an empty list, an unknown role, a template that
-  // refuses the conversation, or a model without a template.
+  // refuses the conversation, or a model without a template. `tools` (each
+  // one tool's JSON as the template's tojson writes it) and messages with
+  // tool calls need a template with tool calling (supports_tools()).
   absl::StatusOr<std::string> Render(absl::Span<const ChatMessage> messages,
-                                     bool add_generation_prompt) const;
+                                     bool add_generation_prompt,
+                                     absl::Span<const std::string> tools = {}) const;
+
+  // Whether the template renders tools and tool calls (Hermes style, as
+  // Qwen2.5's; see hermes_tool_format.h).
+  bool supports_tools() const { return tool_format_.has_value(); }
 
   enum class Style { kNone, kChatMl, kLlama2, kLlama3, kMistral, kMistralV7, kZephyr, kGemma };
 
@@ -126,6 +146,7 @@ class ChatTemplate {
   Llama2Options llama2_;
   MistralOptions mistral_;
   std::string end_of_turn_;  // kZephyr
+  std::optional<HermesToolFormat> tool_format_;  // kChatMl with tool calling
 };
 
 }  // namespace pdserve
