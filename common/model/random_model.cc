@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/gguf/ggml_type.h"
 #include "common/gguf/gguf_file.h"
 #include "common/gguf/gguf_writer.h"
-#include "common/gguf/ggml_type.h"
 #include "common/quant/half.h"
 #include "common/quant/kernels.h"
 #include "common/quant/quantize_activations.h"
@@ -157,8 +157,10 @@ void AddVocab(const RandomModelSpec& s, GgufWriter& w) {
   w.AddUint32("tokenizer.ggml.eos_token_id", 2);
   w.AddBool("tokenizer.ggml.add_bos_token", false);
   w.AddString("tokenizer.chat_template",
-              "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-              "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}");
+              !s.chat_template.empty()
+                  ? s.chat_template
+                  : "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}");
 }
 
 // Copies the tokenizer.* metadata of `path`; returns its vocabulary size.
@@ -291,9 +293,12 @@ absl::StatusOr<std::string> MakeRandomModelGguf(const RandomModelSpec& spec) {
         "rope_freqs.weight", 0, {static_cast<int64_t>(f.size())},
         std::string(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(float))));
   }
-  struct Mat { const char* name; int64_t in, out; };
-  const Mat mats[] = {{"attn_q", d, d},        {"attn_k", d, kv},      {"attn_v", d, kv},
-                      {"attn_output", d, d},   {"ffn_gate", d, s.n_ff}, {"ffn_up", d, s.n_ff},
+  struct Mat {
+    const char* name;
+    int64_t in, out;
+  };
+  const Mat mats[] = {{"attn_q", d, d},       {"attn_k", d, kv},       {"attn_v", d, kv},
+                      {"attn_output", d, d},  {"ffn_gate", d, s.n_ff}, {"ffn_up", d, s.n_ff},
                       {"ffn_down", s.n_ff, d}};
   for (int l = 0; l < s.n_layers; ++l) {
     const std::string p = absl::StrCat("blk.", l, ".");
@@ -301,8 +306,8 @@ absl::StatusOr<std::string> MakeRandomModelGguf(const RandomModelSpec& spec) {
     RETURN_IF_ERROR(w.AddTensor(p + "ffn_norm.weight", 0, {d}, OnesNorm(d, rng)));
     for (const Mat& m : mats) {
       ASSIGN_OR_RETURN(std::string t, RandomTensor(s.matrix_type, m.in, m.out, ws, rng));
-      RETURN_IF_ERROR(w.AddTensor(absl::StrCat(p, m.name, ".weight"), s.matrix_type,
-                                  {m.in, m.out}, std::move(t)));
+      RETURN_IF_ERROR(w.AddTensor(absl::StrCat(p, m.name, ".weight"), s.matrix_type, {m.in, m.out},
+                                  std::move(t)));
     }
   }
   return w.Serialize();

@@ -33,6 +33,8 @@ struct RandomModelSpec {
   // e.g. llama.cpp's vocabulary-only fixtures, instead of the small
   // byte-level vocabulary.
   std::string vocab_from;
+  // tokenizer.chat_template of the small vocabulary; empty: plain ChatML.
+  std::string chat_template;
   // Written as rope_freqs.weight when not empty (rope_dim / 2 entries).
   std::vector<float> rope_freq_factors;
   float rope_scaling_factor = 0.0f;  // > 0: llama.rope.scaling.{type=linear,factor}

@@ -1,7 +1,10 @@
 #include "router/call/request_validator.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +12,7 @@
 #include "common/request/sampling_params.h"
 #include "common/request/sampling_proto.h"
 #include "common/text/chat_template.h"
+#include "router/call/chat_tools.h"
 
 namespace pdserve::router {
 absl::Status RequestValidator::ValidateRequestId(const std::string& id) {
@@ -30,25 +34,28 @@ absl::StatusOr<std::vector<int32_t>> RequestValidator::EncodeText(const std::str
   return model_.tokenizer().EncodePrompt(text);
 }
 
-absl::StatusOr<std::vector<int32_t>> RequestValidator::EncodeChat(const v1::ChatInput& chat) const {
-  std::vector<ChatMessage> messages;
-  messages.reserve(chat.messages_size());
-  for (const v1::ChatMessage& m : chat.messages()) messages.push_back({m.role(), m.content()});
+absl::StatusOr<std::vector<int32_t>> RequestValidator::EncodeChat(
+    const v1::ChatInput& chat, std::optional<std::string>* tool_grammar) const {
+  const ChatTemplate& chat_template = model_.chat_template();
+  absl::StatusOr<PreparedChat> prepared = PrepareChat(chat, chat_template.supports_tools());
   absl::StatusOr<std::string> rendered =
-      model_.chat_template().Render(messages, /*add_generation_prompt=*/true);
+      prepared.ok() ? chat_template.Render(prepared->messages, /*add_generation_prompt=*/true,
+                                           prepared->tools)
+                    : prepared.status();
   if (!rendered.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("chat: ", rendered.status().message()));
   }
+  if (tool_grammar != nullptr) *tool_grammar = std::move(prepared->tool_grammar);
   return EncodeText(*rendered);
 }
 
 absl::StatusOr<std::vector<int32_t>> RequestValidator::Prompt(
-    const v1::GenerateRequest& request) const {
+    const v1::GenerateRequest& request, std::optional<std::string>* tool_grammar) const {
   switch (request.input_case()) {
     case v1::GenerateRequest::kText:
       return EncodeText(request.text());
     case v1::GenerateRequest::kChat:
-      return EncodeChat(request.chat());
+      return EncodeChat(request.chat(), tool_grammar);
     case v1::GenerateRequest::kTokens: {
       const auto& ids = request.tokens().ids();
       if (ids.empty()) return absl::InvalidArgumentError("tokens.ids is empty");
@@ -117,18 +124,12 @@ absl::StatusOr<ValidatedRequest> RequestValidator::Validate(
   RETURN_IF_ERROR(ValidateRequestId(request.request_id()));
   const SamplingParams sampling = FromProto(request.sampling());
   RETURN_IF_ERROR(ValidateSamplingParams(sampling));
-  if (sampling.constraint.has_value() && grammars_ != nullptr) {
-    // Compiled (and cached) here for its error: the workers compile it again
-    // from their own caches, which this warms for nobody.
-    absl::StatusOr<std::shared_ptr<const CompiledGrammar>> compiled =
-        grammars_->Compile(*sampling.constraint);
-    if (!compiled.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sampling.constraint: ", compiled.status().message()));
-    }
+  if (sampling.constraint.has_value()) {
+    RETURN_IF_ERROR(CheckConstraint(*sampling.constraint, "sampling.constraint"));
   }
   RETURN_IF_ERROR(ValidateStops(request));
-  ASSIGN_OR_RETURN(out.prompt_tokens, Prompt(request));
+  std::optional<std::string> tool_grammar;
+  ASSIGN_OR_RETURN(out.prompt_tokens, Prompt(request, &tool_grammar));
   const int32_t n = static_cast<int32_t>(out.prompt_tokens.size());
   if (n > config_.max_prompt_tokens) {
     return absl::OutOfRangeError(
@@ -137,11 +138,41 @@ absl::StatusOr<ValidatedRequest> RequestValidator::Validate(
   ASSIGN_OR_RETURN(out.max_tokens,
                    MaxTokens(request.max_tokens(), n, request.max_tokens_until_context()));
   out.sampling = request.sampling();
+  RETURN_IF_ERROR(ApplyToolGrammar(request, tool_grammar, &out.sampling));
   out.stop.assign(request.stop().begin(), request.stop().end());
   out.ignore_eos = request.ignore_eos();
   out.return_token_ids = request.return_token_ids();
   out.logprobs = sampling.logprobs >= 0;
   return out;
+}
+
+absl::Status RequestValidator::CheckConstraint(const GrammarConstraint& constraint,
+                                               const char* what) const {
+  if (grammars_ == nullptr) return absl::OkStatus();
+  // Compiled (and cached) here for its error: the workers compile it again
+  // from their own caches, which this warms for nobody.
+  absl::StatusOr<std::shared_ptr<const CompiledGrammar>> compiled = grammars_->Compile(constraint);
+  if (!compiled.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", compiled.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequestValidator::ApplyToolGrammar(const v1::GenerateRequest& request,
+                                                const std::optional<std::string>& tool_grammar,
+                                                v1::SamplingParams* sampling) const {
+  const bool calls_tools = request.input_case() == v1::GenerateRequest::kChat &&
+                           !request.chat().tools().empty() &&
+                           request.chat().tool_choice().mode() != v1::ToolChoice::NONE;
+  if (calls_tools && sampling->has_constraint()) {
+    // A tool call is not what a schema or grammar for the answer allows.
+    return absl::InvalidArgumentError(
+        "sampling.constraint cannot be combined with tools (unless tool_choice is none)");
+  }
+  if (!tool_grammar.has_value()) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckConstraint(GrammarConstraint::StructuralTag(*tool_grammar), "tools"));
+  sampling->mutable_constraint()->set_structural_tag(*tool_grammar);
+  return absl::OkStatus();
 }
 
 }  // namespace pdserve::router

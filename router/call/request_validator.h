@@ -22,6 +22,7 @@
 #define PDSERVE_ROUTER_CALL_REQUEST_VALIDATOR_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,14 +62,24 @@ class RequestValidator {
   // input (rendered with the chat template), BOS included when the model
   // wants one. Shared by Generate and Tokenize so they always agree.
   absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text) const;
-  absl::StatusOr<std::vector<int32_t>> EncodeChat(const v1::ChatInput& chat) const;
+  // `tool_grammar` (optional) receives the grammar that the chat's
+  // tool_choice imposes (chat_tools.h), if any.
+  absl::StatusOr<std::vector<int32_t>> EncodeChat(
+      const v1::ChatInput& chat, std::optional<std::string>* tool_grammar = nullptr) const;
 
   // A client-chosen request id appears in every log line: printable ASCII
   // without spaces, at most 128 bytes.
   static absl::Status ValidateRequestId(const std::string& id);
 
  private:
-  absl::StatusOr<std::vector<int32_t>> Prompt(const v1::GenerateRequest& request) const;
+  absl::StatusOr<std::vector<int32_t>> Prompt(const v1::GenerateRequest& request,
+                                              std::optional<std::string>* tool_grammar) const;
+  // INVALID_ARGUMENT naming `what` when `constraint` does not compile.
+  absl::Status CheckConstraint(const GrammarConstraint& constraint, const char* what) const;
+  // Sets the grammar of a tool choice as the request's constraint.
+  absl::Status ApplyToolGrammar(const v1::GenerateRequest& request,
+                                const std::optional<std::string>& tool_grammar,
+                                v1::SamplingParams* sampling) const;
   absl::StatusOr<int32_t> MaxTokens(int32_t requested, int32_t prompt_tokens,
                                     bool until_context) const;
   absl::Status ValidateStops(const v1::GenerateRequest& request) const;

@@ -10,7 +10,7 @@
 namespace pdserve::router::openai {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 const Json* Field(const Json& j, const char* key) {
   auto it = j.find(key);

@@ -160,7 +160,8 @@ void OpenAiFront::Generate(Endpoint endpoint, const HttpRequest& request,
                                        .model = options_.model_name,
                                        .created = absl::ToUnixSeconds(absl::Now()),
                                        .logprobs = parsed->logprobs,
-                                       .include_usage = parsed->include_usage});
+                                       .include_usage = parsed->include_usage,
+                                       .tools = parsed->tools});
   OpenAiCall::Start(router_, CallerOf(request), *std::move(parsed), std::move(response),
                     std::move(responder), CallStarted());
 }

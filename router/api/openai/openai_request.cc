@@ -12,11 +12,12 @@
 #include "nlohmann/json.hpp"
 #include "router/api/openai/openai_constraint.h"
 #include "router/api/openai/openai_error.h"
+#include "router/api/openai/openai_tools.h"
 
 namespace pdserve::router::openai {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 // OpenAI's default for completions (chat has none: up to the context).
 constexpr int32_t kCompletionsDefaultMaxTokens = 16;
@@ -109,7 +110,7 @@ absl::StatusOr<std::optional<std::string>> String(const Json& j, const char* key
 // rather than silently ignored, since the answer would not be what the
 // client asked for.
 absl::Status RefuseUnsupported(const Json& j) {
-  for (const char* key : {"tools", "functions", "logit_bias"}) {
+  for (const char* key : {"functions", "logit_bias"}) {
     const Json* v = Field(j, key);
     if (v != nullptr && !v->empty()) {
       return InvalidParam(key, absl::StrCat("'", key, "' is not supported by this server"));
@@ -176,11 +177,13 @@ absl::Status ParseMessages(const Json& j, v1::GenerateRequest* out) {
                           absl::StrCat("'", where, ".role' = \"", r,
                                        "\": must be system, developer, user, assistant or tool"));
     }
-    if (const Json* calls = Field(m, "tool_calls"); calls != nullptr && !calls->empty()) {
-      return InvalidParam(where + ".tool_calls", "tool calls are not supported by this server");
-    }
     ASSIGN_OR_RETURN(std::string content, MessageContent(m, where + ".content"));
     v1::ChatMessage* msg = chat->add_messages();
+    if (const Json* calls = Field(m, "tool_calls"); calls != nullptr) {
+      RETURN_IF_ERROR(ParseToolCalls(*calls, where + ".tool_calls", msg));
+    }
+    ASSIGN_OR_RETURN(std::optional<std::string> call_id, String(m, "tool_call_id"));
+    msg->set_tool_call_id(call_id.value_or(""));
     msg->set_role(std::move(r));
     msg->set_content(std::move(content));
   }
@@ -337,6 +340,12 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(Endpoint endpoint, absl::string
   v1::GenerateRequest& g = out.generate;
   if (endpoint == Endpoint::kChatCompletions) {
     RETURN_IF_ERROR(ParseMessages(j, &g));
+    RETURN_IF_ERROR(ParseTools(j, g.mutable_chat()));
+    if (CallsTools(g.chat())) {
+      for (const v1::Tool& t : g.chat().tools()) out.tools.push_back(t.name());
+    }
+  } else if (const Json* tools = Field(j, "tools"); tools != nullptr && !tools->empty()) {
+    return InvalidParam("tools", "'tools' needs /v1/chat/completions");
   } else {
     RETURN_IF_ERROR(ParsePrompt(j, &g));
   }

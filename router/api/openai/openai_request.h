@@ -3,8 +3,8 @@
 // what only the HTTP answer needs (streaming, usage chunk, log-probability
 // shape). The parser checks what is OpenAI's to check — JSON syntax and
 // UTF-8, nesting depth, field types, `n`, the log-probability counts,
-// features pdserve does not serve (tools, response formats, logit bias,
-// echo, batches of prompts) — and leaves every range and limit the gRPC API
+// features pdserve does not serve (legacy functions, logit bias, echo,
+// batches of prompts) — and leaves every range and limit the gRPC API
 // also has (temperature, top_p, penalties, max_tokens against the context,
 // stop strings, token ids) to the router's RequestValidator, so the two
 // doors share one validator.
@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -45,6 +46,9 @@ struct OpenAiRequest {
   // Log-probabilities to return: -1 none, else the number of top
   // alternatives per token (0 = the chosen token's only).
   int32_t logprobs = -1;
+  // Chat with tools (tool_choice not "none"): their names. The answer's
+  // tool calls are returned as `tool_calls`.
+  std::vector<std::string> tools;
 };
 
 // Errors are INVALID_ARGUMENT; the field at fault rides along as the

@@ -19,6 +19,12 @@ Json BytesOf(const std::string& s) {
 }
 
 // A proto message in its JSON form (field names as in the .proto).
+Json CallJson(const ToolCallParser::Call& call) {
+  return Json{{"id", call.id},
+              {"type", "function"},
+              {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
 Json ProtoJson(const google::protobuf::Message& m) {
   google::protobuf::util::JsonPrintOptions o;
   o.preserve_proto_field_names = true;
@@ -36,6 +42,9 @@ const char* FinishReasonName(v1::FinishReason reason) {
 
 OpenAiResponse::OpenAiResponse(const Tokenizer& tokenizer, Options options)
     : tokenizer_(tokenizer), options_(std::move(options)) {
+  if (!options_.tools.empty() && options_.endpoint == Endpoint::kChatCompletions) {
+    tools_.emplace(options_.tools);
+  }
   if (options_.logprobs >= 0) {
     logprobs_ = options_.endpoint == Endpoint::kChatCompletions
                     ? Json{{"content", Json::array()}}
@@ -117,12 +126,36 @@ std::string OpenAiResponse::StreamStart() {
   return Event(doc);
 }
 
+Json OpenAiResponse::ToolDelta(const ToolCallParser::Output& released, int first_index) {
+  Json delta = Json::object();
+  if (!released.content.empty()) delta["content"] = released.content;
+  if (released.calls.empty()) return delta;
+  Json calls = Json::array();
+  for (size_t i = 0; i < released.calls.size(); ++i) {
+    Json call = CallJson(released.calls[i]);
+    call["index"] = first_index + static_cast<int>(i);
+    calls.push_back(std::move(call));
+  }
+  delta["tool_calls"] = std::move(calls);
+  return delta;
+}
+
+const char* OpenAiResponse::FinishReason(const v1::Finished& finished, int calls) const {
+  if (calls > 0 && finished.reason() != v1::FINISH_REASON_LENGTH) return "tool_calls";
+  return FinishReasonName(finished.reason());
+}
+
 std::string OpenAiResponse::StreamChunk(const v1::Chunk& chunk) {
   Json logprobs = Logprobs(chunk);
   if (chunk.text().empty() && chunk.logprobs_size() == 0) return "";
   const bool chat = options_.endpoint == Endpoint::kChatCompletions;
   Json doc = Envelope(chat ? "chat.completion.chunk" : "text_completion");
   Json content = chat ? Json{{"content", chunk.text()}} : Json(chunk.text());
+  if (tools_.has_value()) {
+    const int first_index = tools_->calls();
+    content = ToolDelta(tools_->Feed(chunk.text()), first_index);
+    if (content.empty() && logprobs.is_null()) return "";  // held back for now
+  }
   doc["choices"] = Json::array({Choice(std::move(content), logprobs, nullptr)});
   if (options_.include_usage) doc["usage"] = nullptr;
   return Event(doc);
@@ -132,8 +165,14 @@ std::string OpenAiResponse::StreamEnd(const v1::Finished& finished) {
   const bool chat = options_.endpoint == Endpoint::kChatCompletions;
   Json doc = Envelope(chat ? "chat.completion.chunk" : "text_completion");
   Json content = chat ? Json::object() : Json("");
+  int calls = 0;
+  if (tools_.has_value()) {
+    const int first_index = tools_->calls();
+    content = ToolDelta(tools_->Finish(), first_index);  // what was held to the end
+    calls = tools_->calls();
+  }
   doc["choices"] =
-      Json::array({Choice(std::move(content), nullptr, FinishReasonName(finished.reason()))});
+      Json::array({Choice(std::move(content), nullptr, FinishReason(finished, calls))});
   if (options_.include_usage) doc["usage"] = nullptr;
   AddExtensions(finished, &doc);
   std::string out = Event(doc);
@@ -160,9 +199,25 @@ std::string OpenAiResponse::Whole(const v1::Finished& finished) const {
   const bool chat = options_.endpoint == Endpoint::kChatCompletions;
   Json doc = Envelope(chat ? "chat.completion" : "text_completion");
   Json content = chat ? Json{{"role", "assistant"}, {"content", text_}} : Json(text_);
+  int calls = 0;
+  if (chat && !options_.tools.empty()) {
+    ToolCallParser parser(options_.tools);
+    ToolCallParser::Output all = parser.Feed(text_);
+    ToolCallParser::Output rest = parser.Finish();
+    all.content += rest.content;
+    for (ToolCallParser::Call& c : rest.calls) all.calls.push_back(std::move(c));
+    calls = parser.calls();
+    // OpenAI's shape: content null when the answer is only calls.
+    content["content"] = all.content.empty() && calls > 0 ? Json(nullptr) : Json(all.content);
+    if (calls > 0) {
+      Json list = Json::array();
+      for (const ToolCallParser::Call& c : all.calls) list.push_back(CallJson(c));
+      content["tool_calls"] = std::move(list);
+    }
+  }
   Json choice = {{"index", 0},
                  {"logprobs", logprobs_.is_null() ? Json(nullptr) : logprobs_},
-                 {"finish_reason", FinishReasonName(finished.reason())}};
+                 {"finish_reason", FinishReason(finished, calls)}};
   choice[chat ? "message" : "text"] = std::move(content);
   doc["choices"] = Json::array({std::move(choice)});
   doc["usage"] = Usage(finished);

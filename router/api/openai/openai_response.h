@@ -8,6 +8,9 @@
 // per-phase `timings` and its `placement` (the gRPC API's Finished fields,
 // in the proto's JSON form), as llama-server adds its own `timings`.
 //
+// With tools, the model's tool calls are returned as OpenAI's `tool_calls`
+// (whole in one delta each when streamed) and not as content.
+//
 // Log-probabilities come with each chunk's tokens (v1::Chunk.logprobs);
 // a token's text is its bytes as the model's vocabulary holds them, shown
 // as UTF-8 (a token that is part of a character shows U+FFFD there; its
@@ -18,12 +21,15 @@
 #define PDSERVE_ROUTER_API_OPENAI_OPENAI_RESPONSE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/text/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "pdserve/v1/generation.pb.h"
 #include "router/api/openai/openai_request.h"
+#include "router/api/openai/tool_call_parser.h"
 
 namespace pdserve::router::openai {
 
@@ -35,6 +41,10 @@ class OpenAiResponse {
     int64_t created = 0;    // Unix seconds
     int32_t logprobs = -1;  // as OpenAiRequest
     bool include_usage = false;
+    // Chat with tools (not tool_choice "none"): the offered tools' names.
+    // Tool calls in the answer become `tool_calls` (tool_call_parser.h)
+    // and a choice that made any ends with "tool_calls".
+    std::vector<std::string> tools;
   };
   // `tokenizer` must outlive this object.
   OpenAiResponse(const Tokenizer& tokenizer, Options options);
@@ -61,6 +71,10 @@ class OpenAiResponse {
   nlohmann::json ChatTokenLogprob(int32_t token, float logprob) const;
   nlohmann::json Usage(const v1::Finished& finished) const;
   void AddExtensions(const v1::Finished& finished, nlohmann::json* doc) const;
+  // A streamed chunk's delta from what the tool-call parser released;
+  // `first_index` is the index of its first call.
+  static nlohmann::json ToolDelta(const ToolCallParser::Output& released, int first_index);
+  const char* FinishReason(const v1::Finished& finished, int calls) const;
   static std::string Event(const nlohmann::json& doc);
 
   const Tokenizer& tokenizer_;
@@ -70,9 +84,10 @@ class OpenAiResponse {
   std::string text_;
   nlohmann::json logprobs_;
   int64_t text_offset_ = 0;
+  std::optional<ToolCallParser> tools_;  // Options::tool_calls, streamed
 };
 
-// "stop" or "length", as OpenAI names why a choice ended.
+// "stop" or "length", as OpenAI names why a choice ended (without tools).
 const char* FinishReasonName(v1::FinishReason reason);
 
 }  // namespace pdserve::router::openai

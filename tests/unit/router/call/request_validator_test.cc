@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/grammar/tokenizer_vocab.h"
 #include "common/model/model_card.h"
 #include "common/model/random_model.h"
 #include "gtest/gtest.h"
@@ -173,6 +174,102 @@ TEST_F(RequestValidatorTest, RejectsBadInput) {
     EXPECT_EQ(v.status().code(), c.code) << v.status();
     EXPECT_NE(v.status().message().find(c.message), absl::string_view::npos) << v.status();
   }
+}
+
+// A ChatML template with Hermes tool calling, as Qwen2.5's (trimmed).
+constexpr char kToolTemplate[] =
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}{{- \"\\n\\n# Tools\\n<tools>\" }}"
+    "{%- for tool in tools %}{{- \"\\n\" }}{{- tool | tojson }}{%- endfor %}"
+    "{{- \"\\n</tools>\\nCall as <tool_call></tool_call><|im_end|>\\n\" }}{%- endif %}"
+    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + "
+    "'<|im_end|>\\n' }}{{- '<tool_response>' }}{%- endfor %}";
+
+class RequestValidatorToolsTest : public ::testing::Test {
+ public:
+  static v1::GenerateRequest ToolRequest(v1::ToolChoice::Mode mode);
+
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path =
+        pdserve::testing::TestTempDir("request-validator-tools-test") + "/model.gguf";
+    RandomModelSpec spec;
+    spec.chat_template = kToolTemplate;
+    ASSERT_TRUE(WriteRandomModelGguf(spec, path).ok());
+    auto model = ModelCard::Load(path);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::move(*model).release();
+    auto grammars = NewGrammarCompiler(model_->tokenizer(), model_->config().n_vocab);
+    ASSERT_TRUE(grammars.ok()) << grammars.status();
+    grammars_ = std::move(*grammars).release();
+  }
+  static void TearDownTestSuite() {
+    delete grammars_;
+    delete model_;
+  }
+
+  absl::StatusOr<ValidatedRequest> Validate(const v1::GenerateRequest& r) {
+    return RequestValidator(*model_, config_, grammars_).Validate(r);
+  }
+
+  static inline ModelCard* model_ = nullptr;
+  static inline GrammarCompiler* grammars_ = nullptr;
+  RouterConfig config_;
+};
+
+v1::GenerateRequest RequestValidatorToolsTest::ToolRequest(v1::ToolChoice::Mode mode) {
+  v1::GenerateRequest r;
+  v1::ChatMessage* m = r.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content("hi");
+  v1::Tool* t = r.mutable_chat()->add_tools();
+  t->set_name("f");
+  t->set_parameters(R"({"type": "object", "properties": {"x": {"type": "integer"}}})");
+  r.mutable_chat()->mutable_tool_choice()->set_mode(mode);
+  r.mutable_chat()->mutable_tool_choice()->set_function("f");
+  r.set_max_tokens(8);
+  return r;
+}
+
+TEST_F(RequestValidatorToolsTest, ToolsRenderAndForcedChoicesBecomeTheConstraint) {
+  auto with_tools =
+      RequestValidator(*model_, config_).EncodeChat(ToolRequest(v1::ToolChoice::AUTO).chat());
+  auto without =
+      RequestValidator(*model_, config_).EncodeChat(ToolRequest(v1::ToolChoice::NONE).chat());
+  ASSERT_TRUE(with_tools.ok() && without.ok());
+  EXPECT_GT(with_tools->size(), without->size());  // the tool list is in the prompt
+
+  auto v = Validate(ToolRequest(v1::ToolChoice::AUTO));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_FALSE(v->sampling.has_constraint());
+  for (auto mode : {v1::ToolChoice::REQUIRED, v1::ToolChoice::FUNCTION}) {
+    v = Validate(ToolRequest(mode));
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_NE(v->sampling.constraint().structural_tag().find("<tool_call>"), std::string::npos);
+  }
+}
+
+TEST_F(RequestValidatorToolsTest, BadToolRequestsAreInvalidArgument) {
+  v1::GenerateRequest r = ToolRequest(v1::ToolChoice::REQUIRED);
+  r.mutable_sampling()->mutable_constraint()->set_json_object(true);
+  EXPECT_EQ(Validate(r).status().code(), absl::StatusCode::kInvalidArgument);
+  r = ToolRequest(v1::ToolChoice::FUNCTION);
+  r.mutable_chat()->mutable_tool_choice()->set_function("g");
+  EXPECT_EQ(Validate(r).status().code(), absl::StatusCode::kInvalidArgument);
+  // A schema XGrammar cannot compile is refused at admission, named.
+  r = ToolRequest(v1::ToolChoice::REQUIRED);
+  r.mutable_chat()->mutable_tools(0)->set_parameters(R"({"type": "object", "$ref": "#/nowhere"})");
+  auto v = Validate(r);
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << v.status();
+}
+
+// The plain ChatML template has no tool calling: tools are refused.
+TEST_F(RequestValidatorTest, ToolsNeedATemplateWithToolCalling) {
+  v1::GenerateRequest r = RequestValidatorToolsTest::ToolRequest(v1::ToolChoice::AUTO);
+  auto v = Validate(r);
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(v.status().message().find("no tool calling"), absl::string_view::npos) << v.status();
+  r.mutable_chat()->mutable_tool_choice()->set_mode(v1::ToolChoice::NONE);
+  EXPECT_TRUE(Validate(r).ok());
 }
 
 }  // namespace

@@ -8,7 +8,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "nlohmann/json.hpp"
 #include "router/api/openai/openai_error.h"
 
 namespace pdserve::router::openai {
@@ -139,15 +138,81 @@ TEST(OpenAiRequestTest, RefusesWhatItDoesNotServe) {
   };
   EXPECT_EQ(ParamOf(with(R"("n": 2)")), "n");
   EXPECT_TRUE(with(R"("n": 1)").ok());
-  EXPECT_EQ(ParamOf(with(R"("tools": [{"type": "function"}])")), "tools");
-  EXPECT_TRUE(with(R"("tools": [])").ok());
+  EXPECT_EQ(ParamOf(with(R"("functions": [{"name": "f"}])")), "functions");
   EXPECT_EQ(ParamOf(with(R"("logit_bias": {"1": 5})")), "logit_bias");
   EXPECT_EQ(ParamOf(with(R"("response_format": {"type": "xml"})")), "response_format.type");
   EXPECT_TRUE(with(R"("response_format": {"type": "text"})").ok());
   EXPECT_EQ(ParamOf(Completion(R"({"prompt": "x", "echo": true})")), "echo");
   EXPECT_EQ(ParamOf(Completion(R"({"prompt": "x", "best_of": 3})")), "best_of");
+}
+
+// Tools: OpenAI's tools, tool_choice, parallel_tool_calls and past calls
+// onto ChatInput (the router checks names, limits and the template).
+TEST(OpenAiRequestTest, Tools) {
+  constexpr char kTool[] =
+      R"({"type": "function", "function": {"name": "get_weather", "description": "d", )"
+      R"("parameters": {"type": "object", "properties": {"z": {}, "a": {}}}}})";
+  auto with = [&](const std::string& field) {
+    return Chat(absl::StrCat("{", kHello, R"(, "tools": [)", kTool, "]", field, "}"));
+  };
+  auto r = with("");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::ChatInput& chat = r->generate.chat();
+  ASSERT_EQ(chat.tools_size(), 1);
+  EXPECT_EQ(chat.tools(0).name(), "get_weather");
+  EXPECT_EQ(chat.tools(0).description(), "d");
+  // The client's key order survives (the prompt and a schema keep it).
+  EXPECT_EQ(chat.tools(0).parameters(), R"({"type":"object","properties":{"z":{},"a":{}}})");
+  EXPECT_EQ(chat.tool_choice().mode(), v1::ToolChoice::AUTO);
+  EXPECT_TRUE(chat.tool_choice().parallel());
+  EXPECT_EQ(r->tools, std::vector<std::string>{"get_weather"});
+
+  auto choice = [&](const std::string& field) {
+    auto c = with(absl::StrCat(", ", field));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? c->generate.chat().tool_choice() : v1::ToolChoice();
+  };
+  EXPECT_EQ(choice(R"("tool_choice": "none")").mode(), v1::ToolChoice::NONE);
+  EXPECT_TRUE(with(R"(, "tool_choice": "none")")->tools.empty());
+  EXPECT_EQ(choice(R"("tool_choice": "required")").mode(), v1::ToolChoice::REQUIRED);
+  EXPECT_FALSE(choice(R"("parallel_tool_calls": false)").parallel());
+  const v1::ToolChoice named =
+      choice(R"("tool_choice": {"type": "function", "function": {"name": "get_weather"}})");
+  EXPECT_EQ(named.mode(), v1::ToolChoice::FUNCTION);
+  EXPECT_EQ(named.function(), "get_weather");
+
+  EXPECT_EQ(ParamOf(with(R"(, "tool_choice": "always")")), "tool_choice");
+  EXPECT_EQ(ParamOf(with(R"(, "tool_choice": {"type": "function"})")), "tool_choice.function");
+  EXPECT_EQ(ParamOf(with(R"(, "parallel_tool_calls": "yes")")), "parallel_tool_calls");
+  EXPECT_EQ(ParamOf(Chat(absl::StrCat("{", kHello, R"(, "tools": {}})"))), "tools");
+  EXPECT_EQ(ParamOf(Chat(absl::StrCat("{", kHello, R"(, "tools": [{"type": "function"}]})"))),
+            "tools[0].function");
+  EXPECT_EQ(ParamOf(Chat(absl::StrCat("{", kHello,
+                                      R"(, "tools": [{"type": "function", "function": {}}]})"))),
+            "tools[0].function.name");
+  EXPECT_EQ(ParamOf(Completion(absl::StrCat(R"({"prompt": "x", "tools": [)", kTool, "]}"))),
+            "tools");
+}
+
+TEST(OpenAiRequestTest, PastToolCallsAndResults) {
+  auto r = Chat(
+      R"({"messages": [{"role": "user", "content": "Weather?"},)"
+      R"({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": )"
+      R"("function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},)"
+      R"({"role": "tool", "tool_call_id": "call_1", "content": "18 C"}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::ChatMessage& a = r->generate.chat().messages(1);
+  ASSERT_EQ(a.tool_calls_size(), 1);
+  EXPECT_EQ(a.tool_calls(0).id(), "call_1");
+  EXPECT_EQ(a.tool_calls(0).name(), "get_weather");
+  EXPECT_EQ(a.tool_calls(0).arguments(), R"({"city": "Paris"})");
+  EXPECT_EQ(r->generate.chat().messages(2).tool_call_id(), "call_1");
+  EXPECT_TRUE(r->tools.empty());  // no tools offered this time
   EXPECT_EQ(ParamOf(Chat(R"({"messages": [{"role": "assistant", "tool_calls": [{"id": "c"}]}]})")),
-            "messages[0].tool_calls");
+            "messages[0].tool_calls[0].function");
+  EXPECT_EQ(ParamOf(Chat(R"({"messages": [{"role": "assistant", "tool_calls": [{"function": )"
+                         R"({"name": "f", "arguments": 5}}]}]})")),
+            "messages[0].tool_calls[0].function.arguments");
 }
 
 // Structured output: OpenAI's response_format and the peers' fields, onto

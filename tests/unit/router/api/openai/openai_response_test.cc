@@ -33,12 +33,14 @@ class OpenAiResponseTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete model_; }
 
-  static OpenAiResponse Make(Endpoint endpoint, int32_t logprobs = -1, bool usage = false) {
+  static OpenAiResponse Make(Endpoint endpoint, int32_t logprobs = -1, bool usage = false,
+                             std::vector<std::string> tools = {}) {
     OpenAiResponse r(model_->tokenizer(), {.endpoint = endpoint,
                                            .model = "m",
                                            .created = 1700000000,
                                            .logprobs = logprobs,
-                                           .include_usage = usage});
+                                           .include_usage = usage,
+                                           .tools = std::move(tools)});
     v1::Started started;
     started.set_request_id("abc");
     r.Start(started);
@@ -154,6 +156,67 @@ TEST_F(OpenAiResponseTest, StreamedChatLogprobsCarryBytes) {
   for (const Json& b : entry["bytes"]) bytes.push_back(static_cast<char>(b.get<int>()));
   EXPECT_EQ(bytes, model_->tokenizer().TokenBytes(42));
   EXPECT_EQ(entry["top_logprobs"].size(), 1u);
+}
+
+constexpr char kCall[] =
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+
+TEST_F(OpenAiResponseTest, WholeChatWithToolCalls) {
+  OpenAiResponse r = Make(Endpoint::kChatCompletions, -1, false, {"get_weather"});
+  r.Append(Chunk(std::string(kCall).substr(0, 20)));
+  r.Append(Chunk(std::string(kCall).substr(20)));
+  Json doc = Json::parse(r.Whole(Finished(v1::FINISH_REASON_STOP)));
+  const Json& choice = doc["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  const Json& call = choice["message"]["tool_calls"][0];
+  EXPECT_THAT(call["id"].get<std::string>(), StartsWith("call_"));
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(Json::parse(call["function"]["arguments"].get<std::string>()),
+            Json::parse(R"({"city": "Paris"})"));
+  // Cut by max_tokens: the unfinished call is text, the reason is length.
+  OpenAiResponse cut = Make(Endpoint::kChatCompletions, -1, false, {"get_weather"});
+  cut.Append(Chunk("<tool_call>\n{\"name\": "));
+  doc = Json::parse(cut.Whole(Finished(v1::FINISH_REASON_LENGTH)));
+  EXPECT_EQ(doc["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(doc["choices"][0]["message"]["content"], "<tool_call>\n{\"name\": ");
+  EXPECT_FALSE(doc["choices"][0]["message"].contains("tool_calls"));
+  // Without tools, the same text is content.
+  OpenAiResponse plain = Make(Endpoint::kChatCompletions);
+  plain.Append(Chunk(kCall));
+  doc = Json::parse(plain.Whole(Finished(v1::FINISH_REASON_STOP)));
+  EXPECT_EQ(doc["choices"][0]["message"]["content"], kCall);
+  EXPECT_EQ(doc["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(OpenAiResponseTest, StreamedToolCallDeltas) {
+  OpenAiResponse r = Make(Endpoint::kChatCompletions, -1, false, {"get_weather"});
+  std::string sse = r.StreamStart();
+  const std::string text = absl::StrCat("Checking.\n", kCall, "\n", kCall);
+  for (size_t i = 0; i < text.size(); i += 9) sse += r.StreamChunk(Chunk(text.substr(i, 9)));
+  sse += r.StreamEnd(Finished(v1::FINISH_REASON_STOP));
+  std::string content;
+  std::vector<Json> calls;
+  std::string finish;
+  for (const Json& e : Events(sse)) {
+    if (e == "[DONE]") continue;
+    const Json& choice = e["choices"][0];
+    if (choice["finish_reason"].is_string()) finish = choice["finish_reason"];
+    const Json& delta = choice["delta"];
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+    if (delta.contains("tool_calls")) {
+      for (const Json& c : delta["tool_calls"]) calls.push_back(c);
+    }
+  }
+  EXPECT_EQ(content, "Checking.");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[1]["index"], 1);
+  EXPECT_EQ(calls[1]["function"]["name"], "get_weather");
+  EXPECT_NE(calls[0]["id"], calls[1]["id"]);
+  EXPECT_EQ(finish, "tool_calls");
 }
 
 }  // namespace
