@@ -34,6 +34,19 @@ void RegisterSpeculationMetrics(const EngineLoop* loop, MetricsRegistry* registr
       });
 }
 
+// Structured output: logits masks and the time they took, on this tier
+// (the prefill tier masks only first tokens).
+void RegisterGrammarMetrics(const EngineLoop* loop, MetricsRegistry* registry) {
+  registry->AddCallbackCounter(
+      "pdserve_decode_grammar_masks_total",
+      "Logits masks applied to constrained sequences (one per sampled token).",
+      [loop] { return static_cast<double>(loop->load().grammar.masks); });
+  registry->AddCallbackCounter(
+      "pdserve_decode_grammar_mask_seconds_total",
+      "Time spent computing and applying those masks (divide by the count for the mean).",
+      [loop] { return static_cast<double>(loop->load().grammar.mask_nanos) / 1e9; });
+}
+
 }  // namespace
 
 void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry) {
@@ -73,6 +86,7 @@ void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry) 
       "Prompt tokens found in the prefix cache (not received from a prefill worker).",
       [loop] { return static_cast<double>(loop->load().prefix_hit_tokens); });
   RegisterSpeculationMetrics(loop, registry);
+  RegisterGrammarMetrics(loop, registry);
   registry->AddCallbackCounter(
       "pdserve_decode_kv_received_bytes_total",
       "KV payload bytes of committed transfers from prefill workers.",

@@ -147,6 +147,12 @@ class Engine {
   const KvCache& cache() const { return *cache_; }
   const PrefixStats& prefix_stats() const { return prefix_stats_; }
   const SpeculationStats& speculation_stats() const { return speculation_stats_; }
+  // Cumulative logits masks of constrained sequences and their time.
+  struct GrammarStats {
+    int64_t masks = 0;
+    int64_t mask_nanos = 0;
+  };
+  const GrammarStats& grammar_stats() const { return grammar_stats_; }
   // Sequences the next step takes (decode tokens within max_running, then
   // prefill chunks within the token budget), and all the others: past
   // those limits, or waiting for their KV.
@@ -212,6 +218,7 @@ class Engine {
   std::vector<uint32_t> grammar_mask_;  // MaskLogits' scratch
   PrefixStats prefix_stats_;
   SpeculationStats speculation_stats_;
+  GrammarStats grammar_stats_;
   // Recent outputs to draft from; null when SpeculationOptions keeps none.
   std::unique_ptr<SuffixCache> suffix_cache_;
   // Decode-only steps' times, to price verification rows.

@@ -92,6 +92,7 @@ void EngineLoop::Publish() {
   l.prefix_lookup_tokens = engine_->prefix_stats().lookup_tokens;
   l.prefix_hit_tokens = engine_->prefix_stats().hit_tokens;
   l.speculation = engine_->speculation_stats();
+  l.grammar = engine_->grammar_stats();
   l.running = engine_->num_running();  // one batch plan for both counts
   l.waiting = engine_->num_sequences() - l.running;
   l.queued_prompt_tokens = engine_->queued_prompt_tokens();

@@ -35,6 +35,8 @@ struct EngineLoad {
   int64_t prefix_hit_tokens = 0;
   // Cumulative speculative-decoding counters (speculation.h).
   SpeculationStats speculation;
+  // Cumulative grammar masks (structured output) and their time.
+  Engine::GrammarStats grammar;
   int32_t running = 0;
   int32_t waiting = 0;
   int64_t queued_prompt_tokens = 0;

@@ -22,7 +22,7 @@ GenerationService::GenerationService(const ModelCard& model, const RouterConfig&
       config_(config),
       registry_(registry),
       metrics_(metrics),
-      validator_(model, config, grammars),
+      validator_(model, config, grammars, metrics != nullptr ? &metrics->structured() : nullptr),
       breaker_(config.breaker_options()),
       // Two load reports apart at least: the next move off a worker is
       // decided on a report taken after the last one.

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/base/status_macros.h"
 #include "common/request/sampling_params.h"
 #include "common/request/sampling_proto.h"
@@ -38,6 +40,9 @@ absl::StatusOr<std::vector<int32_t>> RequestValidator::EncodeChat(
     const v1::ChatInput& chat, std::optional<std::string>* tool_grammar) const {
   const ChatTemplate& chat_template = model_.chat_template();
   absl::StatusOr<PreparedChat> prepared = PrepareChat(chat, chat_template.supports_tools());
+  if (!prepared.ok() && metrics_ != nullptr) {
+    metrics_->CountRefusal(StructuredOutputMetrics::Refusal::kTools);
+  }
   absl::StatusOr<std::string> rendered =
       prepared.ok() ? chat_template.Render(prepared->messages, /*add_generation_prompt=*/true,
                                            prepared->tools)
@@ -125,7 +130,10 @@ absl::StatusOr<ValidatedRequest> RequestValidator::Validate(
   const SamplingParams sampling = FromProto(request.sampling());
   RETURN_IF_ERROR(ValidateSamplingParams(sampling));
   if (sampling.constraint.has_value()) {
-    RETURN_IF_ERROR(CheckConstraint(*sampling.constraint, "sampling.constraint"));
+    if (absl::Status s = CheckConstraint(*sampling.constraint, "sampling.constraint"); !s.ok()) {
+      if (metrics_ != nullptr) metrics_->CountRefusal(StructuredOutputMetrics::Refusal::kConstraint);
+      return s;
+    }
   }
   RETURN_IF_ERROR(ValidateStops(request));
   std::optional<std::string> tool_grammar;
@@ -138,7 +146,11 @@ absl::StatusOr<ValidatedRequest> RequestValidator::Validate(
   ASSIGN_OR_RETURN(out.max_tokens,
                    MaxTokens(request.max_tokens(), n, request.max_tokens_until_context()));
   out.sampling = request.sampling();
-  RETURN_IF_ERROR(ApplyToolGrammar(request, tool_grammar, &out.sampling));
+  if (absl::Status s = ApplyToolGrammar(request, tool_grammar, &out.sampling); !s.ok()) {
+    if (metrics_ != nullptr) metrics_->CountRefusal(StructuredOutputMetrics::Refusal::kTools);
+    return s;
+  }
+  CountAdmitted(request, out.sampling);
   out.stop.assign(request.stop().begin(), request.stop().end());
   out.ignore_eos = request.ignore_eos();
   out.return_token_ids = request.return_token_ids();
@@ -151,7 +163,9 @@ absl::Status RequestValidator::CheckConstraint(const GrammarConstraint& constrai
   if (grammars_ == nullptr) return absl::OkStatus();
   // Compiled (and cached) here for its error: the workers compile it again
   // from their own caches, which this warms for nobody.
+  const absl::Time start = absl::Now();
   absl::StatusOr<std::shared_ptr<const CompiledGrammar>> compiled = grammars_->Compile(constraint);
+  if (metrics_ != nullptr) metrics_->ObserveCompile(absl::ToDoubleSeconds(absl::Now() - start));
   if (!compiled.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", compiled.status().message()));
   }
@@ -173,6 +187,16 @@ absl::Status RequestValidator::ApplyToolGrammar(const v1::GenerateRequest& reque
   RETURN_IF_ERROR(CheckConstraint(GrammarConstraint::StructuralTag(*tool_grammar), "tools"));
   sampling->mutable_constraint()->set_structural_tag(*tool_grammar);
   return absl::OkStatus();
+}
+
+void RequestValidator::CountAdmitted(const v1::GenerateRequest& request,
+                                     const v1::SamplingParams& sampling) const {
+  if (metrics_ == nullptr) return;
+  if (request.input_case() == v1::GenerateRequest::kChat && !request.chat().tools().empty()) {
+    metrics_->CountToolChoice(request.chat().tool_choice().mode());
+  }
+  const std::optional<GrammarConstraint> constraint = FromProto(sampling).constraint;
+  if (constraint.has_value()) metrics_->CountConstrained(constraint->kind);
 }
 
 }  // namespace pdserve::router

@@ -30,6 +30,7 @@
 #include "common/grammar/grammar_compiler.h"
 #include "common/model/model_card.h"
 #include "pdserve/v1/generation.pb.h"
+#include "router/call/structured_output_metrics.h"
 #include "router/config/router_config.h"
 
 namespace pdserve::router {
@@ -52,9 +53,11 @@ class RequestValidator {
   // `grammars` (optional; must outlive the validator) compiles a request's
   // structured-output constraint at admission, so a bad one is refused
   // before any worker does work.
+  // `metrics` (optional) counts constrained requests, tool choices,
+  // compile times and refusals.
   RequestValidator(const ModelCard& model, const RouterConfig& config,
-                   GrammarCompiler* grammars = nullptr)
-      : model_(model), config_(config), grammars_(grammars) {}
+                   GrammarCompiler* grammars = nullptr, StructuredOutputMetrics* metrics = nullptr)
+      : model_(model), config_(config), grammars_(grammars), metrics_(metrics) {}
 
   absl::StatusOr<ValidatedRequest> Validate(const v1::GenerateRequest& request) const;
 
@@ -76,6 +79,8 @@ class RequestValidator {
                                               std::optional<std::string>* tool_grammar) const;
   // INVALID_ARGUMENT naming `what` when `constraint` does not compile.
   absl::Status CheckConstraint(const GrammarConstraint& constraint, const char* what) const;
+  // Counts an admitted request's constraint kind and tool choice.
+  void CountAdmitted(const v1::GenerateRequest& request, const v1::SamplingParams& sampling) const;
   // Sets the grammar of a tool choice as the request's constraint.
   absl::Status ApplyToolGrammar(const v1::GenerateRequest& request,
                                 const std::optional<std::string>& tool_grammar,
@@ -87,6 +92,7 @@ class RequestValidator {
   const ModelCard& model_;
   const RouterConfig& config_;
   GrammarCompiler* const grammars_;
+  StructuredOutputMetrics* const metrics_;
 };
 
 }  // namespace pdserve::router

@@ -41,7 +41,8 @@ constexpr char kPrefillDecisionsHelp[] =
 
 const char* ApiName(Api api) { return api == Api::kOpenAi ? "openai" : "grpc"; }
 
-RouterMetrics::RouterMetrics(MetricsRegistry* registry) : registry_(registry) {
+RouterMetrics::RouterMetrics(MetricsRegistry* registry)
+    : registry_(registry), structured_(registry) {
   const std::vector<double> buckets = LatencySecondsBuckets();
   for (Api api : kApis) {
     const MetricLabels label = {{"api", ApiName(api)}};

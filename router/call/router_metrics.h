@@ -20,6 +20,7 @@
 #include "common/metrics/metrics_registry.h"
 #include "grpcpp/grpcpp.h"
 #include "pdserve/v1/common.pb.h"
+#include "router/call/structured_output_metrics.h"
 #include "router/config/router_options.h"
 
 namespace pdserve::router {
@@ -53,6 +54,8 @@ class RouterMetrics {
   // A decode worker offered a stream for migration: it moved with its KV,
   // or the move failed and the stream was recomputed elsewhere.
   void CountMigration(bool moved);
+  // Structured output and tool calling at admission.
+  StructuredOutputMetrics& structured() { return structured_; }
 
  private:
   static constexpr int kNumCodes = grpc::StatusCode::UNAUTHENTICATED + 1;
@@ -60,6 +63,7 @@ class RouterMetrics {
   static constexpr int kNumApis = 2;
 
   MetricsRegistry* const registry_;
+  StructuredOutputMetrics structured_;
   std::array<Histogram*, kNumApis> ttft_;
   Histogram* tpot_;
   Histogram* itl_;

@@ -108,6 +108,8 @@ GrammarCompiler* ToolCallingTest::compiler_ = nullptr;
 TEST_F(ToolCallingTest, ServedForcedCallsEqualTheEngineAndTheSdkRoundTrips) {
   LocalClusterOptions o;
   o.model = testing::RealModelPath(kQwen);
+  o.extra_router_flags = {"--metrics_port=-1"};
+  o.extra_decode_flags = {"--metrics_port=-1"};
   auto cluster = testing::StartCluster(o, "tool-calling");
   ASSERT_NE(cluster, nullptr);
   auto stub = testing::RouterStub(cluster->router_address());
@@ -130,6 +132,20 @@ TEST_F(ToolCallingTest, ServedForcedCallsEqualTheEngineAndTheSdkRoundTrips) {
     EXPECT_EQ(got.finished.timings().prefill_mode(), "remote");
   }
 
+  // The router counted the forced call's grammar; the decode worker masked.
+  const int router_metrics = cluster->metrics_port("router");
+  EXPECT_GE(testing::ScrapeMetric(router_metrics,
+                                  R"(pdserve_router_tool_requests_total{choice="required"})"),
+            1);
+  EXPECT_GE(testing::ScrapeMetric(
+                router_metrics, R"(pdserve_router_constrained_requests_total{kind="structural_tag"})"),
+            1);
+  EXPECT_GT(testing::ScrapeMetric(router_metrics, "pdserve_router_grammar_compile_seconds_count"),
+            0);
+  EXPECT_GT(testing::ScrapeMetric(cluster->metrics_port("decode-0"),
+                                  "pdserve_decode_grammar_masks_total"),
+            0);
+
   const char* python = std::getenv("PDSERVE_OPENAI_PYTHON");
   if (python == nullptr || *python == '\0') {
     GTEST_SKIP() << "PDSERVE_OPENAI_PYTHON is not set (the release build's ctest sets it)";
@@ -143,6 +159,10 @@ TEST_F(ToolCallingTest, ServedForcedCallsEqualTheEngineAndTheSdkRoundTrips) {
   std::ifstream in(log);
   const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(rc, 0) << out;
+  // The SDK's bad tool requests were refused for their tools.
+  EXPECT_GE(testing::ScrapeMetric(router_metrics,
+                                  R"(pdserve_router_structured_refusals_total{reason="tools"})"),
+            2);
   EXPECT_TRUE(testing::PoolsIdle(*cluster, absl::Seconds(20)));
 }
 
