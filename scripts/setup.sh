@@ -9,7 +9,10 @@ PACKAGES=(
   libgoogle-glog-dev libabsl-dev libboost-dev libboost-system-dev
   libgtest-dev libgmock-dev nlohmann-json3-dev
   libssl-dev openssl python3 python3-pip python3-venv unzip clang
+  json-schema-test-suite
 )
+# json-schema-test-suite: the JSON Schema conformance corpus that
+# json_schema_suite_test runs structured output against (data only).
 # python3-venv: Debian's python3 has no ensurepip without it, so `python3 -m
 # venv` fails; scripts/setup-venv.sh makes the OpenAI SDK test's venv with it.
 

@@ -1,3 +1,4 @@
+#include "common/grammar/json_schema_support.h"
 #include "common/grammar/grammar_compiler.h"
 
 #include <exception>
@@ -191,6 +192,12 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::Compile(
 
 absl::StatusOr<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileUncached(
     const GrammarConstraint& constraint) {
+  // Refused before XGrammar sees it: a rule it would leave out.
+  if (constraint.kind == GrammarKind::kJsonSchema) {
+    if (absl::Status s = CheckJsonSchemaEnforced(constraint.text); !s.ok()) return s;
+  } else if (constraint.kind == GrammarKind::kStructuralTag) {
+    if (absl::Status s = CheckStructuralTagSchemas(constraint.text); !s.ok()) return s;
+  }
   auto compiled = CallXGrammar(absl::StrCat("invalid ", GrammarKindName(constraint.kind)),
                                [&] { return CompileWith(rep_->compiler, constraint); });
   if (!compiled.ok()) {

@@ -29,10 +29,10 @@ StructuredOutputMetrics::StructuredOutputMetrics(MetricsRegistry* registry) {
         "pdserve_router_tool_requests_total", "Admitted chat requests with tools, by tool_choice.",
         {{"choice", absl::AsciiStrToLower(v1::ToolChoice::Mode_Name(m))}});
   }
-  refusals_[0] = registry->GetCounter(
-      "pdserve_router_structured_refusals_total",
-      "Requests refused at admission for their constraint or their tools.",
-      {{"reason", "constraint"}});
+  refusals_[0] =
+      registry->GetCounter("pdserve_router_structured_refusals_total",
+                           "Requests refused at admission for their constraint or their tools.",
+                           {{"reason", "constraint"}});
   refusals_[1] = registry->GetCounter(
       "pdserve_router_structured_refusals_total",
       "Requests refused at admission for their constraint or their tools.", {{"reason", "tools"}});

@@ -137,9 +137,10 @@ TEST_F(ToolCallingTest, ServedForcedCallsEqualTheEngineAndTheSdkRoundTrips) {
   EXPECT_GE(testing::ScrapeMetric(router_metrics,
                                   R"(pdserve_router_tool_requests_total{choice="required"})"),
             1);
-  EXPECT_GE(testing::ScrapeMetric(
-                router_metrics, R"(pdserve_router_constrained_requests_total{kind="structural_tag"})"),
-            1);
+  EXPECT_GE(
+      testing::ScrapeMetric(router_metrics,
+                            R"(pdserve_router_constrained_requests_total{kind="structural_tag"})"),
+      1);
   EXPECT_GT(testing::ScrapeMetric(router_metrics, "pdserve_router_grammar_compile_seconds_count"),
             0);
   EXPECT_GT(testing::ScrapeMetric(cluster->metrics_port("decode-0"),
