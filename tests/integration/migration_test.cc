@@ -45,6 +45,12 @@ std::vector<v1::GenerateRequest> LongRequests(int max_tokens) {
   // only, so the move must not change them either.
   out[1].mutable_sampling()->set_temperature(0.8f);
   out[1].mutable_sampling()->set_seed(1234);
+  // A constrained stream: the target's matcher replays the output so far
+  // and goes on exactly as the drained worker's would have.
+  v1::GenerateRequest constrained = testing::TextRequest("The night sky over the sea", max_tokens);
+  constrained.set_ignore_eos(true);
+  constrained.mutable_sampling()->mutable_constraint()->set_regex("[a-z ,.]+");
+  out.push_back(std::move(constrained));
   return out;
 }
 
@@ -149,7 +155,7 @@ TEST_F(MigrationTest, SigtermedDecodeWorkerMovesItsStreamsWithTheirKv) {
       ++moved;
     }
   }
-  // Least-loaded placement spreads six streams over two workers; some may
+  // Least-loaded placement spreads seven streams over two workers; some may
   // have finished before the signal took effect.
   EXPECT_GE(moved, 1);
 

@@ -256,5 +256,31 @@ TEST_F(StructuredOutputTest, ServedDisaggregatedEqualsTheEngine) {
   EXPECT_TRUE(testing::PoolsIdle(*cluster, absl::Seconds(10)));
 }
 
+// Colocated: the decode worker prefills and samples the first token itself.
+TEST_F(StructuredOutputTest, ServedColocatedEqualsTheEngine) {
+  LocalClusterOptions o;
+  o.model = testing::RealModelPath();
+  o.colocated = true;
+  auto cluster = testing::StartCluster(o, "structured-output-colocated");
+  ASSERT_NE(cluster, nullptr);
+  auto stub = testing::RouterStub(cluster->router_address());
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<Run> want = Generate(Options(c), true);
+    ASSERT_TRUE(want.ok()) << want.status();
+    v1::GenerateRequest r = testing::ChatRequest(c.question, kMaxTokens);
+    SamplingParams sampling;
+    sampling.constraint = c.constraint;
+    *r.mutable_sampling() = ToProto(sampling);
+    const testing::GenerateOutcome got = testing::Generate(*stub, r, absl::Minutes(2));
+    ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+    std::vector<int32_t> answer = want->tokens;
+    if (want->finish == FinishReason::kEos) answer.pop_back();
+    EXPECT_EQ(got.ids, answer);
+    EXPECT_EQ(got.finished.timings().prefill_mode(), "local");
+  }
+  EXPECT_TRUE(testing::PoolsIdle(*cluster, absl::Seconds(10)));
+}
+
 }  // namespace
 }  // namespace pdserve
