@@ -36,6 +36,16 @@ export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:detect_stack_use_afte
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_exe_name=1:log_path=$logs/ubsan"
 export LSAN_OPTIONS="suppressions=$root/tests/sanitizer/lsan.supp:print_suppressions=0"
 
+# Three cases that only stretch time (streams of 1200 tokens, a prompt
+# that outlasts its timeouts, a saturated prefill tier) are left to the
+# default run: under the sanitizers they took 275 of the pass's 795 s, and
+# the code they drive (migration onto a new worker, local prefill, the
+# progress watchdog) is under the sanitizers in the other cases of the same
+# binaries. PDSERVE_ASAN_ALL=1 runs them too.
+if [ "${PDSERVE_ASAN_ALL:-0}" != 1 ]; then
+  export GTEST_FILTER="-MigrationTest.AStreamMovesOntoANewDecodeWorkerWithRoom:ServingTest.ALongPrefillOutlastsItsTimeoutsWhileItProgresses:ServingTest.ASaturatedPrefillWorkerRefusesAndTheDecodeWorkerPrefills"
+fi
+
 status=0
 (cd "$build_dir" && ctest --output-on-failure -j "$jobs" --timeout 1500 -L "$labels" -LE "$exclude") \
   || status=$?
