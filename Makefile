@@ -18,7 +18,7 @@ MODEL_PATH = $(shell scripts/fetch-model.sh $(MODEL) | tail -n 1)
 DEMO_CHAT = $(if $(filter gemma3,$(MODEL)),--chat=false,--chat=true)
 # Tests the sanitizer pass runs (ctest label regexes).
 ASAN_TEST_LABELS ?= unit|integration
-ASAN_EXCLUDE_LABELS ?= k8s|golden|model
+ASAN_EXCLUDE_LABELS ?= k8s|golden|model|soak
 # The Python venv with the pinned `openai` SDK that the OpenAI-API integration
 # test runs (tests/integration/openai_sdk_requirements.txt); both test passes
 # use this one, handed to the test as PDSERVE_OPENAI_PYTHON.

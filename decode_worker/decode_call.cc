@@ -54,6 +54,31 @@ void SendFinished(State& st, const TokenEvent& ev) {
   st.outbox.Close(grpc::Status::OK);
 }
 
+// A stream this many events behind its reader pauses its sequence (out of
+// the batch, blocks kept); it resumes once the reader is this close again.
+// The router reads only as fast as its client (docs/PROTOCOL.md, "Back
+// pressure"), so a client that stops reading stops the decoding.
+constexpr size_t kPauseBacklog = 16;
+constexpr size_t kResumeBacklog = 2;
+
+// Engine thread: pauses `st`'s sequence when its stream lags; the write
+// that catches up resumes it (through the engine thread).
+void PauseIfBehind(DecodeContext* ctx, const std::shared_ptr<State>& st) {
+  if (st->paused || st->outbox.backlog() < kPauseBacklog) return;
+  st->paused = true;
+  ctx->loop->Post([st](Engine& e) { e.SetPaused(st->seq_id, st->paused); });
+  VLOG(1) << "[" << st->request_id << "] reader lags: sequence paused";
+  st->outbox.OnDrained(kResumeBacklog, [ctx, weak = std::weak_ptr<State>(st)] {
+    ctx->loop->Post([weak](Engine& e) {
+      std::shared_ptr<State> s = weak.lock();
+      if (s == nullptr || !s->paused) return;
+      s->paused = false;
+      e.SetPaused(s->seq_id, false);
+      VLOG(1) << "[" << s->request_id << "] reader caught up: sequence resumed";
+    });
+  });
+}
+
 // Engine thread: one sampled token and/or the end of the sequence.
 void OnTokenEvent(DecodeContext* ctx, State& st, const TokenEvent& ev) {
   if (ev.token >= 0) {
@@ -228,7 +253,10 @@ DecodeCall::DecodeCall(DecodeContext* ctx, grpc::CallbackServerContext* rpc,
   opts.grammar = *std::move(grammar);
   const bool posted = ctx->loop->Post([ctx, st, opts = std::move(opts), local, wait](Engine& e) {
     if (st->cancelled.load()) return;
-    auto on_event = [ctx, st](const TokenEvent& ev) { OnTokenEvent(ctx, *st, ev); };
+    auto on_event = [ctx, st](const TokenEvent& ev) {
+      OnTokenEvent(ctx, *st, ev);
+      if (ev.finish == FinishReason::kNone) PauseIfBehind(ctx, st);
+    };
     absl::StatusOr<int64_t> id = local ? e.Add(opts, on_event) : e.Reserve(opts, on_event);
     if (!id.ok()) {
       LOG(INFO) << "[" << st->request_id << "] refused: " << id.status();

@@ -21,8 +21,7 @@
 namespace pdserve::decode {
 
 struct DecodeCallState {
-  explicit DecodeCallState(grpc::ServerWriteReactor<grpc::ByteBuffer>* reactor)
-      : outbox(reactor) {}
+  explicit DecodeCallState(grpc::ServerWriteReactor<grpc::ByteBuffer>* reactor) : outbox(reactor) {}
 
   StreamOutbox<grpc::ByteBuffer> outbox;  // serialized DecodeEvents
   std::atomic<bool> cancelled{false};
@@ -52,6 +51,9 @@ struct DecodeCallState {
   // Tokens emitted by this stream, and when the first was: its measured
   // pace, which tells a drain whether the rest fits in the window.
   int32_t emitted = 0;
+  // Back pressure: the sequence sits out of the batch while the router
+  // does not take its tokens (engine thread only).
+  bool paused = false;
   absl::Time first_emitted_at;
   // KV migration: offered (the sequence left the engine, `detached` holds
   // its KV until a Handoff or the offer lapses), being sent, or over.

@@ -87,6 +87,11 @@ void RegisterDecodeMetrics(const DecodeContext* ctx, MetricsRegistry* registry) 
       [loop] { return static_cast<double>(loop->load().prefix_hit_tokens); });
   RegisterSpeculationMetrics(loop, registry);
   RegisterGrammarMetrics(loop, registry);
+  registry->AddCallbackGauge(
+      "pdserve_decode_paused_sequences",
+      "Sequences out of the batch because their stream's reader lags (back pressure); they "
+      "keep their KV blocks.",
+      [loop] { return static_cast<double>(loop->load().paused); });
   registry->AddCallbackCounter(
       "pdserve_decode_kv_received_bytes_total",
       "KV payload bytes of committed transfers from prefill workers.",

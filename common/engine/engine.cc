@@ -221,9 +221,21 @@ absl::Status Engine::CommitPrefilled(int64_t seq_id, int32_t first_token,
 
 bool Engine::HasWork() const {
   for (const auto& [id, seq] : sequences_) {
-    if (!seq->awaiting_kv) return true;
+    if (!seq->awaiting_kv && !seq->paused) return true;
   }
   return false;
+}
+
+void Engine::SetPaused(int64_t seq_id, bool paused) {
+  auto it = sequences_.find(seq_id);
+  if (it == sequences_.end() || !it->second->running()) return;
+  it->second->paused = paused;
+}
+
+int32_t Engine::num_paused() const {
+  int32_t n = 0;
+  for (const auto& [id, seq] : sequences_) n += seq->paused ? 1 : 0;
+  return n;
 }
 
 int64_t Engine::queued_prompt_tokens() const {
@@ -262,7 +274,7 @@ void Engine::PlanDrafts() {
   const SpeculationOptions& spec = options_.speculation;
   std::vector<Sequence*> drafted;
   int32_t decoding = 0;
-  for (const auto& [id, seq] : sequences_) decoding += seq->running() ? 1 : 0;
+  for (const auto& [id, seq] : sequences_) decoding += seq->decoding() ? 1 : 0;
   decoding = std::min(decoding, options_.max_running);  // the scheduler's cut
   const double threshold = DraftThreshold(decoding);
   int32_t spare = std::min(spec.max_step_rows, options_.max_batch_tokens) - decoding;
@@ -270,7 +282,7 @@ void Engine::PlanDrafts() {
   for (auto& [id, seq] : sequences_) {
     seq->draft.clear();
     // A full batch has no rows to spare: no history is searched then.
-    if (!seq->running() || seen == decoding || spare <= 0) continue;
+    if (!seq->decoding() || seen == decoding || spare <= 0) continue;
     ++seen;
     // The last row's token may be the max_tokens-th, never one past it:
     // this also keeps every row inside the blocks reserved at admission.

@@ -138,6 +138,12 @@ class Engine {
   // finished) without any event; FAILED_PRECONDITION for any other.
   absl::StatusOr<Detached> Detach(int64_t seq_id);
 
+  // Back pressure: a decoding sequence whose reader does not keep up sits
+  // out of the batch, keeping its blocks (and its place in the output),
+  // until resumed. Unknown ids and sequences not yet decoding are ignored.
+  void SetPaused(int64_t seq_id, bool paused);
+  int32_t num_paused() const;
+
   // True while some sequence can make progress in Step().
   bool HasWork() const;
   // The runner's verdict on itself (ModelRunner::Healthy).

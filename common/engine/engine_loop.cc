@@ -95,6 +95,7 @@ void EngineLoop::Publish() {
   l.grammar = engine_->grammar_stats();
   l.running = engine_->num_running();  // one batch plan for both counts
   l.waiting = engine_->num_sequences() - l.running;
+  l.paused = engine_->num_paused();
   l.queued_prompt_tokens = engine_->queued_prompt_tokens();
   l.prefill_tokens_per_s = prefill_rate_;
   absl::MutexLock lock(&mu_);
@@ -124,9 +125,8 @@ void EngineLoop::Run() {
     std::deque<std::function<void(Engine&)>> batch;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || stopping_;
-      };
+      auto ready = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; };
       if (!engine_->HasWork()) mu_.Await(absl::Condition(&ready));
       batch.swap(queue_);
       if (stopping_ && batch.empty()) break;

@@ -39,6 +39,7 @@ struct EngineLoad {
   Engine::GrammarStats grammar;
   int32_t running = 0;
   int32_t waiting = 0;
+  int32_t paused = 0;  // sequences held out of the batch by back pressure
   int64_t queued_prompt_tokens = 0;
   int64_t steps = 0;
   // Prompt tokens prefilled per second of step time, a moving average over

@@ -13,7 +13,7 @@ std::vector<ScheduledSlot> ScheduleStep(
   };
   for (const auto& [id, seq] : sequences) {
     if (full()) return slots;
-    if (!seq->running()) continue;
+    if (!seq->decoding()) continue;
     // Drafts were sized to fit the budget (Engine::PlanDrafts).
     const int32_t n = std::min(budget, 1 + static_cast<int32_t>(seq->draft.size()));
     slots.push_back({seq.get(), n});

@@ -72,6 +72,11 @@ struct Sequence {
   bool awaiting_kv = false;
   bool prefilling() const { return !awaiting_kv && num_computed < prompt_len(); }
   bool running() const { return !awaiting_kv && num_computed >= prompt_len(); }
+  // Back pressure: its reader does not keep up, so it sits out of the
+  // batch (its blocks kept) until Engine::SetPaused(id, false).
+  bool paused = false;
+  // Running and not paused: what a step decodes.
+  bool decoding() const { return running() && !paused; }
 
   const int64_t id;
   const SequenceOptions options;

@@ -93,8 +93,9 @@ void HttpConnection::AwaitRequest() {
 
 void HttpConnection::ReadRequest() {
   stream_.Visit([&](auto& s) {
-    http::async_read(s, buffer_, *parser_, [self = shared_from_this()](const error_code& ec,
-                                                                        size_t) { self->OnRead(ec); });
+    http::async_read(
+        s, buffer_, *parser_,
+        [self = shared_from_this()](const error_code& ec, size_t) { self->OnRead(ec); });
   });
 }
 
@@ -178,10 +179,9 @@ void HttpConnection::Watch() {
   if (phase_ == Phase::kResponding && buffer_.size() >= config_.max_header_bytes) return;
   watching_ = true;
   stream_.Visit([&](auto& s) {
-    s.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](const error_code& ec,
-                                                                         size_t n) {
-      self->OnWatch(ec, n);
-    });
+    s.async_read_some(
+        buffer_.prepare(4096),
+        [self = shared_from_this()](const error_code& ec, size_t n) { self->OnWatch(ec, n); });
   });
 }
 
@@ -270,6 +270,11 @@ void HttpConnection::SendStreamHead(uint64_t sequence, int status, std::string c
   response_started_ = true;
   // HTTP/1.0 has no chunked encoding: the body runs until the close.
   if (!chunked_) keep_alive_ = false;
+  if (config_.stream_send_buffer_bytes > 0) {
+    error_code ignored;  // a refused size leaves the kernel's: no worse than before
+    stream_.socket().set_option(
+        asio::socket_base::send_buffer_size(config_.stream_send_buffer_bytes), ignored);
+  }
   auto res = std::make_shared<http::response<http::empty_body>>();
   SetHeaders(*res, status, content_type, headers, &keep_alive_);
   if (chunked_) res->chunked(true);
@@ -278,20 +283,23 @@ void HttpConnection::SendStreamHead(uint64_t sequence, int status, std::string c
       [this, res, serializer](WriteDone done) {
         stream_.Visit([&](auto& s) {
           http::async_write_header(s, *serializer,
-                                   [res, serializer, done = std::move(done)](
-                                       const error_code& ec, size_t) { done(ec); });
+                                   [res, serializer, done = std::move(done)](const error_code& ec,
+                                                                             size_t) { done(ec); });
         });
       },
       /*last=*/false);
 }
 
-void HttpConnection::SendChunk(uint64_t sequence, std::string chunk) {
+void HttpConnection::SendChunk(uint64_t sequence, std::string chunk,
+                               std::function<void()> written) {
   if (!Current(sequence) || !response_started_ || head_) return;
   auto data = std::make_shared<std::string>(std::move(chunk));
   Enqueue(
-      [this, data](WriteDone done) {
+      [this, data, written = std::move(written)](WriteDone done) mutable {
         const asio::const_buffer bytes(data->data(), data->size());
-        auto on_written = [data, done = std::move(done)](const error_code& ec, size_t) {
+        auto on_written = [data, done = std::move(done), written = std::move(written)](
+                              const error_code& ec, size_t) {
+          if (!ec && written) written();
           done(ec);
         };
         stream_.Visit([&](auto& s) {

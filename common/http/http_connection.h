@@ -50,7 +50,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     size_t max_header_bytes = 0;
     size_t max_body_bytes = 0;
     std::chrono::milliseconds read_timeout{0};
-    const HttpHandler* handler = nullptr;  // outlives the connection's I/O
+    int stream_send_buffer_bytes = 0;           // 0: kernel default
+    const HttpHandler* handler = nullptr;       // outlives the connection's I/O
     const HttpErrorBody* error_body = nullptr;  // the same; null = plain text
     HttpTls* tls = nullptr;                     // the same; null = plaintext
     std::shared_ptr<HttpPostGate> gate;
@@ -73,7 +74,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
                     HttpHeaderList headers);
   void SendStreamHead(uint64_t sequence, int status, std::string content_type,
                       HttpHeaderList headers);
-  void SendChunk(uint64_t sequence, std::string chunk);
+  // `on_written` (may be null) runs once the chunk is in the socket.
+  void SendChunk(uint64_t sequence, std::string chunk, std::function<void()> on_written);
   void SendStreamEnd(uint64_t sequence);
   // A text/plain error response that closes the connection after it.
   void SendError(uint64_t sequence, int status);

@@ -64,16 +64,18 @@ void HttpResponder::StartStream(int status, std::string content_type, HttpHeader
   });
 }
 
-void HttpResponder::Write(std::string chunk) {
+bool HttpResponder::Write(std::string chunk, std::function<void()> on_written) {
   absl::MutexLock lock(&mu_);
   if (state_ != State::kStreaming) {
     LOG(ERROR) << "HttpResponder::Write outside a stream, to " << description_;
-    return;
+    return false;
   }
-  if (chunk.empty() || closed_) return;
-  PostLocked([seq = sequence_, chunk = std::move(chunk)](HttpConnection& c) mutable {
-    c.SendChunk(seq, std::move(chunk));
+  if (chunk.empty() || closed_) return false;
+  PostLocked([seq = sequence_, chunk = std::move(chunk),
+              on_written = std::move(on_written)](HttpConnection& c) mutable {
+    c.SendChunk(seq, std::move(chunk), std::move(on_written));
   });
+  return true;
 }
 
 void HttpResponder::Finish() {

@@ -45,7 +45,12 @@ class HttpResponder {
   // ended by Finish(). Empty chunks are skipped (an empty chunk would end
   // the stream).
   void StartStream(int status, std::string content_type, HttpHeaderList headers = {});
-  void Write(std::string chunk);
+  // Queues `chunk`; `on_written` (optional) runs on the I/O thread once the
+  // chunk is in the socket — how a producer learns the client reads (back
+  // pressure: write the next only then). Returns false when nothing was
+  // queued (an empty chunk, no stream, or the client is gone: then the
+  // on-close callback runs instead, if it has not already).
+  bool Write(std::string chunk, std::function<void()> on_written = nullptr);
   void Finish();
 
   // `on_close` runs once if the connection closes before the response

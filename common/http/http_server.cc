@@ -21,6 +21,7 @@ HttpServer::HttpServer(const HttpServerOptions& options, HttpHandler handler)
   config_.max_header_bytes = options_.max_header_bytes;
   config_.max_body_bytes = options_.max_body_bytes;
   config_.read_timeout = absl::ToChronoMilliseconds(options_.read_timeout);
+  config_.stream_send_buffer_bytes = options_.stream_send_buffer_bytes;
   config_.handler = &handler_;
   config_.error_body = options_.error_body ? &options_.error_body : nullptr;
   config_.tls = options_.tls.get();

@@ -44,6 +44,11 @@ struct HttpServerOptions {
   // Request line plus header fields.
   size_t max_header_bytes = 16 * 1024;
   size_t max_body_bytes = 1 << 20;
+  // A streamed response's socket send buffer (0: the kernel's autotuning,
+  // which lets a client that does not read park megabytes in the kernel
+  // while the producer goes on). Small, so a stream's writes stall soon
+  // and its producer feels the back pressure; ample for token streams.
+  int stream_send_buffer_bytes = 32 * 1024;
   // Unset: "<status> <reason>" as plain text.
   HttpErrorBody error_body;
   // HTTPS when set (http_tls.h; reloaded as its files change); the

@@ -13,10 +13,12 @@
 #ifndef PDSERVE_COMMON_RPC_STREAM_OUTBOX_H_
 #define PDSERVE_COMMON_RPC_STREAM_OUTBOX_H_
 
-#include <deque>
-#include <optional>
-
 #include <grpcpp/support/server_callback.h>
+
+#include <deque>
+#include <functional>
+#include <optional>
+#include <utility>
 
 #include "absl/synchronization/mutex.h"
 
@@ -55,8 +57,31 @@ class StreamOutbox {
     return closing_;
   }
 
+  // Messages queued or being written: how far the reader lags.
+  size_t backlog() const {
+    absl::MutexLock lock(&mu_);
+    return queue_.size() + (writing_ ? 1 : 0);
+  }
+
+  // Back pressure: `fn` runs once, from the write completion that brings
+  // the backlog down to `low` or below (on gRPC's thread; it must not
+  // block), or at once if it already is. Replaces an earlier one not run.
+  void OnDrained(size_t low, std::function<void()> fn) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (queue_.size() > low) {
+        drained_low_ = low;
+        on_drained_ = std::move(fn);
+        return;
+      }
+      on_drained_ = nullptr;
+    }
+    fn();
+  }
+
   // From the reactor's OnWriteDone.
   void WriteDone(bool ok) {
+    std::function<void()> drained;
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
@@ -65,7 +90,9 @@ class StreamOutbox {
         status_ = grpc::Status(grpc::StatusCode::CANCELLED, "stream write failed");
         queue_.clear();
       }
+      if (on_drained_ && queue_.size() <= drained_low_) drained = std::exchange(on_drained_, {});
     }
+    if (drained) drained();
     Pump();
   }
 
@@ -110,6 +137,8 @@ class StreamOutbox {
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  size_t drained_low_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void()> on_drained_ ABSL_GUARDED_BY(mu_);
   grpc::Status status_;
 };
 

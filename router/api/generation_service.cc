@@ -60,6 +60,7 @@ class LocalCall final : public LocalGeneration::Call {
   explicit LocalCall(GenerateCall::Ref call) : call_(std::move(call)) {}
   void Start(const v1::GenerateRequest& request) override { call_->Start(request); }
   void Cancel() override { call_->OnClientCancel(); }
+  void WriteDone(bool ok) override { call_->OnWriteDone(ok); }
 
  private:
   GenerateCall::Ref call_;

@@ -41,6 +41,11 @@ class LocalGeneration {
     virtual void Start(const v1::GenerateRequest& request) = 0;
     // The client went away: cancels the request on every tier.
     virtual void Cancel() = 0;
+    // A write the client's Write() left pending (returned false) is done:
+    // `ok` false when it failed (the client is gone). Until then the
+    // router writes nothing more, buffers at most a few messages and stops
+    // reading from the decode worker (back pressure).
+    virtual void WriteDone(bool ok) = 0;
   };
 
   virtual ~LocalGeneration() = default;

@@ -47,7 +47,10 @@ GenerateCall::GenerateCall(const Env& env, GenerateClient* client, absl::Time cl
       client_deadline_(client_deadline),
       fsm_(FsmEnv(env)) {}
 
-GenerateCall::~GenerateCall() = default;
+GenerateCall::~GenerateCall() {
+  absl::MutexLock lock(&mu_);
+  SyncGauges(/*ending=*/true);  // what this call still counted
+}
 
 GenerateFsm::Env GenerateCall::FsmEnv(const Env& env) {
   GenerateFsm::Env e;
@@ -344,10 +347,25 @@ void GenerateCall::Pump(Ops* ops) {
   ResponseQueue::Next next = out_.TakeNext();
   ops->write = next.write;
   ops->finish = std::move(next.finish);
+  SyncGauges(ops->finish.has_value());
   // The stream ends: the watchdog lets go of the call at once.
   if (ops->finish.has_value() && watchdog_ != nullptr) {
     grpc::Alarm* watchdog = watchdog_;
     ops->run.push_back([watchdog] { watchdog->Cancel(); });
+  }
+}
+
+void GenerateCall::SyncGauges(bool ending) {
+  if (env_.metrics == nullptr) return;
+  const bool paused = !ending && fsm_.reads_paused();
+  if (paused != gauged_paused_) {
+    env_.metrics->AddPausedStreams(paused ? 1 : -1);
+    gauged_paused_ = paused;
+  }
+  const int64_t bytes = ending ? 0 : out_.pending_bytes();
+  if (bytes != gauged_bytes_) {
+    env_.metrics->AddClientBufferedBytes(bytes - gauged_bytes_);
+    gauged_bytes_ = bytes;
   }
 }
 

@@ -167,6 +167,8 @@ class GenerateCall : private DecodeStream::Observer, private GenerateFsm::Worker
   void WriteDoneLocked(bool ok, Ops* ops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Collects the next write, or Finish once the outcome is decided and
   // every queued message is written (ResponseQueue).
+  // Brings the back-pressure gauges up to date (to nothing once `ending`).
+  void SyncGauges(bool ending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Pump(Ops* ops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Issues the collected operations, then writes to the client for as long
@@ -226,6 +228,9 @@ class GenerateCall : private DecodeStream::Observer, private GenerateFsm::Worker
   grpc::Alarm* watchdog_ ABSL_GUARDED_BY(mu_) = nullptr;  // armed, if any
 
   ResponseQueue out_ ABSL_GUARDED_BY(mu_);
+  // What this call adds to the back-pressure gauges now.
+  bool gauged_paused_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t gauged_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pdserve::router

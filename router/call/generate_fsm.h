@@ -55,8 +55,8 @@
 #include "router/call/request_timeline.h"
 #include "router/call/request_validator.h"
 #include "router/call/retry_policy.h"
-#include "router/call/stream_migration.h"
 #include "router/call/router_metrics.h"
+#include "router/call/stream_migration.h"
 #include "router/call/token_relay.h"
 #include "router/call/watchdog.h"
 #include "router/config/router_config.h"
@@ -71,13 +71,13 @@ namespace pdserve::router {
 class GenerateFsm {
  public:
   enum class State {
-    kAdmitted,     // created; Start() has not run
-    kPlacing,      // choosing a decode worker, or polling for one to come back
-    kDecodeOpen,   // a Decode stream is open and has sent nothing yet
-    kPrefilling,   // remote: the decode worker reserved KV; Prefill runs or is retried
-    kStreaming,    // tokens are relayed to the client
-    kCompleting,   // generation is over; the Prefill call has yet to resolve
-    kDone,         // the outcome is decided; later events are ignored
+    kAdmitted,    // created; Start() has not run
+    kPlacing,     // choosing a decode worker, or polling for one to come back
+    kDecodeOpen,  // a Decode stream is open and has sent nothing yet
+    kPrefilling,  // remote: the decode worker reserved KV; Prefill runs or is retried
+    kStreaming,   // tokens are relayed to the client
+    kCompleting,  // generation is over; the Prefill call has yet to resolve
+    kDone,        // the outcome is decided; later events are ignored
   };
   static absl::string_view StateName(State state);
 
@@ -101,10 +101,10 @@ class GenerateFsm {
     Workers* workers = nullptr;
     std::atomic<uint64_t>* decode_ticket = nullptr;
     std::atomic<uint64_t>* prefill_ticket = nullptr;
-    RouterMetrics* metrics = nullptr;   // null: no metrics
-    Api api = Api::kGrpc;               // the metrics' label
-    CircuitBreaker* breaker = nullptr;  // null: no circuit breaking
-    PlacementLedger* ledger = nullptr;  // null: placements see only load reports
+    RouterMetrics* metrics = nullptr;    // null: no metrics
+    Api api = Api::kGrpc;                // the metrics' label
+    CircuitBreaker* breaker = nullptr;   // null: no circuit breaking
+    PlacementLedger* ledger = nullptr;   // null: placements see only load reports
     RebalanceGate* rebalance = nullptr;  // null: no rebalancing
     const Clock* clock = nullptr;
     // Backoff jitter in [0, 1); null: uniformly random.
@@ -206,6 +206,7 @@ class GenerateFsm {
   // Flow control: reading the current stream paused for a slow client
   // (meanwhile the watchdog does not judge the decode worker's silence).
   void PauseReads() { reads_paused_ = true; }
+  bool reads_paused() const { return reads_paused_; }
   // The client drained its queue: resumes reading if paused.
   Actions OnClientDrained();
 

@@ -14,6 +14,7 @@
 #define PDSERVE_ROUTER_CALL_RESPONSE_QUEUE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <utility>
@@ -25,7 +26,10 @@ namespace pdserve::router {
 
 class ResponseQueue {
  public:
-  void Push(v1::GenerateResponse response) { pending_.push_back(std::move(response)); }
+  void Push(v1::GenerateResponse response) {
+    bytes_ += static_cast<int64_t>(response.ByteSizeLong());
+    pending_.push_back(std::move(response));
+  }
   // Decides the final status; the first call wins.
   void Close(const grpc::Status& status) {
     if (closed_) return;
@@ -36,6 +40,7 @@ class ResponseQueue {
   void DropPending() {
     dropped_ = true;
     pending_.clear();
+    bytes_ = 0;
   }
   void WriteDone() { writing_ = false; }
 
@@ -50,6 +55,7 @@ class ResponseQueue {
     if (!pending_.empty() && !dropped_) {
       in_write_ = std::move(pending_.front());
       pending_.pop_front();
+      bytes_ -= static_cast<int64_t>(in_write_.ByteSizeLong());
       writing_ = true;
       return {&in_write_, std::nullopt};
     }
@@ -59,9 +65,12 @@ class ResponseQueue {
   }
 
   size_t pending() const { return pending_.size(); }
+  // Serialized size of the queued messages (the one in the write excluded).
+  int64_t pending_bytes() const { return bytes_; }
 
  private:
   std::deque<v1::GenerateResponse> pending_;
+  int64_t bytes_ = 0;
   v1::GenerateResponse in_write_;
   bool writing_ = false;
   bool closed_ = false;

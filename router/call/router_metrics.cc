@@ -27,8 +27,11 @@ constexpr PolicyKind kPolicies[] = {PolicyKind::kLeastLoaded, PolicyKind::kRound
                                     PolicyKind::kPrefixAware};
 
 // Placement::reason values (routing_policy.h), by where they prefill.
-constexpr const char* kLocalReasons[] = {"forced", "prefill_fallback", "short_uncached_prompt",
-                                         "no_prefill_worker", "prefill_saturated",
+constexpr const char* kLocalReasons[] = {"forced",
+                                         "prefill_fallback",
+                                         "short_uncached_prompt",
+                                         "no_prefill_worker",
+                                         "prefill_saturated",
                                          "no_compatible_prefill_worker"};
 constexpr const char* kRemoteReasons[] = {"prefill_worker_available"};
 
@@ -47,9 +50,9 @@ RouterMetrics::RouterMetrics(MetricsRegistry* registry)
   for (Api api : kApis) {
     const MetricLabels label = {{"api", ApiName(api)}};
     const int a = static_cast<int>(api);
-    ttft_[a] = registry->GetHistogram("pdserve_router_ttft_seconds",
-                                      "Admission to first token, as the router sees it.", buckets,
-                                      label);
+    ttft_[a] =
+        registry->GetHistogram("pdserve_router_ttft_seconds",
+                               "Admission to first token, as the router sees it.", buckets, label);
     e2e_[a] = registry->GetHistogram("pdserve_router_e2e_seconds",
                                      "Admission to Finished, for requests that finished OK.",
                                      buckets, label);
@@ -62,6 +65,13 @@ RouterMetrics::RouterMetrics(MetricsRegistry* registry)
           {{"api", ApiName(api)}, {"code", StatusCodeName(static_cast<grpc::StatusCode>(code))}});
     }
   }
+  paused_streams_ = registry->GetGauge(
+      "pdserve_router_paused_streams",
+      "Streams whose reads from the decode worker are paused because their client does not "
+      "read (back pressure).");
+  client_buffered_bytes_ = registry->GetGauge(
+      "pdserve_router_client_buffered_bytes",
+      "Bytes of responses the router holds for clients that have not taken them yet.");
   tpot_ = registry->GetHistogram(
       "pdserve_router_tpot_seconds",
       "Time per output token after the first, per request: (e2e - ttft) / (tokens - 1).",

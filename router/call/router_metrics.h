@@ -54,6 +54,12 @@ class RouterMetrics {
   // A decode worker offered a stream for migration: it moved with its KV,
   // or the move failed and the stream was recomputed elsewhere.
   void CountMigration(bool moved);
+  // Back pressure: streams whose decode reads are paused for a client that
+  // does not read, and the bytes queued for clients (deltas).
+  void AddPausedStreams(int delta) { paused_streams_->Add(delta); }
+  void AddClientBufferedBytes(int64_t delta) {
+    client_buffered_bytes_->Add(static_cast<double>(delta));
+  }
   // Structured output and tool calling at admission.
   StructuredOutputMetrics& structured() { return structured_; }
 
@@ -64,6 +70,8 @@ class RouterMetrics {
 
   MetricsRegistry* const registry_;
   StructuredOutputMetrics structured_;
+  Gauge* paused_streams_;
+  Gauge* client_buffered_bytes_;
   std::array<Histogram*, kNumApis> ttft_;
   Histogram* tpot_;
   Histogram* itl_;

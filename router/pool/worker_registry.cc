@@ -23,7 +23,7 @@ namespace {
 // checks `tls_name`, the DNS name the router was given, as gRPC's own dns:///
 // resolver would.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const std::string& tls_name,
-                                          std::shared_ptr<grpc::ChannelCredentials> creds) {
+                                           std::shared_ptr<grpc::ChannelCredentials> creds) {
   grpc::ChannelArguments args;
   if (!tls_name.empty()) args.SetSslTargetNameOverride(tls_name);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -32,6 +32,13 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const std
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Back pressure: a stream the router stops reading (its client does not
+  // read) fills an 8 KiB window, not one that BDP probing grew to
+  // megabytes, so the decode worker's outbox backs up within a few hundred
+  // tokens and pauses the sequence. Token events are tens of bytes; the
+  // largest reply (a load report's block keys) takes a few window updates.
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 * 1024);
   return grpc::CreateCustomChannel(
       address, creds != nullptr ? std::move(creds) : grpc::InsecureChannelCredentials(), args);
 }
@@ -144,8 +151,8 @@ void WorkerRegistry::Reconcile(Tier* tier) {
   }
 }
 
-void WorkerRegistry::AddWorker(const std::string& address, const std::string& tls_name,
-                               bool start, Tier* tier) {
+void WorkerRegistry::AddWorker(const std::string& address, const std::string& tls_name, bool start,
+                               Tier* tier) {
   std::shared_ptr<grpc::Channel> channel = MakeChannel(address, tls_name, credentials_);
   std::shared_ptr<const RegistrySnapshot> published;
   {

@@ -19,6 +19,7 @@ void OpenAiCall::Start(LocalGeneration& router, const Caller& caller, OpenAiRequ
   absl::StatusOr<std::shared_ptr<LocalGeneration::Call>> opened = router.Open(caller, call.get());
   if (!opened.ok()) return call->Fail(ToGrpcStatus(opened.status()));
   call->self_ = call;
+  call->weak_self_ = call;
   {
     absl::MutexLock lock(&call->mu_);
     call->call_ = *opened;
@@ -31,12 +32,39 @@ void OpenAiCall::Start(LocalGeneration& router, const Caller& caller, OpenAiRequ
 }
 
 void OpenAiCall::Cancel() {
+  // A chunk the client will now never take: its write failed.
+  ChunkWritten(false);
   std::shared_ptr<LocalGeneration::Call> call;
   {
     absl::MutexLock lock(&mu_);
     call = call_;
   }
   if (call != nullptr) call->Cancel();
+}
+
+void OpenAiCall::ChunkWritten(bool ok) {
+  if (!chunk_pending_.exchange(false)) return;  // once per chunk
+  std::shared_ptr<LocalGeneration::Call> call;
+  {
+    absl::MutexLock lock(&mu_);
+    call = call_;
+  }
+  if (call != nullptr) call->WriteDone(ok);
+}
+
+bool OpenAiCall::WriteChunk(const v1::Chunk& chunk) {
+  std::string event = response_.StreamChunk(chunk);
+  if (event.empty()) return true;  // held back (a possible tool call)
+  // Done when the socket took it: a client that does not read holds the
+  // router to this one chunk, and the router stops reading the decode
+  // worker (back pressure), instead of queueing the stream here.
+  chunk_pending_.store(true);
+  const bool queued = responder_->Write(std::move(event), [weak = weak_self_] {
+    if (std::shared_ptr<OpenAiCall> c = weak.lock()) c->ChunkWritten(true);
+  });
+  if (queued) return false;
+  chunk_pending_.store(false);  // the client is gone; its close cancels
+  return true;
 }
 
 OpenAiCall::OpenAiCall(OpenAiRequest request, OpenAiResponse response,
@@ -56,11 +84,8 @@ bool OpenAiCall::Write(const v1::GenerateResponse& message) {
       OnStarted(message.started());
       break;
     case v1::GenerateResponse::kChunk:
-      if (request_.stream) {
-        responder_->Write(response_.StreamChunk(message.chunk()));
-      } else {
-        response_.Append(message.chunk());
-      }
+      if (request_.stream) return WriteChunk(message.chunk());
+      response_.Append(message.chunk());  // bounded by max_tokens
       break;
     case v1::GenerateResponse::kFinished:
       finished_ = message.finished();

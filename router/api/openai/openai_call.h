@@ -19,6 +19,7 @@
 #ifndef PDSERVE_ROUTER_API_OPENAI_OPENAI_CALL_H_
 #define PDSERVE_ROUTER_API_OPENAI_OPENAI_CALL_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -43,7 +44,8 @@ class OpenAiCall final : public GenerateClient {
                     std::function<void()> on_destroyed);
   ~OpenAiCall() override;
 
-  // GenerateClient: every write is taken at once (HttpResponder queues).
+  // GenerateClient: a streamed chunk's write completes when the socket has
+  // taken it (back pressure); every other message is taken at once.
   bool Write(const v1::GenerateResponse& message) override;
   void Finish(const grpc::Status& status) override;
 
@@ -54,6 +56,10 @@ class OpenAiCall final : public GenerateClient {
   void Fail(const grpc::Status& status);
   // The HTTP client went away.
   void Cancel();
+  // Streams `chunk`; false while its write is pending.
+  bool WriteChunk(const v1::Chunk& chunk);
+  // The pending chunk is in the socket (or never will be): tells the router.
+  void ChunkWritten(bool ok);
 
   const std::function<void()> on_destroyed_;
   const OpenAiRequest request_;
@@ -70,6 +76,10 @@ class OpenAiCall final : public GenerateClient {
   // Keeps the object alive until Finish; the client's on-close holds only
   // a weak reference.
   std::shared_ptr<OpenAiCall> self_;
+  std::weak_ptr<OpenAiCall> weak_self_;  // for the socket's write callbacks
+  // A streamed chunk's write is pending with the router (set by the
+  // router's thread, cleared once by the socket's or the close's).
+  std::atomic<bool> chunk_pending_{false};
 };
 
 }  // namespace pdserve::router::openai

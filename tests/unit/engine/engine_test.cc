@@ -229,6 +229,42 @@ TEST_F(EngineTest, CancelFreesBlocksAndReportsCancelled) {
   EXPECT_EQ(a.size(), 1u);
 }
 
+// Back pressure: a paused sequence sits out of the batch, keeping its
+// blocks, while others go on; resumed, it ends with the tokens it would
+// have had unpaused.
+TEST_F(EngineTest, PausedSequenceWaitsKeepsItsBlocksAndResumesUnchanged) {
+  const std::vector<SequenceOptions> seqs = {Seq(12, 20, 1), Seq(9, 20, 2)};
+  const std::vector<Events> want = Generate(seqs);
+  auto cache = NewCache();
+  const int32_t initial = cache->allocator().num_free();
+  Engine engine(tokenizer_.get(), runner_.get(), cache.get(), {});
+  Events a, b;
+  auto ida = engine.Add(seqs[0], [&](const TokenEvent& e) { a.push_back(e); });
+  auto idb = engine.Add(seqs[1], [&](const TokenEvent& e) { b.push_back(e); });
+  ASSERT_TRUE(ida.ok() && idb.ok());
+  engine.SetPaused(*ida, true);  // still prefilling: ignored
+  EXPECT_EQ(engine.num_paused(), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine.Step().ok());
+  ASSERT_EQ(a.size(), 3u);
+  engine.SetPaused(*ida, true);
+  EXPECT_EQ(engine.num_paused(), 1);
+  const int32_t free_paused = cache->allocator().num_free();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(engine.Step().ok());
+  EXPECT_EQ(a.size(), 3u);  // no token while paused
+  EXPECT_EQ(b.size(), 8u);
+  EXPECT_LE(cache->allocator().num_free(), free_paused);  // its blocks stay
+  while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
+  EXPECT_EQ(b.size(), 20u);
+  EXPECT_EQ(a.size(), 3u);
+  EXPECT_FALSE(engine.HasWork());  // only a paused sequence is left
+  engine.SetPaused(*ida, false);
+  EXPECT_TRUE(engine.HasWork());
+  while (engine.HasWork()) ASSERT_TRUE(engine.Step().ok());
+  EXPECT_EQ(Tokens(a), Tokens(want[0]));
+  EXPECT_EQ(Tokens(b), Tokens(want[1]));
+  EXPECT_EQ(cache->allocator().num_free(), initial);
+}
+
 TEST_F(EngineTest, AdmissionBeyondThePoolChangesNothing) {
   auto cache = NewCache(4);  // 64 token slots
   Engine engine(tokenizer_.get(), runner_.get(), cache.get(), {});
