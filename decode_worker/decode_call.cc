@@ -56,8 +56,9 @@ void SendFinished(State& st, const TokenEvent& ev) {
 
 // A stream this many events behind its reader pauses its sequence (out of
 // the batch, blocks kept); it resumes once the reader is this close again.
-// The router reads only as fast as its client (docs/PROTOCOL.md, "Back
-// pressure"), so a client that stops reading stops the decoding.
+// The router reads only as fast as its client (docs/protocol/
+// request-state-machine.md), so a client that stops reading stops the
+// decoding.
 constexpr size_t kPauseBacklog = 16;
 constexpr size_t kResumeBacklog = 2;
 

@@ -1,5 +1,5 @@
-// Back pressure end to end (docs/PROTOCOL.md, "Back pressure"): streamed
-// HTTP clients that never read hold the router to a few messages each
+// Back pressure end to end (docs/protocol/request-state-machine.md): streamed
+// HTTP and gRPC clients that never read hold the router to a few messages each
 // (its buffered bytes and RSS stay flat), their decode sequences are
 // paused (out of the batch, blocks kept) rather than generated for nobody,
 // other clients are served meanwhile, a client that reads again gets its
@@ -114,9 +114,25 @@ TEST(BackPressureTest, ClientsThatDoNotReadPauseTheirSequencesAndHoldNothing) {
 
   asio::io_context io;
   std::vector<std::unique_ptr<SilentClient>> silent;
-  for (int i = 0; i < kSilentClients; ++i) {
+  for (int i = 0; i < kSilentClients - 1; ++i) {
     silent.push_back(std::make_unique<SilentClient>(io, cluster->http_address()));
   }
+  // And one over gRPC: the stream is open, nothing is read from it. Its
+  // channel keeps HTTP/2's 64 KiB window (no BDP growth), as a client
+  // whose library would otherwise take the whole stream into its own
+  // memory: the router and the decode worker must then hold still.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto grpc_stub = v1::Generation::NewStub(grpc::CreateCustomChannel(
+      cluster->router_address(), grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext grpc_silent;
+  v1::GenerateRequest long_request = testing::TextRequest("Once upon a time", kMaxTokens);
+  long_request.set_ignore_eos(true);
+  // Twenty alternatives per token: the stream outgrows any flow-control
+  // window the client's channel would hold for it.
+  long_request.mutable_sampling()->set_logprobs(20);
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> grpc_reader =
+      grpc_stub->Generate(&grpc_silent, long_request);
   // Every silent stream ends up paused on the decode worker, long before
   // its max_tokens, and its reads paused at the router.
   ASSERT_TRUE(AwaitMetric(decode_metrics, "pdserve_decode_paused_sequences", kSilentClients,
@@ -147,6 +163,7 @@ TEST(BackPressureTest, ClientsThatDoNotReadPauseTheirSequencesAndHoldNothing) {
   EXPECT_EQ(silent[0]->ReadToTheEnd(), kMaxTokens);
   // The others hang up: cancelled on both tiers, every block free.
   for (auto& c : silent) c->Close();
+  grpc_silent.TryCancel();
   EXPECT_TRUE(testing::PoolsIdle(*cluster, absl::Seconds(30)));
   EXPECT_TRUE(AwaitMetric(decode_metrics, "pdserve_decode_paused_sequences", 0, absl::Seconds(10)));
   EXPECT_TRUE(AwaitMetric(router_metrics, "pdserve_router_paused_streams", 0, absl::Seconds(10)));
