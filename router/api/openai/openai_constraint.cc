@@ -6,20 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "router/api/openai/openai_error.h"
+#include "router/api/openai/openai_json.h"
 
 namespace pdserve::router::openai {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-const Json* Field(const Json& j, const char* key) {
-  auto it = j.find(key);
-  return it == j.end() || it->is_null() ? nullptr : &*it;
-}
-
-absl::Status WrongType(const std::string& param, absl::string_view want) {
-  return InvalidParam(param, absl::StrCat("'", param, "' must be ", want));
-}
 
 // A schema given as an object (or, as some clients send it, a JSON string).
 absl::StatusOr<std::string> SchemaText(const Json& schema, const std::string& param) {

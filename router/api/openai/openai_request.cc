@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "router/api/openai/openai_constraint.h"
 #include "router/api/openai/openai_error.h"
+#include "router/api/openai/openai_json.h"
 #include "router/api/openai/openai_tools.h"
 
 namespace pdserve::router::openai {
@@ -39,18 +40,6 @@ absl::StatusOr<Json> ParseJson(absl::string_view body) {
   }
   if (!j.is_object()) return InvalidParam("", "the body must be a JSON object");
   return j;
-}
-
-// The field `key` of `j`, or nullptr when absent or null (OpenAI clients
-// send null for "unset").
-const Json* Field(const Json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-absl::Status WrongType(const std::string& param, absl::string_view want) {
-  return InvalidParam(param, absl::StrCat("'", param, "' must be ", want));
 }
 
 absl::StatusOr<std::optional<bool>> Bool(const Json& j, const char* key) {
