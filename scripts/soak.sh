@@ -27,13 +27,13 @@ while [ "$(date +%s)" -lt "$end" ]; do
     failed=$((failed + 1))
     echo "soak: round $round (seed $seed) FAILED: $log_dir/round-$round.log"
   fi
-  grep -h "chaos summary:" "$log_dir/round-$round.log" | sed "s/^/round $round: /" || true
+  grep -h "^chaos summary:" "$log_dir/round-$round.log" | sed "s/^/round $round: /" || true
 done
 echo
 echo "| round | seed | faults | requests | completed | by kind | dropped | errors | wrong | leaked | hangs | router RSS KiB | router fds | router threads |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for f in "$log_dir"/round-*.log; do
-  line=$(grep -h "chaos summary:" "$f" || true)
+  line=$(grep -h "^chaos summary:" "$f" || true)
   [ -n "$line" ] || continue
   r=$(basename "$f" .log); r=${r#round-}
   field() { echo "$line" | grep -o " $1=[^ ]*" | head -1 | cut -d= -f2-; }
