@@ -540,7 +540,14 @@ TEST_F(WorkerRpcTest, ACancelWhileAwaitingKvGivesTheBlocksBack) {
   v1::DecodeEvent first;
   ASSERT_TRUE(reader->Read(&first));
   ASSERT_TRUE(first.has_reserved());
-  const v1::LoadReport reserved = load();
+  // The load is published after the engine-thread closure that sent
+  // Reserved returns: poll briefly for it (a slow build, e.g. ASan, can
+  // answer GetLoad in between).
+  v1::LoadReport reserved = load();
+  for (int i = 0; i < 250 && reserved.kv_blocks_used() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+    reserved = load();
+  }
   EXPECT_GT(reserved.kv_blocks_used(), 0u);
   EXPECT_EQ(reserved.pending_transfers(), 1u);
 
