@@ -154,7 +154,8 @@ std::string OpenAiResponse::StreamChunk(const v1::Chunk& chunk) {
   if (tools_.has_value()) {
     const int first_index = tools_->calls();
     content = ToolDelta(tools_->Feed(chunk.text()), first_index);
-    if (content.empty() && logprobs.is_null()) return "";  // held back for now
+    // Text that may open a call waits until the parser knows.
+    if (content.empty() && logprobs.is_null()) return "";
   }
   doc["choices"] = Json::array({Choice(std::move(content), logprobs, nullptr)});
   if (options_.include_usage) doc["usage"] = nullptr;
