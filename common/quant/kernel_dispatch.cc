@@ -29,14 +29,21 @@ const Tables& GetTables() {
       const TypeKernels* s = kernels_scalar::Find(id);
       if (s == nullptr) continue;
       t->present[id] = true;
-      t->avx2[id] = kernels_avx2::Upgrade(*s);
-      t->vnni[id] = kernels_avx512vnni::Upgrade(*s);
-      // The many-token kernels: AVX2 with AVX-VNNI where the CPU has it.
-      const PackedVariant avx2 = CpuSupportsPackedVariant(PackedVariant::kAvxVnni)
-                                     ? PackedVariant::kAvxVnni
-                                     : PackedVariant::kAvx2;
-      AddPackedGemm(FindPackedGemm(avx2, id), id, &t->avx2[id]);
-      AddPackedGemm(FindPackedGemm(PackedVariant::kAvx512, id), id, &t->vnni[id]);
+      // Upgrade() is compiled for its ISA (the compiler may use that ISA's
+      // registers for the copy itself), so a table is built only where the
+      // CPU runs it: an AVX2-only CPU would fault on the AVX-512 one.
+      if (CpuSupportsAvx2()) {
+        t->avx2[id] = kernels_avx2::Upgrade(*s);
+        // The many-token kernels: AVX2 with AVX-VNNI where the CPU has it.
+        const PackedVariant avx2 = CpuSupportsPackedVariant(PackedVariant::kAvxVnni)
+                                       ? PackedVariant::kAvxVnni
+                                       : PackedVariant::kAvx2;
+        AddPackedGemm(FindPackedGemm(avx2, id), id, &t->avx2[id]);
+      }
+      if (CpuSupportsAvx512Vnni()) {
+        t->vnni[id] = kernels_avx512vnni::Upgrade(*s);
+        AddPackedGemm(FindPackedGemm(PackedVariant::kAvx512, id), id, &t->vnni[id]);
+      }
     }
     return t;
   }();
