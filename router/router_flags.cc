@@ -36,7 +36,12 @@ ABSL_FLAG(int64_t, prefill_saturation_tokens, 0,
 ABSL_FLAG(bool, colocated, false, "Always prefill on the decode worker (the baseline)");
 ABSL_FLAG(int32_t, max_queue, 256,
           "Requests in flight beyond this are refused with RESOURCE_EXHAUSTED");
-ABSL_FLAG(int64_t, request_timeout_ms, 120000, "Default and cap for client deadlines");
+ABSL_FLAG(int64_t, request_timeout_ms, 0,
+          "Default and cap for client deadlines (0 = none: a stream runs until it finishes, "
+          "its client's deadline passes or its client hangs up)");
+ABSL_FLAG(bool, ready_needs_decode, true,
+          "Report ready only while a decode worker is usable; false: ready whenever not "
+          "draining (requests then get UNAVAILABLE / HTTP 503 + Retry-After)");
 ABSL_FLAG(uint32_t, kv_wait_ms, 10000,
           "How long a decode worker's reservation waits for the KV commit");
 ABSL_FLAG(int64_t, drain_timeout_ms, 30000,
@@ -103,6 +108,7 @@ absl::StatusOr<RouterConfig> RouterConfigFromFlags() {
   c.colocated = absl::GetFlag(FLAGS_colocated);
   c.max_queue = absl::GetFlag(FLAGS_max_queue);
   c.request_timeout_ms = absl::GetFlag(FLAGS_request_timeout_ms);
+  c.ready_needs_decode = absl::GetFlag(FLAGS_ready_needs_decode);
   c.kv_wait_ms = absl::GetFlag(FLAGS_kv_wait_ms);
   c.drain_timeout_ms = absl::GetFlag(FLAGS_drain_timeout_ms);
   c.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);

@@ -1,5 +1,6 @@
 #include "router/router_server.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -98,12 +99,22 @@ absl::Status RouterServer::StartHttp() {
 RouterServer::~RouterServer() { Shutdown(absl::ZeroDuration()); }
 
 void RouterServer::UpdateHealth(const RegistrySnapshot& snapshot) {
-  bool serving = false;
+  bool serving = !config_.ready_needs_decode;
   const absl::Time now = absl::Now();
+  uint64_t blocks = 0, blocks_free = 0;
   for (const WorkerState& w : snapshot.decode) {
-    serving |= IsUsable(w, snapshot.stale_after, now) &&
-               w.info.model_fingerprint() == model_->fingerprint();
+    if (!IsUsable(w, snapshot.stale_after, now) ||
+        w.info.model_fingerprint() != model_->fingerprint()) {
+      continue;
+    }
+    serving = true;
+    blocks += w.load.kv_blocks_total();
+    blocks_free += std::min(w.load.kv_blocks_free(), w.load.kv_blocks_total());
   }
+  // No usable decode worker is a full pool for whoever reads the gauge: an
+  // endpoint picker or autoscaler must not see room that is not there.
+  metrics_.SetDecodeKvUtilization(
+      blocks == 0 ? 1.0 : static_cast<double>(blocks - blocks_free) / static_cast<double>(blocks));
   if (draining_.load()) return;
   if (serving_.exchange(serving ? 1 : 0) == (serving ? 1 : 0)) return;
   if (draining_.load()) {  // Shutdown began meanwhile: it stays not ready

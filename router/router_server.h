@@ -54,6 +54,7 @@ class RouterServer {
 
  private:
   explicit RouterServer(const RouterConfig& config) : config_(config) {}
+  // Readiness and the decode pool's KV gauge, from each registry snapshot.
   void UpdateHealth(const RegistrySnapshot& snapshot);
   // The OpenAI-compatible HTTP API, a client of server_.
   absl::Status StartHttp();

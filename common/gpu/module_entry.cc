@@ -35,6 +35,7 @@ constexpr CudaModuleApi kApi = {
     .check_device = CheckDevice,
     .create_runner = CreateRunner,
     .allocate_kv_memory = AllocateKvMemory,
+    .free_memory = FreeMemory,
 };
 
 }  // namespace

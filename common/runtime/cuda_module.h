@@ -25,7 +25,7 @@ namespace pdserve {
 
 // Bumped whenever CudaModuleApi or a type it passes changes shape, so a stale
 // module next to a newer binary is refused instead of called.
-inline constexpr int kCudaModuleAbiVersion = 1;
+inline constexpr int kCudaModuleAbiVersion = 2;
 
 // What the module offers; every entry is thread-safe.
 struct CudaModuleApi {
@@ -39,6 +39,9 @@ struct CudaModuleApi {
   // `bytes` of zeroed device memory for a KV pool, with CUDA IPC and (when
   // NCCL is built) NCCL peer channels.
   absl::StatusOr<std::unique_ptr<KvDeviceMemory>> (*allocate_kv_memory)(int ordinal, size_t bytes);
+  // Bytes of device memory free now (cudaMemGetInfo), for sizing the KV
+  // pool from --kv_memory_fraction once the weights are loaded.
+  absl::StatusOr<size_t> (*free_memory)(int ordinal);
 };
 
 // The module's one exported symbol: extern "C" const CudaModuleApi* of no

@@ -3,6 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/cpu/cpu_model_runner.h"
+#include "common/runtime/kv_memory_budget.h"
+#include "glog/logging.h"
 #if PDSERVE_HAVE_CUDA
 #include "common/runtime/cuda_module_loader.h"
 #endif
@@ -29,6 +31,12 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig
   }
   ASSIGN_OR_RETURN(const CudaModuleApi* cuda, LoadCudaModule());
   return cuda->create_runner(config, *weights, options.device.ordinal, options.cuda_graphs);
+}
+
+absl::StatusOr<size_t> DeviceFreeMemory(const DeviceSpec& device) {
+  if (!device.is_cuda()) return absl::UnimplementedError("free memory of a cpu device");
+  ASSIGN_OR_RETURN(const CudaModuleApi* cuda, LoadCudaModule());
+  return cuda->free_memory(device.ordinal);
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
@@ -60,6 +68,11 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig
   return std::make_unique<CpuModelRunner>(config, weights, options.threads);
 }
 
+absl::StatusOr<size_t> DeviceFreeMemory(const DeviceSpec& device) {
+  RETURN_IF_ERROR(CheckDeviceUsable(device));
+  return absl::UnimplementedError("free memory of a cpu device");
+}
+
 absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
                                                        const KvLayout& layout, int32_t num_blocks) {
   RETURN_IF_ERROR(CheckDeviceUsable(device));
@@ -74,6 +87,13 @@ absl::Status EngineRuntimeFlags::Validate() const {
   if (!spec.ok())
     return absl::InvalidArgumentError(absl::StrCat("--device: ", spec.status().message()));
   if (kv_blocks < 1) return absl::InvalidArgumentError("--kv_blocks must be positive");
+  if (kv_memory_fraction != 0) {
+    RETURN_IF_ERROR(ValidateKvMemoryFraction(kv_memory_fraction));
+    if (!spec->is_cuda()) {
+      return absl::InvalidArgumentError(
+          "--kv_memory_fraction sizes a cuda device's KV pool; size a cpu pool with --kv_blocks");
+    }
+  }
   if (block_size < 1 || block_size > 1024) {
     return absl::InvalidArgumentError("--block_size out of range");
   }
@@ -95,11 +115,22 @@ absl::StatusOr<EngineRuntime> CreateEngineRuntime(const Model& model,
   ASSIGN_OR_RETURN(const DeviceSpec device, DeviceSpec::Parse(flags.device));
   const KvLayout layout = KvLayout::ForModel(model.config(), flags.block_size, flags.kv_dtype);
   EngineRuntime rt;
-  ASSIGN_OR_RETURN(rt.cache, CreateKvCache(device, layout, flags.kv_blocks));
+  // The runner first: its weights are on the device before the pool is
+  // sized from what is left.
   ASSIGN_OR_RETURN(rt.runner, CreateModelRunner(model.config(), &model.weights(),
                                                 {.device = device,
                                                  .threads = flags.threads,
                                                  .cuda_graphs = flags.cuda_graphs}));
+  int32_t blocks = flags.kv_blocks;
+  if (flags.kv_memory_fraction > 0) {
+    ASSIGN_OR_RETURN(const size_t free_bytes, DeviceFreeMemory(device));
+    ASSIGN_OR_RETURN(blocks, KvBlocksForMemory(layout, flags.kv_memory_fraction, free_bytes));
+    LOG(INFO) << "KV pool: " << blocks << " blocks of " << flags.block_size << " tokens ("
+              << (KvCache::PoolBytes(layout, blocks) >> 20) << " MiB) = "
+              << flags.kv_memory_fraction << " of " << (free_bytes >> 20) << " MiB free on "
+              << device.ToString();
+  }
+  ASSIGN_OR_RETURN(rt.cache, CreateKvCache(device, layout, blocks));
   return rt;
 }
 

@@ -37,6 +37,9 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig
                                                                const ModelWeights* weights,
                                                                const RunnerOptions& options);
 
+// Bytes free on a cuda device now; UNIMPLEMENTED for cpu.
+absl::StatusOr<size_t> DeviceFreeMemory(const DeviceSpec& device);
+
 // A KV pool in the device's memory (host memory for cpu).
 absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
                                                        const KvLayout& layout, int32_t num_blocks);
@@ -52,6 +55,9 @@ struct EngineRuntimeFlags {
   int threads = 2;
   bool cuda_graphs = false;
   int32_t kv_blocks = 1024;
+  // > 0 (cuda devices only): the KV pool takes this share of the device
+  // memory free once the weights are loaded, in place of kv_blocks.
+  double kv_memory_fraction = 0;
   int32_t block_size = 16;
   std::string kv_dtype = "f16";
 

@@ -140,7 +140,8 @@ absl::StatusOr<std::shared_ptr<LocalGeneration::Call>> GenerationService::Open(
     CountRefused(status, caller.api);
     return status;
   }
-  // A front's client has no deadline of its own: --request_timeout_ms caps it.
+  // A front's client has no deadline of its own: --request_timeout_ms, if
+  // set, caps it.
   return std::make_shared<LocalCall>(NewCall(caller, *who, client, absl::InfiniteFuture()));
 }
 

@@ -73,7 +73,9 @@ void GenerateCall::Start(const v1::GenerateRequest& request) {
   const absl::Status id_ok = RequestValidator::ValidateRequestId(request.request_id());
   const std::string id =
       request.request_id().empty() || !id_ok.ok() ? NewRequestId() : request.request_id();
-  const absl::Time cap = absl::Now() + absl::Milliseconds(env_.config->request_timeout_ms);
+  const absl::Time cap = env_.config->request_timeout_ms > 0
+                             ? absl::Now() + absl::Milliseconds(env_.config->request_timeout_ms)
+                             : absl::InfiniteFuture();
   const absl::Time deadline = std::min(client_deadline_, cap);
   deadline_ = absl::ToChronoTime(deadline);
   absl::StatusOr<ValidatedRequest> validated = env_.validator->Validate(request);
@@ -207,7 +209,10 @@ void GenerateCall::Prepare(GenerateFsm::Actions a, Ops* ops) {
   decode_stubs_.clear();
   prefill_stubs_.clear();
   PrepareCancels(a, ops);
-  for (v1::GenerateResponse& response : a.responses) out_.Push(std::move(response));
+  for (v1::GenerateResponse& response : a.responses) {
+    streamed_ |= response.has_chunk();
+    out_.Push(std::move(response));
+  }
   if (a.outcome.has_value()) out_.Close(*a.outcome);
 }
 
@@ -366,6 +371,14 @@ void GenerateCall::SyncGauges(bool ending) {
   if (bytes != gauged_bytes_) {
     env_.metrics->AddClientBufferedBytes(bytes - gauged_bytes_);
     gauged_bytes_ = bytes;
+  }
+  const Phase phase = ending ? Phase::kNone : streamed_ ? Phase::kRunning : Phase::kWaiting;
+  if (phase != gauged_phase_) {
+    auto count = [](Phase p, Phase of) { return p == of ? 1 : 0; };
+    env_.metrics->AddRequests(
+        count(phase, Phase::kWaiting) - count(gauged_phase_, Phase::kWaiting),
+        count(phase, Phase::kRunning) - count(gauged_phase_, Phase::kRunning));
+    gauged_phase_ = phase;
   }
 }
 

@@ -167,7 +167,8 @@ class GenerateCall : private DecodeStream::Observer, private GenerateFsm::Worker
   void WriteDoneLocked(bool ok, Ops* ops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Collects the next write, or Finish once the outcome is decided and
   // every queued message is written (ResponseQueue).
-  // Brings the back-pressure gauges up to date (to nothing once `ending`).
+  // Brings the back-pressure and request gauges up to date (to nothing
+  // once `ending`).
   void SyncGauges(bool ending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Pump(Ops* ops) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -228,6 +229,11 @@ class GenerateCall : private DecodeStream::Observer, private GenerateFsm::Worker
   grpc::Alarm* watchdog_ ABSL_GUARDED_BY(mu_) = nullptr;  // armed, if any
 
   ResponseQueue out_ ABSL_GUARDED_BY(mu_);
+  // Whether a token chunk went to the client: the call is running, not
+  // waiting, in the request gauges.
+  bool streamed_ ABSL_GUARDED_BY(mu_) = false;
+  enum class Phase { kNone, kWaiting, kRunning };
+  Phase gauged_phase_ ABSL_GUARDED_BY(mu_) = Phase::kNone;
   // What this call adds to the back-pressure gauges now.
   bool gauged_paused_ ABSL_GUARDED_BY(mu_) = false;
   int64_t gauged_bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -72,6 +72,16 @@ RouterMetrics::RouterMetrics(MetricsRegistry* registry)
   client_buffered_bytes_ = registry->GetGauge(
       "pdserve_router_client_buffered_bytes",
       "Bytes of responses the router holds for clients that have not taken them yet.");
+  requests_waiting_ = registry->GetGauge(
+      "pdserve_router_requests_waiting",
+      "Admitted requests that have not streamed a token yet (placement, prefill, KV transfer, "
+      "decode admission).");
+  requests_running_ = registry->GetGauge("pdserve_router_requests_running",
+                                         "Requests streaming tokens to their clients.");
+  decode_kv_utilization_ = registry->GetGauge(
+      "pdserve_router_decode_kv_utilization",
+      "KV blocks in use over KV blocks in all, across the usable decode workers of this "
+      "router's model (0-1).");
   tpot_ = registry->GetHistogram(
       "pdserve_router_tpot_seconds",
       "Time per output token after the first, per request: (e2e - ttft) / (tokens - 1).",

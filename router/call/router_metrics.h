@@ -60,6 +60,17 @@ class RouterMetrics {
   void AddClientBufferedBytes(int64_t delta) {
     client_buffered_bytes_->Add(static_cast<double>(delta));
   }
+  // Admitted requests that have streamed no token yet (waiting: placement,
+  // prefill, KV transfer, decode admission) and those streaming (running),
+  // as deltas; and the share of KV blocks in use across the usable decode
+  // workers of this router's model. The load signals a Gateway's endpoint
+  // picker or an autoscaler reads (GAIE's queue / running / KV-utilisation
+  // metrics; docs/OBSERVABILITY.md).
+  void AddRequests(int waiting_delta, int running_delta) {
+    requests_waiting_->Add(waiting_delta);
+    requests_running_->Add(running_delta);
+  }
+  void SetDecodeKvUtilization(double share) { decode_kv_utilization_->Set(share); }
   // Structured output and tool calling at admission.
   StructuredOutputMetrics& structured() { return structured_; }
 
@@ -72,6 +83,9 @@ class RouterMetrics {
   StructuredOutputMetrics structured_;
   Gauge* paused_streams_;
   Gauge* client_buffered_bytes_;
+  Gauge* requests_waiting_;
+  Gauge* requests_running_;
+  Gauge* decode_kv_utilization_;
   std::array<Histogram*, kNumApis> ttft_;
   Histogram* tpot_;
   Histogram* itl_;

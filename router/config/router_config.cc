@@ -100,7 +100,9 @@ absl::Status RouterConfig::Validate() const {
   if (max_streams_per_client < 0) {
     return absl::InvalidArgumentError("max_streams_per_client must be >= 0");
   }
-  RETURN_IF_ERROR(CheckPositive("request_timeout_ms", request_timeout_ms));
+  if (request_timeout_ms < 0) {
+    return absl::InvalidArgumentError("--request_timeout_ms must be >= 0 (0 = no server limit)");
+  }
   RETURN_IF_ERROR(CheckPositive("kv_wait_ms", kv_wait_ms));
   RETURN_IF_ERROR(CheckPositive("drain_timeout_ms", drain_timeout_ms));
   RETURN_IF_ERROR(CheckPositive("max_prompt_tokens", max_prompt_tokens));

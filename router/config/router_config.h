@@ -59,10 +59,20 @@ struct RouterConfig {
   // Requests in flight (admitted and not yet finished) beyond this get
   // RESOURCE_EXHAUSTED at once rather than queueing without bound.
   int32_t max_queue = 256;
-  // Cap on, and default for, a client's deadline.
-  int64_t request_timeout_ms = 120000;
+  // Cap on, and default for, a client's deadline; 0: none of the server's
+  // own. A healthy stream is not cut by default (as vLLM and llama-server
+  // do not): a client without a deadline (every HTTP client) runs until it
+  // finishes or hangs up, and the progress watchdog still ends a stream
+  // whose worker stalls.
+  int64_t request_timeout_ms = 0;
   // How long a decode worker holds a reservation waiting for the KV commit.
   uint32_t kv_wait_ms = 10000;
+  // Ready (gRPC health, /readyz, /ready) only while a decode worker is
+  // usable; false: ready whenever not draining, so that a load balancer
+  // keeps sending requests, which then get UNAVAILABLE / HTTP 503 with
+  // Retry-After while the decode pool is empty (a rollout, a scale from
+  // zero) instead of connections refused.
+  bool ready_needs_decode = true;
   // On SIGTERM: how long in-flight requests may take to finish.
   int64_t drain_timeout_ms = 30000;
 

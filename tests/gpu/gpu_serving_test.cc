@@ -128,6 +128,26 @@ class GpuServingTest : public ::testing::Test {
 
 std::string* GpuServingTest::model_path_ = nullptr;
 
+// --kv_memory_fraction: the pool takes that share of what the weights left
+// free, in whole blocks (a CUDA-only flag: no dry run).
+TEST_F(GpuServingTest, KvMemoryFractionSizesThePoolFromFreeDeviceMemory) {
+  if (DryRun()) GTEST_SKIP() << "--kv_memory_fraction is for cuda devices";
+  auto model = Model::Load(*model_path_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<size_t> free_before = cuda::FreeMemory(0);
+  ASSERT_TRUE(free_before.ok()) << free_before.status();
+  auto rt = CreateEngineRuntime(
+      **model, {.device = "cuda:0", .threads = 1, .kv_memory_fraction = 0.25});
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  const KvLayout layout = KvLayout::ForModel((*model)->config(), 16);
+  const int32_t blocks = rt->cache->num_blocks();
+  EXPECT_GT(blocks, 1024);  // more than the CPU default on any card
+  EXPECT_LE(KvCache::PoolBytes(layout, blocks), *free_before / 4);
+  // Whole blocks of a quarter of what was free after the weights: at most
+  // one block short of that share.
+  EXPECT_GT(KvCache::PoolBytes(layout, blocks + 1) + (size_t{512} << 20), *free_before / 4);
+}
+
 TEST_F(GpuServingTest, DisaggregatedColocatedAndInProcessGiveTheSameTokens) {
   std::string ipc_logs;
   const auto ipc = Serve(Options(false, ""), "gpu-disagg-auto", &ipc_logs);

@@ -29,9 +29,6 @@ using testing::StartCluster;
 
 constexpr int kMaxTokens = 16;
 const absl::Duration kTimeout = absl::Minutes(10);
-// The router caps client deadlines at --request_timeout_ms (2 min by
-// default); a long prompt under sanitizers, int8 KV most of all, takes longer.
-constexpr char kRouterTimeout[] = "--request_timeout_ms=600000";
 constexpr char kDraftedMetric[] = "pdserve_decode_spec_draft_tokens_total{source=\"prompt_lookup\"}";
 constexpr char kAcceptedMetric[] =
     "pdserve_decode_spec_accepted_tokens_total{source=\"prompt_lookup\"}";
@@ -123,7 +120,6 @@ TEST_P(ModelServingTest, DisaggregatedEqualsColocatedEqualsInProcess) {
     LocalClusterOptions o;
     o.model = path_;
     o.colocated = colocated;
-    o.extra_router_flags = {kRouterTimeout};
     // Speculative decoding is the decode worker's default: the tokens
     // below must be plain decode's (the in-process engine does not draft).
     o.extra_decode_flags = {"--metrics_port=-1"};
@@ -188,7 +184,6 @@ TEST_P(ModelServingTest, Int8KvDisaggregatedEqualsInProcess) {
   const auto want = InProcessTokens(**model, reqs, "int8");
   LocalClusterOptions o;
   o.model = path_;
-  o.extra_router_flags = {kRouterTimeout};
   o.extra_worker_flags = {"--kv_dtype=int8"};
   auto cluster = StartCluster(o, GetParam().name + "-int8");
   ASSERT_NE(cluster, nullptr);

@@ -7,6 +7,7 @@
 // Each transition of the request state machine itself is table-tested
 // without gRPC in tests/unit/router/call/generate_fsm_test.cc.
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <string>
@@ -499,6 +500,49 @@ TEST_F(RouterFakeWorkersTest, RouterTimeoutCapsRequestsWithoutDeadline) {
   const Outcome out = Generate(Text("go"), absl::Seconds(30));
   EXPECT_EQ(out.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_NE(out.status.error_message().find(d.address()), std::string::npos);
+}
+
+// The load gauges a Gateway's endpoint picker and the routers' autoscaler
+// read: requests waiting for a first token, requests streaming, and the
+// share of the decode pool's KV blocks in use.
+TEST_F(RouterFakeWorkersTest, GaugesShowWaitingAndRunningRequestsAndDecodeKvUse) {
+  auto gauge = [this](const std::string& name) {
+    const pdserve::testing::HttpResult r = pdserve::testing::HttpCall(
+        absl::StrCat("127.0.0.1:", router_->metrics_port()), "GET", "/metrics");
+    const size_t at = r.body.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0
+                                   : std::strtod(r.body.c_str() + at + name.size() + 2, nullptr);
+  };
+  RouterConfig config;
+  config.metrics_port = -1;  // any free port
+  {
+    auto options = DecodeOptions("x");
+    options.hang = true;  // reserved, never a token: the request waits
+    options.free_blocks = 1 << 18;  // of 1 << 20
+    FakeDecodeWorker d(options, &bus_);
+    StartRouter({d.address()}, {}, config);
+    EXPECT_TRUE(Eventually([&] { return gauge("pdserve_router_decode_kv_utilization") == 0.75; }));
+    std::thread waiting([&] { Generate(Text("go"), absl::Seconds(2)); });
+    EXPECT_TRUE(Eventually([&] { return gauge("pdserve_router_requests_waiting") == 1; }));
+    EXPECT_EQ(gauge("pdserve_router_requests_running"), 0);
+    waiting.join();
+    EXPECT_TRUE(Eventually([&] { return gauge("pdserve_router_requests_waiting") == 0; }));
+    router_.reset();
+  }
+  auto options = DecodeOptions("abcdefghijklmnopqrstuvwxyz");
+  options.token_delay = absl::Milliseconds(100);  // streams for ~2.6 s
+  FakeDecodeWorker d(options, &bus_);
+  StartRouter({d.address()}, {}, config);
+  std::thread a([&] { EXPECT_TRUE(Generate(Text("go")).status.ok()); });
+  std::thread b([&] { EXPECT_TRUE(Generate(Text("go")).status.ok()); });
+  EXPECT_TRUE(Eventually([&] { return gauge("pdserve_router_requests_running") == 2; }));
+  EXPECT_EQ(gauge("pdserve_router_requests_waiting"), 0);
+  a.join();
+  b.join();
+  EXPECT_TRUE(Eventually([&] {
+    return gauge("pdserve_router_requests_running") == 0 &&
+           gauge("pdserve_router_requests_waiting") == 0;
+  }));
 }
 
 TEST_F(RouterFakeWorkersTest, DecodeDyingMidStreamIsUnavailable) {

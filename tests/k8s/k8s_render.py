@@ -45,59 +45,119 @@ def render_with_components(k8s_dir, overlay, components):
         return render_dir(os.path.dirname(path))
 
 
+def render_on_top(k8s_dir, overlay, components, namespace=None):
+    """Renders the way an operator builds on an overlay: a kustomization of
+    theirs with `resources: [the overlay]`, the components, the overlay's
+    `images:`, `transformers: [params]` (deploy/k8s/README.md, "Parameters")
+    and, when given, `namespace:`, from a temporary copy of the tree."""
+    import yaml as _yaml
+    with tempfile.TemporaryDirectory(prefix="pdserve-k8s-") as tmp:
+        root = os.path.join(tmp, "k8s")
+        shutil.copytree(k8s_dir, root)
+        with open(os.path.join(root, "overlays", overlay, "kustomization.yaml")) as f:
+            images = _yaml.safe_load(f).get("images") or []
+        stack = os.path.join(root, "stack")
+        os.makedirs(stack)
+        k = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+             "resources": [f"../overlays/{overlay}"],
+             "components": [f"../components/{c}" for c in components],
+             "images": images, "transformers": ["../params"]}
+        if namespace is not None:
+            k["namespace"] = namespace
+        with open(os.path.join(stack, "kustomization.yaml"), "w") as f:
+            _yaml.safe_dump(k, f, sort_keys=False)
+        return render_dir(stack)
+
+
 # Components that exclude each other: one autoscaler per Deployment, one
-# source of the model.
-EXCLUSIVE = [{"autoscaling-hpa", "autoscaling-keda"}, {"model-baked", "model-pvc"}]
+# source of the model (model-egress redirects a download, which model-baked
+# does not have).
+EXCLUSIVE = [{"autoscaling-hpa", "autoscaling-keda"}, {"model-baked", "model-pvc"},
+             {"model-baked", "model-egress"}, {"kv-tls", "gpu-kv-nccl"}]
+# Components that patch what another one adds.
+REQUIRES = {"gateway-inference-pool": ["gateway"], "kv-tls": ["tls"]}
+# Components that patch what the overlay's own patches add (the GPU
+# tolerations): they go in a kustomization on top of the overlay, never into
+# it (components run before the kustomization's own patches).
+ON_TOP = {"gpu-tolerations"}
 
 # Whole deployments as an operator would assemble them, rendered beside the
 # single components so that components that touch the same objects are
 # checked together.
 COMBINATIONS = [
-    ("cpu", ["monitoring", "alerts", "autoscaling-hpa", "model-pvc"]),
-    ("cpu", ["monitoring", "alerts", "autoscaling-keda", "model-baked"]),
+    ("cpu", ["monitoring", "alerts", "autoscaling-hpa", "model-pvc", "model-egress"]),
+    ("cpu", ["monitoring", "alerts", "autoscaling-keda", "model-baked", "gateway",
+             "gateway-inference-pool"]),
     ("gpu", ["monitoring", "alerts", "autoscaling-keda", "gpu-kv-nccl", "gpu-product", "model-pvc"]),
-    ("gpu", ["monitoring", "autoscaling-hpa", "gpu-product", "model-baked"]),
-    ("cpu", ["tls", "kv-secret", "router-auth", "monitoring", "alerts", "autoscaling-keda"]),
+    ("gpu", ["monitoring", "autoscaling-hpa", "gpu-product", "gpu-tolerations", "model-baked"]),
+    ("cpu", ["tls", "kv-tls", "kv-secret", "router-auth", "monitoring", "alerts", "autoscaling-keda"]),
+    ("gpu", ["tls", "kv-tls", "monitoring", "autoscaling-keda", "model-pvc"]),
     ("gpu", ["tls", "kv-secret", "gpu-kv-nccl", "monitoring", "autoscaling-hpa", "model-pvc"]),
+]
+# The same in a namespace of the operator's (their kustomization sets
+# `namespace:`): everything that names the namespace must follow it.
+OTHER_NAMESPACE = "llm"
+NAMESPACED = [
+    ("cpu", ["tls", "kv-tls", "kv-secret", "router-auth", "monitoring", "alerts", "autoscaling-keda",
+             "gateway", "gateway-inference-pool", "model-egress"]),
+    ("gpu", ["tls", "kv-secret", "gpu-kv-nccl", "monitoring", "alerts", "autoscaling-hpa",
+             "model-pvc"]),
 ]
 
 
 def compatible(overlay, components):
-    """A "gpu-" component needs the gpu overlay; exclusive pairs never meet."""
+    """A "gpu-" component needs the gpu overlay; exclusive pairs never meet;
+    a component comes with the ones it patches."""
     if overlay != "gpu" and any(c.startswith("gpu-") for c in components):
+        return False
+    if any(r not in components for c in components for r in REQUIRES.get(c, [])):
         return False
     return all(len(group & set(components)) <= 1 for group in EXCLUSIVE)
 
 
 def target_names(k8s_dir):
-    """{name: (overlay, components)} of what render_targets renders: every
-    overlay, each component on the cpu overlay (a "gpu-" component on the
-    gpu overlay), and COMBINATIONS."""
+    """{name: (overlay, components, namespace)} of what render_targets
+    renders: every overlay, each component on the cpu overlay (a "gpu-"
+    component on the gpu overlay; with the components it REQUIRES),
+    COMBINATIONS, and NAMESPACED in OTHER_NAMESPACE (namespace None: the
+    overlay's own). Components go into the overlay's kustomization, unless
+    one is ON_TOP or a namespace is set: then all go into one on top of it."""
     out = {}
     overlays_dir = os.path.join(k8s_dir, "overlays")
     for name in sorted(os.listdir(overlays_dir)):
         if os.path.exists(os.path.join(overlays_dir, name, "kustomization.yaml")):
-            out[name] = (name, [])
+            out[name] = (name, [], None)
     components_dir = os.path.join(k8s_dir, "components")
     if os.path.isdir(components_dir):
         for name in sorted(os.listdir(components_dir)):
             if os.path.exists(os.path.join(components_dir, name, "kustomization.yaml")):
                 overlay = "gpu" if name.startswith("gpu-") else "cpu"
-                out[f"{overlay}+{name}"] = (overlay, [name])
+                out[f"{overlay}+{name}"] = (overlay, REQUIRES.get(name, []) + [name], None)
+
+        def have(components):
+            return all(os.path.isdir(os.path.join(components_dir, c)) for c in components)
+
         for overlay, components in COMBINATIONS:
             assert compatible(overlay, components), (overlay, components)
-            if all(os.path.isdir(os.path.join(components_dir, c)) for c in components):
-                out["+".join([overlay] + components)] = (overlay, components)
+            if have(components):
+                out["+".join([overlay] + components)] = (overlay, components, None)
+        for overlay, components in NAMESPACED:
+            assert compatible(overlay, components), (overlay, components)
+            if have(components):
+                name = f"{OTHER_NAMESPACE}:" + "+".join([overlay] + components)
+                out[name] = (overlay, components, OTHER_NAMESPACE)
     return out
 
 
 def render_targets(k8s_dir, only=None):
     """{name: objects} of target_names (those in `only`, when given)."""
     out = {}
-    for name, (overlay, components) in target_names(k8s_dir).items():
+    for name, (overlay, components, namespace) in target_names(k8s_dir).items():
         if only is not None and name not in only:
             continue
-        if components:
+        if namespace is not None or ON_TOP & set(components):
+            out[name] = render_on_top(k8s_dir, overlay, components, namespace)
+        elif components:
             out[name] = render_with_components(k8s_dir, overlay, components)
         else:
             out[name] = render_dir(os.path.join(k8s_dir, "overlays", overlay))

