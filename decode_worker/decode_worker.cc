@@ -6,6 +6,7 @@
 #include "common/kv/kv_auth.h"
 #include "common/kv/kv_path.h"
 #include "common/rpc/grpc_server.h"
+#include "common/worker/kv_tls_context.h"
 #include "decode_worker/decode_metrics.h"
 #include "decode_worker/stream_migration.h"
 #include "glog/logging.h"
@@ -50,10 +51,12 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
   FramedKvReceiverOptions ro;
   ro.listen_address = c.kv_listen;
   ASSIGN_OR_RETURN(ro.auth, LoadKvAuthKey(c.kv_secret_file));
+  ASSIGN_OR_RETURN(ro.tls, KvTlsContext(c));
   ASSIGN_OR_RETURN(w->receiver_, FramedKvReceiver::Create(cache, ro));
   // Migration pushes KV to other decode workers as a prefill worker would.
   FramedKvSenderOptions so;
   so.auth = ro.auth;
+  so.tls = ro.tls;
   if (cache->on_device()) so.device_pool = cache;
   ASSIGN_OR_RETURN(w->sender_, FramedKvSender::Create(so));
   w->handoffs_ = std::make_unique<JobLane>(kHandoffThreads);
@@ -95,7 +98,8 @@ absl::StatusOr<std::unique_ptr<DecodeWorker>> DecodeWorker::Start(const DecodeWo
                                     RegisterDecodeMetrics(ctx, registry);
                                   }));
   LOG(INFO) << "decode worker " << w->ctx_.worker_id << " serving on port " << w->port()
-            << ", kv endpoint " << w->ctx_.kv_endpoint << ", " << c.runtime.kv_blocks
+            << ", kv endpoint " << w->ctx_.kv_endpoint << ", "
+            << (c.runtime.kv_memory_fraction > 0 ? cache->num_blocks() : c.runtime.kv_blocks)
             << " blocks of " << c.runtime.block_size << " tokens (" << c.runtime.kv_dtype
             << "), prefix cache " << (c.prefix_cache ? "on" : "off") << ", speculative decoding "
             << (c.speculation.enabled ? "on" : "off") << " by default";

@@ -11,6 +11,7 @@
 #include "common/kv/kv_path.h"
 #include "common/rpc/grpc_server.h"
 #include "common/runtime/device_spec.h"
+#include "common/worker/kv_tls_context.h"
 #include "glog/logging.h"
 #include "prefill_worker/prefill_metrics.h"
 
@@ -71,6 +72,11 @@ absl::Status PrefillWorkerConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("--kv_transport=", kv_transport, " needs --device=cuda"));
   }
+  if (kv_tls && *transport == KvTransportFlag::kNccl) {
+    // NCCL moves the bytes over its own sockets, outside the TLS connection.
+    return absl::InvalidArgumentError(
+        "--kv_tls encrypts the TCP KV plane; --kv_transport=nccl would send KV outside it");
+  }
   if (max_batch_tokens < 1 || max_batch < 1 || commit_threads < 1) {
     return absl::InvalidArgumentError(
         "--max_batch_tokens, --max_batch and --commit_threads must be positive");
@@ -85,6 +91,7 @@ absl::StatusOr<std::unique_ptr<PrefillWorker>> PrefillWorker::Start(const Prefil
   KvCache* cache = w->host_->cache();
   FramedKvSenderOptions kv_options;
   ASSIGN_OR_RETURN(kv_options.auth, LoadKvAuthKey(c.kv_secret_file));
+  ASSIGN_OR_RETURN(kv_options.tls, KvTlsContext(c));
   ASSIGN_OR_RETURN(w->ctx_.kv_transport, ParseKvTransportFlag(c.kv_transport));
   w->ctx_.kv_local = {cache->on_device(), LocalKvHostId(),
                       cache->on_device() && cache->device_memory()->SupportsPeerChannels()};

@@ -19,7 +19,9 @@ absl::Status Failed(const std::string& what, const boost::system::error_code& ec
 }
 
 absl::StatusOr<std::shared_ptr<ssl::context>> MakeContext(const HttpTlsFiles& files) {
-  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
+  // Either role: the KV plane's senders make client handshakes with it
+  // (common/kv/kv_stream.h).
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls);
   ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                    ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
                    ssl::context::single_dh_use);

@@ -273,8 +273,8 @@ void FramedKvReceiverImpl::Accept() {
     }
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    auto conn = std::make_shared<KvReceiveConnection>(std::move(socket), this,
-                                                      options_.idle_timeout, options_.auth);
+    auto conn = std::make_shared<KvReceiveConnection>(
+        KvStream(std::move(socket), options_.tls), this, options_.idle_timeout, options_.auth);
     connections_.insert(conn);
     conn->Start();
     Accept();

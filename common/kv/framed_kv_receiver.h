@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/engine/kv_cache.h"
+#include "common/http/http_tls.h"
 #include "common/kv/kv_auth.h"
 #include "common/kv/kv_transport.h"
 
@@ -37,6 +38,9 @@ struct FramedKvReceiverOptions {
   // Accept only peers that prove the shared KV secret (kv_auth.h) before
   // their first frame. Null = no authentication.
   std::shared_ptr<const KvAuthKey> auth;
+  // Accept only mutual-TLS connections from peers whose certificate the
+  // context's CA signed (kv_stream.h, --kv_tls). Null = plain TCP.
+  std::shared_ptr<HttpTls> tls;
 };
 
 class FramedKvReceiver : public KvReceiver {

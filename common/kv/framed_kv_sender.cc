@@ -33,6 +33,7 @@ KvSendConnectionOptions ConnectionOptions(const FramedKvSenderOptions& o) {
   c.max_queued_frames = o.max_queued_frames;
   c.socket_buffer_bytes = o.socket_buffer_bytes;
   c.auth = o.auth;
+  c.tls = o.tls;
   return c;
 }
 

@@ -31,25 +31,41 @@ std::string PeerName(const asio::ip::tcp::socket& socket) {
 
 }  // namespace
 
-KvReceiveConnection::KvReceiveConnection(asio::ip::tcp::socket socket, KvFrameSink* sink,
+KvReceiveConnection::KvReceiveConnection(KvStream stream, KvFrameSink* sink,
                                          absl::Duration idle_timeout,
                                          std::shared_ptr<const KvAuthKey> auth)
-    : socket_(std::move(socket)),
-      watchdog_(socket_.get_executor()),
+    : stream_(std::move(stream)),
+      watchdog_(stream_.get_executor()),
       sink_(sink),
       auth_(std::move(auth)),
       idle_timeout_(absl::ToChronoNanoseconds(idle_timeout)),
-      peer_(PeerName(socket_)) {}
+      peer_(PeerName(stream_.socket())) {}
 
 void KvReceiveConnection::Start() {
   last_progress_ = Clock::now();
+  if (!stream_.encrypted()) return Authenticate();
+  // Handshakes are watched like a frame: a peer that stalls in one is cut.
+  mid_frame_ = true;
+  EnsureWatchdog();
+  stream_.async_handshake(/*client=*/false, [self = shared_from_this()](const error_code& ec) {
+    if (self->closed_) return;
+    if (ec) {
+      return self->Close(absl::UnauthenticatedError(
+          absl::StrCat("kv connection from ", self->peer_, ": TLS handshake failed (", ec.message(),
+                       "; is --kv_tls set on the sender, with a certificate the CA signed?)")));
+    }
+    self->last_progress_ = Clock::now();
+    self->Authenticate();
+  });
+}
+
+void KvReceiveConnection::Authenticate() {
   if (auth_ == nullptr) return ReadPrefix();
-  // The handshake is watched like a frame: a peer that stalls in it is cut.
   mid_frame_ = true;
   EnsureWatchdog();
   handshake_.resize(kKvHelloBytes);
   asio::async_read(
-      socket_, asio::buffer(handshake_),
+      stream_, asio::buffer(handshake_),
       [this](const error_code& ec, size_t n) { return Progress(ec, n); },
       [self = shared_from_this()](const error_code& ec, size_t) { self->OnHello(ec); });
 }
@@ -68,14 +84,14 @@ void KvReceiveConnection::OnHello(const error_code& ec) {
   const KvMac mac = auth_->Prove(KvAuthRole::kReceiver, sender_nonce_, receiver_nonce_);
   handshake_.assign(reinterpret_cast<const char*>(receiver_nonce_.data()), receiver_nonce_.size());
   handshake_.append(reinterpret_cast<const char*>(mac.data()), mac.size());
-  asio::async_write(socket_, asio::buffer(handshake_),
+  asio::async_write(stream_, asio::buffer(handshake_),
                     [self = shared_from_this()](const error_code& ec, size_t) {
                       if (self->closed_) return;
                       if (ec) return self->Fail(ec, "writing the auth challenge");
                       self->last_progress_ = Clock::now();
                       self->handshake_.resize(kKvMacBytes);
                       asio::async_read(
-                          self->socket_, asio::buffer(self->handshake_),
+                          self->stream_, asio::buffer(self->handshake_),
                           [raw = self.get()](const error_code& ec, size_t n) {
                             return raw->Progress(ec, n);
                           },
@@ -111,14 +127,14 @@ size_t KvReceiveConnection::Progress(const error_code& ec, size_t bytes) {
 void KvReceiveConnection::ReadPrefix() {
   mid_frame_ = false;
   asio::async_read(
-      socket_, asio::buffer(prefix_),
+      stream_, asio::buffer(prefix_),
       [this](const error_code& ec, size_t n) { return Progress(ec, n); },
       [self = shared_from_this()](const error_code& ec, size_t) { self->OnPrefix(ec); });
 }
 
 void KvReceiveConnection::OnPrefix(const error_code& ec) {
   if (closed_) return;
-  if (ec == asio::error::eof && !mid_frame_) {
+  if (KvStream::IsPeerClose(ec) && !mid_frame_) {
     Close(absl::OkStatus());
     return;
   }
@@ -133,7 +149,7 @@ void KvReceiveConnection::OnPrefix(const error_code& ec) {
   }
   header_bytes_.resize(length);
   asio::async_read(
-      socket_, asio::buffer(header_bytes_),
+      stream_, asio::buffer(header_bytes_),
       [this](const error_code& ec, size_t n) { return Progress(ec, n); },
       [self = shared_from_this()](const error_code& ec, size_t) { self->OnHeaderBytes(ec); });
 }
@@ -168,7 +184,7 @@ void KvReceiveConnection::ApplyPlan(KvFramePlan plan) {
       payload_dst_ = std::move(plan.dst);
       writing_payload_ = true;
       asio::async_read(
-          socket_, payload_dst_, [this](const error_code& ec, size_t n) { return Progress(ec, n); },
+          stream_, payload_dst_, [this](const error_code& ec, size_t n) { return Progress(ec, n); },
           [self = shared_from_this()](const error_code& ec, size_t) { self->OnPayload(ec); });
       return;
   }
@@ -197,7 +213,7 @@ void KvReceiveConnection::SkipPayload(uint64_t remaining) {
   scratch_.resize(kScratchBytes);
   const size_t n = static_cast<size_t>(std::min<uint64_t>(remaining, scratch_.size()));
   asio::async_read(
-      socket_, asio::buffer(scratch_.data(), n),
+      stream_, asio::buffer(scratch_.data(), n),
       [this](const error_code& ec, size_t got) { return Progress(ec, got); },
       [self = shared_from_this(), remaining, n](const error_code& ec, size_t) {
         if (self->closed_) return;
@@ -223,7 +239,7 @@ void KvReceiveConnection::WriteNextAck() {
   writing_ack_ = true;
   last_progress_ = Clock::now();
   EnsureWatchdog();
-  asio::async_write(socket_, asio::buffer(acks_.front()),
+  asio::async_write(stream_, asio::buffer(acks_.front()),
                     [self = shared_from_this()](const error_code& ec, size_t) {
                       if (self->closed_) return;
                       if (ec) return self->Fail(ec, "writing ack");
@@ -239,12 +255,12 @@ void KvReceiveConnection::Linger() {
   if (!lingering_) {
     lingering_ = true;
     error_code ignored;
-    socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+    stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
     last_progress_ = Clock::now();  // the linger clock; drained bytes don't extend it
     EnsureWatchdog();
   }
   scratch_.resize(kScratchBytes);
-  socket_.async_read_some(asio::buffer(scratch_),
+  stream_.async_read_some(asio::buffer(scratch_),
                           [self = shared_from_this()](const error_code& ec, size_t) {
                             if (self->closed_) return;
                             if (ec) return self->Close(self->close_reason_);
@@ -279,7 +295,7 @@ void KvReceiveConnection::OnWatchdog(const error_code& ec) {
 }
 
 void KvReceiveConnection::Fail(const error_code& ec, const char* what) {
-  const bool clean_eof = ec == asio::error::eof;
+  const bool clean_eof = KvStream::IsPeerClose(ec);
   Close(absl::UnavailableError(absl::StrCat("kv connection from ", peer_, ": ",
                                             clean_eof ? "peer closed the connection" : ec.message(),
                                             " while ", what)));
@@ -294,7 +310,7 @@ void KvReceiveConnection::Close(const absl::Status& why) {
     LOG(WARNING) << "closing kv connection from " << peer_ << ": " << why;
   }
   error_code ignored;
-  socket_.close(ignored);
+  stream_.socket().close(ignored);
   watchdog_.cancel();
   auto self = shared_from_this();
   if (writing_payload_) {

@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "common/kv/kv_auth.h"
 #include "common/kv/kv_frame.h"
+#include "common/kv/kv_stream.h"
 #include "pdserve/v1/kv_frame.pb.h"
 
 namespace pdserve {
@@ -65,10 +66,10 @@ class KvFrameSink {
 
 class KvReceiveConnection : public std::enable_shared_from_this<KvReceiveConnection> {
  public:
-  // With `auth`, the peer must pass the KV auth handshake (kv_auth.h)
-  // before its first frame is read.
-  KvReceiveConnection(boost::asio::ip::tcp::socket socket, KvFrameSink* sink,
-                      absl::Duration idle_timeout,
+  // An encrypted `stream` first completes its TLS handshake; with `auth`
+  // the peer must then pass the KV auth handshake (kv_auth.h) before its
+  // first frame is read.
+  KvReceiveConnection(KvStream stream, KvFrameSink* sink, absl::Duration idle_timeout,
                       std::shared_ptr<const KvAuthKey> auth = nullptr);
 
   void Start();
@@ -83,6 +84,7 @@ class KvReceiveConnection : public std::enable_shared_from_this<KvReceiveConnect
  private:
   using Clock = std::chrono::steady_clock;
 
+  void Authenticate();
   void OnHello(const boost::system::error_code& ec);
   void OnProof(const boost::system::error_code& ec);
   void ReadPrefix();
@@ -100,7 +102,7 @@ class KvReceiveConnection : public std::enable_shared_from_this<KvReceiveConnect
   size_t Progress(const boost::system::error_code& ec, size_t bytes);
   void Fail(const boost::system::error_code& ec, const char* what);
 
-  boost::asio::ip::tcp::socket socket_;
+  KvStream stream_;
   boost::asio::steady_timer watchdog_;
   KvFrameSink* const sink_;
   const std::shared_ptr<const KvAuthKey> auth_;

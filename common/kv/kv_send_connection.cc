@@ -28,7 +28,7 @@ KvSendConnection::KvSendConnection(asio::io_context& io, const HostPort& address
       port_(std::to_string(address.port)),
       endpoint_(FormatHostPort(address.host, address.port)),
       options_(options),
-      socket_(io),
+      stream_(io.get_executor(), options.tls),
       resolver_(io),
       watchdog_(io) {}
 
@@ -49,14 +49,14 @@ bool KvSendConnection::TryReserveSpareSlot() {
 }
 
 void KvSendConnection::PostEnqueue(KvOutFrame frame) {
-  boost::asio::post(socket_.get_executor(),
+  boost::asio::post(stream_.get_executor(),
                     [self = shared_from_this(), frame = std::move(frame)]() mutable {
                       self->Enqueue(std::move(frame));
                     });
 }
 
 void KvSendConnection::PostFail(const absl::Status& why) {
-  boost::asio::post(socket_.get_executor(), [self = shared_from_this(), why] { self->Fail(why); });
+  boost::asio::post(stream_.get_executor(), [self = shared_from_this(), why] { self->Fail(why); });
 }
 
 void KvSendConnection::Enqueue(KvOutFrame frame) {
@@ -115,7 +115,7 @@ void KvSendConnection::Connect() {
                             if (gen != self->generation_) return;
                             if (ec) return self->Fail(self->IoError("resolving", ec));
                             asio::async_connect(
-                                self->socket_, results,
+                                self->stream_.socket(), results,
                                 [self, gen](const error_code& ec, const tcp::endpoint&) {
                                   self->OnConnected(gen, ec);
                                 });
@@ -126,9 +126,25 @@ void KvSendConnection::OnConnected(uint64_t generation, const error_code& ec) {
   if (generation != generation_) return;
   if (ec) return Fail(IoError("connecting", ec));
   error_code ignored;
-  socket_.set_option(tcp::no_delay(true), ignored);
+  tcp::socket& socket = stream_.socket();
+  socket.set_option(tcp::no_delay(true), ignored);
   if (options_.socket_buffer_bytes > 0) {
-    socket_.set_option(asio::socket_base::send_buffer_size(options_.socket_buffer_bytes), ignored);
+    socket.set_option(asio::socket_base::send_buffer_size(options_.socket_buffer_bytes), ignored);
+  }
+  if (!stream_.encrypted()) return OnTlsHandshake(generation, error_code());
+  // Still kConnecting: the connect timeout bounds the handshake too.
+  stream_.async_handshake(/*client=*/true,
+                          [self = shared_from_this(), generation](const error_code& ec) {
+                            self->OnTlsHandshake(generation, ec);
+                          });
+}
+
+void KvSendConnection::OnTlsHandshake(uint64_t generation, const error_code& ec) {
+  if (generation != generation_) return;
+  if (ec) {
+    return Fail(IoError(
+        "in the TLS handshake (does the receiver use --kv_tls, with a certificate the CA signed?)",
+        ec));
   }
   if (options_.auth != nullptr) return Authenticate(generation);
   Ready();
@@ -154,12 +170,12 @@ void KvSendConnection::Authenticate(uint64_t generation) {
   nonce_ = NewKvNonce();
   handshake_.assign(kKvAuthMagic.data(), kKvAuthMagic.size());
   handshake_.append(reinterpret_cast<const char*>(nonce_.data()), nonce_.size());
-  asio::async_write(socket_, asio::buffer(handshake_),
+  asio::async_write(stream_, asio::buffer(handshake_),
                     [self = shared_from_this(), generation](const error_code& ec, size_t) {
                       if (generation != self->generation_) return;
                       if (ec) return self->Fail(self->IoError("sending the auth hello", ec));
                       self->handshake_.resize(kKvChallengeBytes);
-                      asio::async_read(self->socket_, asio::buffer(self->handshake_),
+                      asio::async_read(self->stream_, asio::buffer(self->handshake_),
                                        [self, generation](const error_code& ec, size_t) {
                                          self->OnChallenge(generation, ec);
                                        });
@@ -181,7 +197,7 @@ void KvSendConnection::OnChallenge(uint64_t generation, const error_code& ec) {
   }
   const KvMac proof = options_.auth->Prove(KvAuthRole::kSender, nonce_, receiver);
   handshake_.assign(reinterpret_cast<const char*>(proof.data()), proof.size());
-  asio::async_write(socket_, asio::buffer(handshake_),
+  asio::async_write(stream_, asio::buffer(handshake_),
                     [self = shared_from_this(), generation](const error_code& ec, size_t) {
                       if (generation != self->generation_) return;
                       if (ec) return self->Fail(self->IoError("sending the auth proof", ec));
@@ -210,7 +226,7 @@ void KvSendConnection::WriteNext() {
   last_progress_ = Clock::now();
   EnsureWatchdog();
   asio::async_write(
-      socket_, write_buffers_,
+      stream_, write_buffers_,
       [this](const error_code& ec, size_t n) -> size_t {
         if (ec) return 0;
         if (n > 0) last_progress_ = Clock::now();
@@ -235,7 +251,7 @@ void KvSendConnection::OnWritten(uint64_t generation, const error_code& ec) {
 }
 
 void KvSendConnection::ReadAck() {
-  asio::async_read(socket_, asio::buffer(ack_prefix_),
+  asio::async_read(stream_, asio::buffer(ack_prefix_),
                    [self = shared_from_this(), gen = generation_](const error_code& ec, size_t) {
                      self->OnAckPrefix(gen, ec);
                    });
@@ -250,7 +266,7 @@ void KvSendConnection::OnAckPrefix(uint64_t generation, const error_code& ec) {
         absl::StrCat("kv connection to ", endpoint_, ": bad ack: ", st.message())));
   }
   ack_body_.resize(length);
-  asio::async_read(socket_, asio::buffer(ack_body_),
+  asio::async_read(stream_, asio::buffer(ack_body_),
                    [self = shared_from_this(), gen = generation_](const error_code& ec, size_t) {
                      self->OnAckBody(gen, ec);
                    });
@@ -325,8 +341,7 @@ void KvSendConnection::Fail(const absl::Status& why) {
     dead_.store(true);
     if (options_.on_death) options_.on_death();
   }
-  error_code ignored;
-  socket_.close(ignored);
+  stream_.Reset();
   resolver_.cancel();
   watchdog_.cancel();
   watchdog_armed_ = false;
@@ -376,7 +391,7 @@ void KvSendConnection::OnWatchdog(uint64_t generation, const error_code& ec) {
 }
 
 absl::Status KvSendConnection::IoError(const char* what, const error_code& ec) const {
-  if (ec == asio::error::eof) {
+  if (KvStream::IsPeerClose(ec)) {
     return absl::UnavailableError(
         absl::StrCat("kv connection to ", endpoint_, ": receiver closed it while ", what));
   }

@@ -34,6 +34,7 @@
 #include "common/kv/kv_auth.h"
 #include "common/kv/kv_frame.h"
 #include "common/kv/kv_send_transfer.h"
+#include "common/kv/kv_stream.h"
 
 namespace pdserve {
 
@@ -45,6 +46,8 @@ struct KvSendConnectionOptions {
   int socket_buffer_bytes = 0;  // SO_SNDBUF; 0 = kernel autotuning
   // Shared-secret handshake before any frame (kv_auth.h); null = none.
   std::shared_ptr<const KvAuthKey> auth;
+  // Mutual TLS on the connection (kv_stream.h); null = plain TCP.
+  std::shared_ptr<HttpTls> tls;
   // cuda_ipc connections: the encoded ATTACH frame written first on every
   // (re)connection, after the handshake. Empty = none (tcp).
   std::string attach_head;
@@ -114,6 +117,7 @@ class KvSendConnection : public std::enable_shared_from_this<KvSendConnection> {
 
   void Connect();
   void OnConnected(uint64_t generation, const boost::system::error_code& ec);
+  void OnTlsHandshake(uint64_t generation, const boost::system::error_code& ec);
   // The KV auth handshake (kv_auth.h), run before the connection counts
   // as connected when a key is configured.
   void Authenticate(uint64_t generation);
@@ -135,7 +139,7 @@ class KvSendConnection : public std::enable_shared_from_this<KvSendConnection> {
   const std::string port_;
   const std::string endpoint_;
   const KvSendConnectionOptions options_;
-  boost::asio::ip::tcp::socket socket_;
+  KvStream stream_;
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::steady_timer watchdog_;
   std::atomic<int> slots_used_{0};

@@ -24,6 +24,9 @@ struct WorkerConfig {
   TlsFiles tls;
   // Shared secret of the KV data plane (kv_auth.h); "" = unauthenticated.
   std::string kv_secret_file;
+  // Mutual TLS on the TCP KV data plane (common/kv/kv_stream.h) with the
+  // `tls` files, `tls.ca` checking the peers; see kv_tls_context.h.
+  bool kv_tls = false;
   // The gRPC listen address; each tier's config sets its default port.
   std::string listen;
   // Worker id in logs and WorkerInfo; "" = "<tier>-<pid>".

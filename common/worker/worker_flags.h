@@ -1,5 +1,5 @@
 // The flags both worker binaries define with one meaning, default and help:
-//   --model, --kv_secret_file, --drain_timeout_ms, --metrics_port,
+//   --model, --kv_secret_file, --kv_tls, --drain_timeout_ms, --metrics_port,
 //   --port_file, --prefix_cache
 // Defined once here (like engine_runtime_flags.h and server_tls_flags.h) so
 // that the two tiers spell them the same way. --listen and --worker_id stay
@@ -19,6 +19,7 @@
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_DECLARE_FLAG(std::string, kv_secret_file);
+ABSL_DECLARE_FLAG(bool, kv_tls);
 ABSL_DECLARE_FLAG(int32_t, drain_timeout_ms);
 ABSL_DECLARE_FLAG(int32_t, metrics_port);
 ABSL_DECLARE_FLAG(std::string, port_file);

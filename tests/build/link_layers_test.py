@@ -28,12 +28,13 @@ ALLOWED = {
     'model': {'base', 'gguf', 'quant', 'text'},
     'engine': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar'},
     'cpu': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine'},
-    'kv': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine'},
+    # http: the reloading TLS context of an encrypted KV plane (--kv_tls).
+    'kv': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine', 'http'},
     'runtime': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine', 'cpu'},
     'rpc': {'base'},
     'metrics': {'base', 'http'},
     'worker': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine', 'cpu',
-               'runtime', 'rpc', 'http', 'metrics'},
+               'kv', 'runtime', 'rpc', 'http', 'metrics'},
     'gpu': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine', 'kv', 'runtime'},
 }
 # Libraries of code the router must not carry.

@@ -29,8 +29,9 @@ using ::testing::UnorderedElementsAre;
 class KvEpochFenceTest : public ::testing::Test {
  protected:
   ConnPtr NewConn() {
-    return std::make_shared<KvReceiveConnection>(boost::asio::ip::tcp::socket(io_),
-                                                 /*sink=*/nullptr, absl::Seconds(1));
+    return std::make_shared<KvReceiveConnection>(
+        KvStream(boost::asio::ip::tcp::socket(io_), /*tls=*/nullptr), /*sink=*/nullptr,
+        absl::Seconds(1));
   }
 
   static v1::KvFrameHeader Layer(uint64_t transfer_id, uint64_t epoch, int layer) {
