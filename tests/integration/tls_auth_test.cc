@@ -14,26 +14,17 @@
 #include "tests/testing/cluster_test_util.h"
 #include "tests/testing/http_test_client.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/test_certificates.h"
 #include "tools/cli/generate_client.h"
 
 namespace pdserve::testing {
 namespace {
 
-// A CA, a server certificate for 127.0.0.1 and a client certificate.
+// The test certificates (test_certificates.h) and a token file.
 bool MakeCertificates(const std::string& dir) {
-  const std::string script = absl::StrCat(
-      "(set -e; cd '", dir, "';",
-      "K='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';",
-      "openssl req -x509 $K -keyout ca.key -out ca.pem -days 2 -subj /CN=pdserve-test-ca;",
-      "openssl req $K -keyout server.key -out server.csr -subj /CN=127.0.0.1;",
-      "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost' > san.ext;",
-      "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
-      "-extfile san.ext -out server.pem;",
-      "openssl req $K -keyout client.key -out client.csr -subj /CN=pdserve-router;",
-      "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
-      "-out client.pem;",
-      "printf 'good-token\\n' > tokens) >/dev/null 2>&1");
-  return std::system(script.c_str()) == 0;
+  if (!MakeTestCertificates(dir)) return false;
+  std::ofstream(dir + "/tokens") << "good-token\n";
+  return true;
 }
 
 std::string ReadFile(const std::string& path) {

@@ -134,9 +134,11 @@ inline GenerateOutcome Generate(v1::Generation::Stub& stub, const v1::GenerateRe
   return out;
 }
 
-inline absl::StatusOr<v1::LoadReport> DecodeLoad(const std::string& addr) {
-  auto stub =
-      v1::DecodeWorker::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+// `creds`: how to reach the workers (TLS when they serve it).
+inline absl::StatusOr<v1::LoadReport> DecodeLoad(
+    const std::string& addr,
+    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials()) {
+  auto stub = v1::DecodeWorker::NewStub(grpc::CreateChannel(addr, creds));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   v1::LoadReport r;
@@ -145,9 +147,10 @@ inline absl::StatusOr<v1::LoadReport> DecodeLoad(const std::string& addr) {
   return r;
 }
 
-inline absl::StatusOr<v1::LoadReport> PrefillLoad(const std::string& addr) {
-  auto stub =
-      v1::PrefillWorker::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+inline absl::StatusOr<v1::LoadReport> PrefillLoad(
+    const std::string& addr,
+    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials()) {
+  auto stub = v1::PrefillWorker::NewStub(grpc::CreateChannel(addr, creds));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   v1::LoadReport r;
@@ -161,17 +164,19 @@ inline absl::StatusOr<v1::LoadReport> PrefillLoad(const std::string& addr) {
 // blocks that no request references are reclaimable and count as free
 // (LoadReport.kv_blocks_free includes kv_blocks_cached), so a warm cache
 // is idle; a leaked reference is not.
-inline bool PoolsIdle(const LocalCluster& c, absl::Duration within) {
+inline bool PoolsIdle(
+    const LocalCluster& c, absl::Duration within,
+    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials()) {
   const absl::Time deadline = absl::Now() + within;
   while (absl::Now() < deadline) {
     bool idle = true;
     for (const std::string& a : c.addresses("decode")) {
-      auto l = DecodeLoad(a);
+      auto l = DecodeLoad(a, creds);
       idle = idle && l.ok() && l->kv_blocks_free() == l->kv_blocks_total() &&
              l->running() + l->waiting() == 0 && l->pending_transfers() == 0;
     }
     for (const std::string& a : c.addresses("prefill")) {
-      auto l = PrefillLoad(a);
+      auto l = PrefillLoad(a, creds);
       idle = idle && l.ok() && l->kv_blocks_free() == l->kv_blocks_total() &&
              l->running() + l->waiting() == 0;
     }

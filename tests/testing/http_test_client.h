@@ -12,6 +12,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace pdserve::testing {
 
@@ -52,10 +55,13 @@ inline boost::asio::ip::tcp::endpoint Endpoint(const std::string& address) {
 }
 
 // One request and its response on a connected stream (TCP or TLS).
+// `read_pause` > 0 reads the response as a slow client would: at most 1 KiB
+// at a time with that pause between reads.
 template <typename Stream>
 HttpResult Exchange(Stream& stream, const std::string& address, const std::string& method,
                     const std::string& target, const std::string& body,
-                    const std::vector<std::pair<std::string, std::string>>& headers) {
+                    const std::vector<std::pair<std::string, std::string>>& headers,
+                    absl::Duration read_pause = absl::ZeroDuration()) {
   namespace http = boost::beast::http;
   HttpResult out;
   boost::system::error_code ec;
@@ -70,10 +76,18 @@ HttpResult Exchange(Stream& stream, const std::string& address, const std::strin
   }
   http::write(stream, req, ec);
   if (ec) return out;
-  boost::beast::flat_buffer buffer;
+  const bool slow = read_pause > absl::ZeroDuration();
+  boost::beast::flat_buffer buffer(slow ? 1024 : std::numeric_limits<size_t>::max());
   http::response_parser<http::string_body> parser;
   parser.body_limit(64 << 20);
-  http::read(stream, buffer, parser, ec);
+  if (slow) {
+    while (!ec && !parser.is_done()) {
+      http::read_some(stream, buffer, parser, ec);
+      absl::SleepFor(read_pause);
+    }
+  } else {
+    http::read(stream, buffer, parser, ec);
+  }
   // A close before a whole response is no response (Beast reads a
   // close-delimited body's end as success).
   if (ec) return out;
@@ -96,6 +110,21 @@ inline HttpResult HttpCall(const std::string& address, const std::string& method
   socket.connect(internal::Endpoint(address), ec);
   if (ec) return {};
   return internal::Exchange(socket, address, method, target, body, headers);
+}
+
+// HttpCall read slowly (see internal::Exchange), through a 4 KiB receive
+// buffer so that the server's writes wait on this reader.
+inline HttpResult HttpCallSlowly(const std::string& address, const std::string& method,
+                                 const std::string& target, const std::string& body,
+                                 absl::Duration read_pause) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket socket(io);
+  boost::system::error_code ec;
+  socket.open(boost::asio::ip::tcp::v4(), ec);
+  if (!ec) socket.set_option(boost::asio::socket_base::receive_buffer_size(4096), ec);
+  if (!ec) socket.connect(internal::Endpoint(address), ec);
+  if (ec) return {};
+  return internal::Exchange(socket, address, method, target, body, {}, read_pause);
 }
 
 // The same over TLS, trusting the PEM roots in `ca_file`; no response when

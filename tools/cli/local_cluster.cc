@@ -143,6 +143,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClu
     const std::vector<std::string>& tier =
         kind == "prefill" ? o.extra_prefill_flags : o.extra_decode_flags;
     args.insert(args.end(), tier.begin(), tier.end());
+    if (auto own = o.extra_process_flags.find(name); own != o.extra_process_flags.end()) {
+      args.insert(args.end(), own->second.begin(), own->second.end());
+    }
     add(name, std::move(args));
   };
   for (int i = 0; i < (o.colocated ? 0 : o.prefill); ++i) add_worker("prefill", i);

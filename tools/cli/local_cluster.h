@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ struct LocalClusterOptions {
   // Appended after extra_worker_flags, to one tier only.
   std::vector<std::string> extra_prefill_flags;
   std::vector<std::string> extra_decode_flags;
+  // Appended last, to the one process so named ("decode-1"): e.g. a KV
+  // endpoint of its own for a test's fault-injecting relay.
+  std::map<std::string, std::vector<std::string>> extra_process_flags;
   // Longest wait for every process to report its ports (model load and
   // warm-up included; sanitizer builds are several times slower).
   absl::Duration start_timeout = absl::Seconds(180);
