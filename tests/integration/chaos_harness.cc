@@ -54,8 +54,16 @@ constexpr uint64_t kSeed = 1234;
 constexpr char kJsonRegex[] = R"(\{"answer": "[a-zA-Z ,.]{1,60}"\})";
 
 // How a request is sent (request i is kind i % kNumKinds).
-enum class Kind { kGreedy, kSampled, kConstrained, kHttpStream, kHttpSlow, kHttpDrop };
-constexpr int kNumKinds = 6;
+enum class Kind {
+  kGreedy,
+  kSampled,
+  kConstrained,
+  kHttpStream,
+  kHttpSlow,
+  kHttpUnary,
+  kHttpDrop
+};
+constexpr int kNumKinds = 7;
 const char* KindName(Kind k) {
   switch (k) {
     case Kind::kGreedy:
@@ -68,12 +76,14 @@ const char* KindName(Kind k) {
       return "http_stream";
     case Kind::kHttpSlow:
       return "http_slow";
+    case Kind::kHttpUnary:
+      return "http_unary";
     case Kind::kHttpDrop:
       return "http_drop";
   }
   return "?";
 }
-bool IsHttp(Kind k) { return k == Kind::kHttpStream || k == Kind::kHttpSlow || k == Kind::kHttpDrop; }
+bool IsHttp(Kind k) { return k >= Kind::kHttpStream; }
 
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -271,8 +281,8 @@ struct HttpTarget {
   std::string body;
 };
 
-HttpTarget HttpRequestOf(const Workload& w, const std::string& prompt) {
-  Json j = {{"max_tokens", w.max_tokens}, {"temperature", 0}, {"stream", true}};
+HttpTarget HttpRequestOf(const Workload& w, const std::string& prompt, bool stream) {
+  Json j = {{"max_tokens", w.max_tokens}, {"temperature", 0}, {"stream", stream}};
   if (w.chat) {
     j["messages"] = {{{"role", "user"}, {"content", prompt}}};
     return {"/v1/chat/completions", j.dump()};
@@ -300,6 +310,29 @@ Outcome SendAndHangUp(const std::string& address, const HttpTarget& t) {
   Outcome out;
   out.dropped = true;
   return out;  // the socket closes here, mid-stream
+}
+
+// A completion over HTTP in one response (stream false).
+Outcome SendHttpUnary(const std::string& address, const HttpTarget& t,
+                      const std::string& want_text) {
+  const testing::HttpResult r = testing::HttpCall(address, "POST", t.path, t.body);
+  const Json j = Json::parse(r.body, nullptr, false);
+  std::string text;
+  if (r.status == 200 && j.contains("choices") && !j["choices"].empty()) {
+    const Json& choice = j["choices"][0];
+    if (choice.contains("text") && choice["text"].is_string()) text = choice["text"];
+    if (choice.contains("message") && choice["message"].contains("content") &&
+        choice["message"]["content"].is_string()) {
+      text = choice["message"]["content"];
+    }
+  }
+  Outcome out;
+  out.ok = r.status == 200;
+  out.error_code = absl::StrCat("HTTP_", r.status);
+  out.error_message = r.body;
+  out.matches = text == want_text;
+  out.got = text;
+  return out;
 }
 
 // A streamed completion over HTTP, read at full speed or slowly.
@@ -372,9 +405,12 @@ void RunClient(const LocalCluster& cluster, const Model& model, const Workload& 
     const absl::Time start = absl::Now();
     Outcome o;
     if (kind == Kind::kHttpDrop) {
-      o = SendAndHangUp(cluster.http_address(), HttpRequestOf(w, w.prompts[p]));
+      o = SendAndHangUp(cluster.http_address(), HttpRequestOf(w, w.prompts[p], true));
+    } else if (kind == Kind::kHttpUnary) {
+      o = SendHttpUnary(cluster.http_address(), HttpRequestOf(w, w.prompts[p], false),
+                        model.tokenizer().Decode(ids));
     } else if (IsHttp(kind)) {
-      o = SendHttp(cluster.http_address(), HttpRequestOf(w, w.prompts[p]),
+      o = SendHttp(cluster.http_address(), HttpRequestOf(w, w.prompts[p], true),
                    kind == Kind::kHttpSlow, model.tokenizer().Decode(ids));
     } else {
       o = SendGrpc(*stub,

@@ -10,9 +10,9 @@
 //   cut    cut every KV connection into one decode worker at once (its KV
 //          endpoint is a relay in this process), mid-transfer when one runs.
 // The load mixes greedy, seeded sampled and regex-constrained requests over
-// gRPC with streamed OpenAI HTTP requests (chat or completions, as the
-// model allows), some of whose clients hang up after the first event and
-// some of which read slowly. Every prompt shares a prefix with the others
+// gRPC with OpenAI HTTP requests (chat or completions, as the model
+// allows), streamed and not; some streamed clients hang up after the first
+// event and some read slowly. Every prompt shares a prefix with the others
 // (a system prompt; a long preamble for Gemma), so the prefix cache and
 // delta transfers are in play. Every stream that completes must carry
 // exactly the tokens (text, over HTTP) the in-process engine gives the same
