@@ -32,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/cluster_test_util.h"
+#include "tests/testing/engine_run.h"
 #include "tests/testing/http_test_client.h"
 #include "tests/testing/tcp_cut_proxy.h"
 #include "tests/testing/temp_dir.h"
@@ -132,15 +133,7 @@ Reference MakeReference(const Model& model, const Workload& w, const std::string
       o.sampling = SamplingOf(kind);
       if (o.sampling.constraint.has_value())
         o.grammar = *(*grammars)->Compile(*o.sampling.constraint);
-      std::vector<int32_t>& ids = out[{p, kind}];
-      EXPECT_TRUE(engine
-                      .Add(o,
-                           [&](const TokenEvent& e) {
-                             if (e.token >= 0 && !model.tokenizer().IsEog(e.token))
-                               ids.push_back(e.token);
-                           })
-                      .ok());
-      while (engine.HasWork()) EXPECT_TRUE(engine.Step().ok());
+      out[{p, kind}] = testing::RunAlone(engine, model.tokenizer(), std::move(o));
     }
   }
   return out;

@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_test_util.h"
+#include "tests/testing/engine_run.h"
 #include "tests/testing/temp_dir.h"
 
 namespace pdserve {
@@ -59,16 +60,7 @@ std::vector<std::vector<int32_t>> InProcessTokens(const Model& model,
     SequenceOptions o;
     o.prompt = model.tokenizer().Encode(text, true);
     o.max_tokens = r.max_tokens();
-    std::vector<int32_t> ids;
-    EXPECT_TRUE(engine
-                    .Add(o,
-                         [&](const TokenEvent& e) {
-                           if (e.token >= 0 && !model.tokenizer().IsEog(e.token))
-                             ids.push_back(e.token);
-                         })
-                    .ok());
-    while (engine.HasWork()) EXPECT_TRUE(engine.Step().ok());
-    out.push_back(ids);
+    out.push_back(testing::RunAlone(engine, model.tokenizer(), std::move(o)));
   }
   return out;
 }

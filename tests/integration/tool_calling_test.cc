@@ -20,6 +20,7 @@
 #include "router/call/chat_tools.h"
 #include "tests/golden/test_model.h"
 #include "tests/testing/cluster_test_util.h"
+#include "tests/testing/engine_run.h"
 
 namespace pdserve {
 namespace {
@@ -85,17 +86,7 @@ class ToolCallingTest : public ::testing::Test {
     eo.speculation.enabled = speculate;
     eo.speculation.price_rows = false;  // draft whatever it finds
     Engine engine(&model_->tokenizer(), &runner, cache->get(), eo);
-    std::vector<int32_t> tokens;
-    EXPECT_TRUE(engine
-                    .Add(std::move(o),
-                         [&tokens](const TokenEvent& e) {
-                           if (e.token >= 0 && !model_->tokenizer().IsEog(e.token)) {
-                             tokens.push_back(e.token);
-                           }
-                         })
-                    .ok());
-    while (engine.HasWork()) EXPECT_TRUE(engine.Step().ok());
-    return tokens;
+    return testing::RunAlone(engine, model_->tokenizer(), std::move(o));
   }
 
   static Model* model_;
