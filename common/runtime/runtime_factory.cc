@@ -33,11 +33,16 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig
   return cuda->create_runner(config, *weights, options.device.ordinal, options.cuda_graphs);
 }
 
-absl::StatusOr<size_t> DeviceFreeMemory(const DeviceSpec& device) {
-  if (!device.is_cuda()) return absl::UnimplementedError("free memory of a cpu device");
+namespace {
+
+// Bytes free now on cuda `device`, which --kv_memory_fraction sizes its
+// pool from (EngineRuntimeFlags::Validate keeps the flag off cpu devices).
+absl::StatusOr<size_t> CudaFreeMemory(const DeviceSpec& device) {
   ASSIGN_OR_RETURN(const CudaModuleApi* cuda, LoadCudaModule());
   return cuda->free_memory(device.ordinal);
 }
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
                                                        const KvLayout& layout, int32_t num_blocks) {
@@ -68,10 +73,16 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig
   return std::make_unique<CpuModelRunner>(config, weights, options.threads);
 }
 
-absl::StatusOr<size_t> DeviceFreeMemory(const DeviceSpec& device) {
-  RETURN_IF_ERROR(CheckDeviceUsable(device));
-  return absl::UnimplementedError("free memory of a cpu device");
+namespace {
+
+// Never reached: a build without CUDA refuses cuda devices in
+// CreateModelRunner, before the pool is sized.
+absl::StatusOr<size_t> CudaFreeMemory(const DeviceSpec& device) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("device ", device.ToString(), ": this build has no CUDA support"));
 }
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
                                                        const KvLayout& layout, int32_t num_blocks) {
@@ -123,7 +134,7 @@ absl::StatusOr<EngineRuntime> CreateEngineRuntime(const Model& model,
                                                  .cuda_graphs = flags.cuda_graphs}));
   int32_t blocks = flags.kv_blocks;
   if (flags.kv_memory_fraction > 0) {
-    ASSIGN_OR_RETURN(const size_t free_bytes, DeviceFreeMemory(device));
+    ASSIGN_OR_RETURN(const size_t free_bytes, CudaFreeMemory(device));
     ASSIGN_OR_RETURN(blocks, KvBlocksForMemory(layout, flags.kv_memory_fraction, free_bytes));
     LOG(INFO) << "KV pool: " << blocks << " blocks of " << flags.block_size << " tokens ("
               << (KvCache::PoolBytes(layout, blocks) >> 20) << " MiB) = "

@@ -37,9 +37,6 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateModelRunner(const ModelConfig
                                                                const ModelWeights* weights,
                                                                const RunnerOptions& options);
 
-// Bytes free on a cuda device now; UNIMPLEMENTED for cpu.
-absl::StatusOr<size_t> DeviceFreeMemory(const DeviceSpec& device);
-
 // A KV pool in the device's memory (host memory for cpu).
 absl::StatusOr<std::unique_ptr<KvCache>> CreateKvCache(const DeviceSpec& device,
                                                        const KvLayout& layout, int32_t num_blocks);

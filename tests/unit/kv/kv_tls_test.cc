@@ -3,9 +3,14 @@
 // plain sender and a sender whose certificate another CA signed, and keeps
 // serving; a TLS sender refuses a plain receiver. Certificates are made by
 // the openssl CLI at test time (skipped without it).
+#include <sys/socket.h>
+#include <sys/time.h>
+
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <boost/asio/ip/tcp.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "common/http/http_tls.h"
@@ -61,9 +66,11 @@ class KvTlsTest : public ::testing::Test {
     return tls.ok() ? *tls : nullptr;
   }
 
-  void StartReceiver(std::shared_ptr<HttpTls> tls) {
+  void StartReceiver(std::shared_ptr<HttpTls> tls,
+                     absl::Duration idle_timeout = absl::Seconds(10)) {
     FramedKvReceiverOptions o;
     o.listen_address = "127.0.0.1:0";
+    o.idle_timeout = idle_timeout;
     o.tls = std::move(tls);
     auto receiver = FramedKvReceiver::Create(dst_.get(), o);
     ASSERT_TRUE(receiver.ok()) << receiver.status();
@@ -148,6 +155,38 @@ TEST_F(KvTlsTest, ATlsSenderRefusesAPlainOrUntrustedReceiver) {
   const absl::Status untrusted = Transfer(*sender, 2, {2}, {2});
   EXPECT_EQ(untrusted.code(), absl::StatusCode::kUnavailable) << untrusted;
   EXPECT_THAT(std::string(untrusted.message()), HasSubstr("TLS handshake"));
+}
+
+// Handshakes are bounded like everything else on the KV plane: a peer that
+// takes the TCP connection and then says nothing is cut, on either side.
+TEST_F(KvTlsTest, AStalledHandshakeIsCutOnBothSides) {
+  namespace asio = boost::asio;
+  asio::io_context io;
+  // A "receiver" whose kernel completes the TCP handshake (backlog) but
+  // which never answers the ClientHello.
+  asio::ip::tcp::acceptor silent(io, {asio::ip::make_address("127.0.0.1"), 0});
+  auto sender = Sender(Tls("sender"));  // connect timeout 2 s
+  const KvTransferTarget target{absl::StrCat("127.0.0.1:", silent.local_endpoint().port()), 1, 1,
+                                absl::Now() + absl::Seconds(10)};
+  const absl::Time start = absl::Now();
+  absl::Status st = sender->SendLayer(target, 0, {0}, *src_, {1});
+  if (st.ok()) st = sender->Commit(target, KvCommit{1, 0, 7});
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("connect timed out"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(8));  // the 2 s timeout, not the deadline
+
+  // A client that connects to a TLS receiver and never sends its hello.
+  StartReceiver(Tls("receiver"), /*idle_timeout=*/absl::Milliseconds(300));
+  asio::ip::tcp::socket quiet(io);
+  quiet.connect({asio::ip::make_address("127.0.0.1"), receiver_->port()});
+  const timeval wait{5, 0};  // a receiver that never cuts it fails the test, not hangs it
+  setsockopt(quiet.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+  char byte;
+  boost::system::error_code ec;
+  quiet.read_some(asio::buffer(&byte, 1), ec);  // returns once the receiver closes
+  EXPECT_TRUE(ec == asio::error::eof || ec == asio::error::connection_reset) << ec.message();
+  auto good = Sender(Tls("sender"));
+  EXPECT_TRUE(Transfer(*good, 2, {4}, {7}).ok());
 }
 
 }  // namespace
