@@ -1,5 +1,9 @@
 #include "common/quant/packed_gemm.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+
 #include "common/gguf/ggml_type.h"
 
 namespace pdserve {
@@ -63,6 +67,15 @@ bool CpuSupportsPackedVariant(PackedVariant variant) {
       break;
   }
   return CpuSupportsAvx2();
+}
+
+int64_t PackedPanelWeightBytes() {
+  static const int64_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);  // 0 or -1 where unknown
+    const int64_t half = l2 > 0 ? l2 / 2 : int64_t{256} << 10;
+    return std::clamp<int64_t>(half, int64_t{128} << 10, int64_t{768} << 10);
+  }();
+  return bytes;
 }
 
 const char* PackedVariantName(PackedVariant variant) {

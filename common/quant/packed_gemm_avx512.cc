@@ -24,9 +24,6 @@ namespace pdserve::packed_avx512 {
 namespace {
 
 constexpr int kSlices = 8;  // 4-element slices (int32 lanes) per 32 elements
-// Weight bytes per panel of row groups: a thread's share of L2 (2 MiB and
-// more on the CPUs this targets), with room for the activations.
-constexpr int64_t kPanelWeightBytes = 768 << 10;
 
 inline int32_t Load4(const void* p) {
   int32_t v;
@@ -393,7 +390,7 @@ void Run(const PackedGemmArgs& a) {
   thread_local std::vector<uint8_t> tile;
   tile.resize(static_cast<size_t>(K::TileBytes(a, K::kTile)));
   const int64_t group_bytes = a.n_blocks * K::kBlockBytes;
-  const int64_t panel_groups = std::max<int64_t>(1, kPanelWeightBytes / group_bytes);
+  const int64_t panel_groups = std::max<int64_t>(1, PackedPanelWeightBytes() / group_bytes);
   for (int64_t g0 = 0; g0 < a.n_groups; g0 += panel_groups) {
     const int64_t g1 = std::min(a.n_groups, g0 + panel_groups);
     for (int64_t t = 0; t < a.n_tokens; t += K::kTile) {
