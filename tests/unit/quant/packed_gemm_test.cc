@@ -4,16 +4,17 @@
 // partial row groups (1..33 rows), one or many blocks, and every token
 // count up to past two panels' worth of tile tails. Values cover each
 // format's full range, activations include -128 (Q8_K) and all-zero blocks.
+#include "common/quant/packed_gemm.h"
+
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "common/model/model_weights.h"
 #include "common/gguf/ggml_type.h"
+#include "common/model/model_weights.h"
 #include "common/quant/half.h"
 #include "common/quant/kernels.h"
-#include "common/quant/packed_gemm.h"
 #include "common/quant/packed_layout.h"
 #include "common/quant/quant_blocks.h"
 #include "gtest/gtest.h"
@@ -96,11 +97,19 @@ TEST_P(PackedGemmTest, EqualsVecDotBitwise) {
   }
   if (!CpuSupportsAvx2()) GTEST_SKIP() << "no AVX2 one-token kernels to compare with";
   std::mt19937_64 rng(42);
-  const Shape shapes[] = {{GgmlType::kQ5_0, 32, 1},   {GgmlType::kQ5_0, 160, 33},
-                          {GgmlType::kQ5_0, 896, 16}, {GgmlType::kQ4_K, 256, 9},
-                          {GgmlType::kQ4_K, 1280, 17}, {GgmlType::kQ6_K, 256, 24},
-                          {GgmlType::kQ6_K, 768, 5},  {GgmlType::kQ8_0, 64, 17},
-                          {GgmlType::kQ8_0, 896, 32}};
+  const Shape shapes[] = {{GgmlType::kQ5_0, 32, 1},
+                          {GgmlType::kQ5_0, 160, 33},
+                          {GgmlType::kQ5_0, 896, 16},
+                          {GgmlType::kQ4_K, 256, 9},
+                          {GgmlType::kQ4_K, 1280, 17},
+                          {GgmlType::kQ6_K, 256, 24},
+                          {GgmlType::kQ6_K, 768, 5},
+                          {GgmlType::kQ8_0, 64, 17},
+                          {GgmlType::kQ8_0, 896, 32},
+                          // More row groups than one panel holds on any CPU
+                          // (PackedPanelWeightBytes <= 768 KiB).
+                          {GgmlType::kQ5_0, 896, 1000},
+                          {GgmlType::kQ6_K, 768, 1000}};
   for (const Shape& s : shapes) {
     const testing::RandomWeightMatrix m = RandomMatrix(s.type, s.in, s.out, rng);
     const PackedLayout layout = PackedLayoutOf(Id(s.type));
