@@ -69,12 +69,14 @@ bool CpuSupportsPackedVariant(PackedVariant variant) {
   return CpuSupportsAvx2();
 }
 
+int64_t PanelWeightBytesForL2(int64_t l2_bytes) {
+  const int64_t half = l2_bytes > 0 ? l2_bytes / 2 : int64_t{256} << 10;
+  return std::clamp<int64_t>(half, int64_t{128} << 10, int64_t{768} << 10);
+}
+
 int64_t PackedPanelWeightBytes() {
-  static const int64_t bytes = [] {
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);  // 0 or -1 where unknown
-    const int64_t half = l2 > 0 ? l2 / 2 : int64_t{256} << 10;
-    return std::clamp<int64_t>(half, int64_t{128} << 10, int64_t{768} << 10);
-  }();
+  // sysconf gives 0 or -1 where the L2 size is unknown.
+  static const int64_t bytes = PanelWeightBytesForL2(sysconf(_SC_LEVEL2_CACHE_SIZE));
   return bytes;
 }
 

@@ -29,6 +29,8 @@ bool CpuSupportsPackedVariant(PackedVariant variant);
 // while every token tile passes over it. Panels sized for a 2 MiB L2 thrash
 // a 512 KiB one: on a Zen 3 the AVX2 kernels ran 25-40% slower.
 int64_t PackedPanelWeightBytes();
+// The rule above for an L2 of `l2_bytes` (<= 0: unknown, taken as 512 KiB).
+int64_t PanelWeightBytesForL2(int64_t l2_bytes);
 const char* PackedVariantName(PackedVariant variant);
 
 #define PDS_DECLARE_PACKED_GEMMS(ns)      \

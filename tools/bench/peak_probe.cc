@@ -19,8 +19,9 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 // Operations per second of `loop` on one thread and on all of them (the
 // best of three runs each: a VM's neighbours only ever slow a run down).
-Peak Measure(const char* what, bool int8, Loop loop, ThreadPool* pool) {
-  Peak p{what, int8, 0, 0};
+Peak Measure(const char* what, bool int8, Loop loop, ThreadPool* pool,
+             bool llama_order = false) {
+  Peak p{what, int8, llama_order, 0, 0};
   for (int rep = 0; rep < 3; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
     const int64_t ops = loop();
@@ -47,6 +48,8 @@ std::vector<Peak> MeasurePeaks(ThreadPool* pool) {
   }
   if (CpuSupportsAvx2()) {
     peaks.push_back(Measure("int8 MAC, maddubs+madd ymm", true, peak_loops::MaddubsYmm, pool));
+    peaks.push_back(Measure("int8 MAC, llama order ymm", true, peak_loops::LlamaOrderYmm, pool,
+                            /*llama_order=*/true));
   }
   if (CpuSupportsAvx512Vnni()) peaks.push_back(Measure("f32 FMA, zmm", false, peak_loops::FmaZmm, pool));
   if (CpuSupportsAvx2()) peaks.push_back(Measure("f32 FMA, ymm", false, peak_loops::FmaYmm, pool));

@@ -16,11 +16,14 @@ namespace pdserve {
 struct Peak {
   std::string what;         // e.g. "int8 MAC, vpdpbusd zmm"
   bool int8;                // MACs (else f32 FMAs)
+  bool llama_order;         // int8 MACs in llama.cpp's one-token order: a bound, not a peak
   double per_s_1thread;     // operations per second
   double per_s_all;         // on all pool threads at once
 };
 
-// Every probe this CPU runs (the best int8 form first).
+// Every probe this CPU runs (the best int8 form first). The llama-order
+// probe bounds the exact kernels: what its per-slice convert and FMA leave
+// of the int8 peak on this CPU.
 std::vector<Peak> MeasurePeaks(ThreadPool* pool);
 
 }  // namespace pdserve

@@ -11,6 +11,10 @@ namespace pdserve::peak_loops {
 int64_t DpbusdZmm();   // AVX512-VNNI vpdpbusd zmm
 int64_t DpbusdYmm();   // AVX-VNNI vpdpbusd ymm
 int64_t MaddubsYmm();  // AVX2 vpmaddubsw + vpmaddwd + vpaddd
+// AVX2 int8 MACs in llama.cpp's one-token order: each 4-element slice of
+// 8 rows gets its own int32 (maddubs + madd), convert and FMA. The most
+// the exact AVX2 kernels can reach, loads and spills aside.
+int64_t LlamaOrderYmm();
 int64_t FmaZmm();      // AVX512F vfmadd231ps zmm
 int64_t FmaYmm();      // FMA vfmadd231ps ymm
 

@@ -158,6 +158,21 @@ TEST_P(PackedGemmTest, EqualsVecDotBitwise) {
   }
 }
 
+// Panels take half the L2 (read once per core), never less than 128 KiB
+// nor more than 768 KiB; an unknown L2 counts as 512 KiB.
+TEST(PackedPanelTest, HalfTheL2WithinBounds) {
+  constexpr int64_t kKiB = 1024;
+  EXPECT_EQ(PanelWeightBytesForL2(512 * kKiB), 256 * kKiB);   // Zen 3
+  EXPECT_EQ(PanelWeightBytesForL2(1024 * kKiB), 512 * kKiB);  // Zen 4/5
+  EXPECT_EQ(PanelWeightBytesForL2(2048 * kKiB), 768 * kKiB);  // Sapphire Rapids
+  EXPECT_EQ(PanelWeightBytesForL2(128 * kKiB), 128 * kKiB);
+  EXPECT_EQ(PanelWeightBytesForL2(0), 256 * kKiB);
+  EXPECT_EQ(PanelWeightBytesForL2(-1), 256 * kKiB);
+  const int64_t here = PackedPanelWeightBytes();
+  EXPECT_GE(here, 128 * kKiB);
+  EXPECT_LE(here, 768 * kKiB);
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, PackedGemmTest,
                          ::testing::Values(PackedVariant::kAvx2, PackedVariant::kAvxVnni,
                                            PackedVariant::kAvx512),
