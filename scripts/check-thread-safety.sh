@@ -11,6 +11,9 @@
 # transitively) name no lock and no thread-safety annotation cannot break
 # the analysis, so it is skipped: two thirds of the files, most of the
 # pass's minutes (THREAD_SAFETY_ALL=1 checks every file anyway).
+# A file checked clean before with the same preprocessed text, flags and
+# clang is not checked again (a cache outside the repository, like ccache's;
+# THREAD_SAFETY_CACHE= turns it off).
 # Quiet on success (one summary line); otherwise one line per violation, the
 # output of any file clang could not parse, and a non-zero exit.
 # Usage: scripts/check-thread-safety.sh BUILD_DIR [JOBS]
@@ -38,6 +41,10 @@ fi
 start=$(date +%s.%N)
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+# Clean results, outside the repository like ccache's (THREAD_SAFETY_CACHE=
+# empty: none).
+cache="${THREAD_SAFETY_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/pdserve/thread-safety}"
+"$CLANGXX" --version >"$work/clang-version"
 
 # One shell command line per translation unit: $work/cmd/N.
 python3 - "$db" "$root" "$build_dir" "$work" "$CLANGXX" "${THREAD_SAFETY_ONLY:-}" \
@@ -46,6 +53,7 @@ import json, os, re, shlex, sys
 
 db, root, build_dir, work, clangxx, only, check_all = sys.argv[1:]
 os.makedirs(os.path.join(work, "cmd"))
+os.makedirs(os.path.join(work, "pre"))
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # What the analysis can judge: absl's lock types and the annotations.
 LOCKS = re.compile(r'ABSL_[A-Z_]*(GUARDED_BY|LOCKS_REQUIRED|LOCKS_EXCLUDED|LOCK_FUNCTION|'
@@ -127,6 +135,10 @@ for entry in json.load(open(db)):
     n += 1
     with open(os.path.join(work, "cmd", str(n)), "w") as fh:
         fh.write("cd %s && exec %s\n" % (shlex.quote(d), shlex.join(out)))
+    # The same flags preprocessing only (no line markers): the cache key.
+    pre = [a for a in out if a not in ("-fsyntax-only",)] + ["-E", "-P"]
+    with open(os.path.join(work, "pre", str(n)), "w") as fh:
+        fh.write("cd %s && exec %s\n" % (shlex.quote(d), shlex.join(pre)))
     if n == 1:  # the canary, with the first file's flags
         with open(os.path.join(work, "canary.sh"), "w") as fh:
             fh.write("cd %s && exec %s\n" % (shlex.quote(d), shlex.join(
@@ -160,11 +172,25 @@ if sh "$work/canary.sh" >"$work/canary.out" 2>&1 \
 fi
 
 count=$(find "$work/cmd" -type f | wc -l)
-mkdir -p "$work/out"
-# Each file: its clang output in out/N, its exit status in out/N.rc.
+mkdir -p "$work/out" "$cache"
+# Each file: its clang output in out/N, its exit status in out/N.rc. A
+# file whose preprocessed text (checkout paths masked), flags and clang
+# were checked clean before is not checked again: preprocessing takes a
+# tenth of the analysis. Only clean results are kept, so a cached entry
+# can never hide a violation.
 find "$work/cmd" -type f -printf '%f\n' | sort -n \
-  | xargs -P "$jobs" -I{} sh -c 'sh "$1/cmd/$2" >"$1/out/$2" 2>&1; echo $? >"$1/out/$2.rc"' \
-      _ "$work" {}
+  | xargs -P "$jobs" -I{} sh -c '
+      w="$1"; n="$2"; cache="$3"; key=""
+      if [ -n "$cache" ]; then
+        key=$( { cat "$w/clang-version"; sed -e "s|$4|@ROOT@|g" -e "s|$5|@BUILD@|g" "$w/cmd/$n";
+                 sh "$w/pre/$n" 2>/dev/null | sed -e "s|$4|@ROOT@|g" -e "s|$5|@BUILD@|g"; } \
+               | sha256sum | cut -c1-64)
+        if [ -f "$cache/$key" ]; then : >"$w/out/$n"; echo 0 >"$w/out/$n.rc"; echo >"$w/out/$n.hit"; exit 0; fi
+      fi
+      sh "$w/cmd/$n" >"$w/out/$n" 2>&1; rc=$?; echo $rc >"$w/out/$n.rc"
+      if [ -n "$key" ] && [ $rc -eq 0 ] && [ ! -s "$w/out/$n" ]; then : >"$cache/$key"; fi' \
+      _ "$work" {} "$cache" "$root" "$build_dir"
+hits=$(find "$work/out" -name '*.hit' | wc -l)
 
 violations="$work/violations"
 broken=0
@@ -201,4 +227,4 @@ if [ "$nviol" -gt 0 ] || [ "$broken" -gt 0 ]; then
   exit 1
 fi
 echo "check-thread-safety: $count file(s) checked, no violations (${elapsed}s, $jobs jobs;" \
-     "$(cat "$work/skipped") without locks skipped)"
+     "$hits clean before, unchanged; $(cat "$work/skipped") without locks skipped)"
