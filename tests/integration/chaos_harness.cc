@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -33,6 +32,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/cluster_test_util.h"
 #include "tests/testing/engine_run.h"
+#include "tests/testing/file_contents.h"
 #include "tests/testing/http_test_client.h"
 #include "tests/testing/tcp_cut_proxy.h"
 #include "tests/testing/temp_dir.h"
@@ -465,11 +465,6 @@ int64_t BlocksInUse(const LocalCluster& cluster,
   return used;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
 // --kv_tls: every worker serves its KV plane and gRPC port with one
 // certificate and requires its peers' (the router's client certificate,
 // other workers' KV connections); the test reaches the workers with the
@@ -485,9 +480,9 @@ std::shared_ptr<grpc::ChannelCredentials> EnableKvTls(const std::string& dir,
                               {"--worker_tls_ca=" + ca, "--worker_tls_cert=" + dir + "/client.pem",
                                "--worker_tls_key=" + dir + "/client.key"});
   grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = ReadFile(ca);
-  ssl.pem_cert_chain = ReadFile(dir + "/client.pem");
-  ssl.pem_private_key = ReadFile(dir + "/client.key");
+  ssl.pem_root_certs = testing::FileContents(ca);
+  ssl.pem_cert_chain = testing::FileContents(dir + "/client.pem");
+  ssl.pem_private_key = testing::FileContents(dir + "/client.key");
   return grpc::SslCredentials(ssl);
 }
 

@@ -10,7 +10,6 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +19,7 @@
 #include "common/runtime/cuda_module_loader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_test_util.h"
+#include "tests/testing/file_contents.h"
 #include "tests/testing/temp_dir.h"
 
 namespace pdserve {
@@ -66,13 +66,6 @@ CommandResult RunCommand(const std::string& command) {
   return r;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The shared objects mapped into process `pid` whose names hold any of `names`.
 std::vector<std::string> MappedLibraries(pid_t pid, const std::vector<std::string>& names) {
   std::vector<std::string> found;  // each once
@@ -111,7 +104,7 @@ TEST_F(CudaModuleTest, EveryWorkerBinaryLoadsTheModuleForACudaDevice) {
   o.extra_worker_flags = {"--device=cuda:0"};
   const absl::StatusOr<std::unique_ptr<LocalCluster>> c = LocalCluster::Start(o);
   for (const char* worker : {"prefill-0", "decode-0"}) {
-    const std::string log = ReadFile(absl::StrCat(o.log_dir, "/", worker, ".log"));
+    const std::string log = testing::FileContents(absl::StrCat(o.log_dir, "/", worker, ".log"));
     EXPECT_TRUE(absl::StrContains(log, "loaded the CUDA module")) << worker << ":\n" << log;
     EXPECT_FALSE(absl::StrContains(log, "cannot load the CUDA module")) << worker << ":\n" << log;
   }

@@ -8,11 +8,9 @@
 #include <signal.h>
 
 #include <atomic>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_test_util.h"
+#include "tests/testing/file_contents.h"
 
 namespace pdserve {
 namespace {
@@ -54,13 +53,6 @@ std::vector<v1::GenerateRequest> LongRequests(int max_tokens) {
   return out;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The drained worker's closing line, "drained: F of T KV blocks free, S
 // sequences left", once it has been written (bounded wait).
 std::smatch AwaitDrainedLine(const std::string& log_path, std::string* log) {
@@ -68,7 +60,7 @@ std::smatch AwaitDrainedLine(const std::string& log_path, std::string* log) {
   std::smatch m;
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (absl::Now() < deadline) {
-    *log = ReadFile(log_path);
+    *log = testing::FileContents(log_path);
     if (std::regex_search(*log, m, drained)) return m;
     absl::SleepFor(absl::Milliseconds(100));
   }

@@ -6,12 +6,12 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "tests/testing/cluster_test_util.h"
+#include "tests/testing/file_contents.h"
 #include "tests/testing/http_test_client.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_certificates.h"
@@ -27,19 +27,12 @@ bool MakeCertificates(const std::string& dir) {
   return true;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 std::shared_ptr<grpc::ChannelCredentials> Tls(const std::string& dir, bool client_cert) {
   grpc::SslCredentialsOptions o;
-  o.pem_root_certs = ReadFile(dir + "/ca.pem");
+  o.pem_root_certs = testing::FileContents(dir + "/ca.pem");
   if (client_cert) {
-    o.pem_private_key = ReadFile(dir + "/client.key");
-    o.pem_cert_chain = ReadFile(dir + "/client.pem");
+    o.pem_private_key = testing::FileContents(dir + "/client.key");
+    o.pem_cert_chain = testing::FileContents(dir + "/client.pem");
   }
   return grpc::SslCredentials(o);
 }

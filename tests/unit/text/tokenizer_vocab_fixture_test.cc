@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/golden/test_model.h"
+#include "tests/testing/file_contents.h"
 #include "tests/testing/tokenizer_golden_entries.h"
 
 namespace pdserve {
@@ -52,15 +53,10 @@ std::string FixturePath(const std::string& file) {
   return "";
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
 // llama.cpp's test-tokenizer-0 format: inputs separated by
 // "\n__ggml_vocab_test__\n", one line of space-separated ids per input.
 std::vector<std::pair<std::string, std::vector<int32_t>>> ReadVocabTests(const std::string& gguf) {
-  const std::string raw = ReadFile(gguf + ".inp");
+  const std::string raw = testing::FileContents(gguf + ".inp");
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<std::string> inputs;
   for (size_t pos = 0; pos < raw.size();) {
