@@ -36,8 +36,7 @@ import json
 import math
 import re
 import sys
-import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import httpx
@@ -52,41 +51,10 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
+from check_report import check, run_group, summary
+
 # ---------------------------------------------------------------------------
 # Reporting
-
-
-@dataclass
-class Results:
-    passed: int = 0
-    failed: list[str] = field(default_factory=list)
-
-
-RESULTS = Results()
-
-
-def check(name: str, cond: bool, detail: str = "") -> bool:
-    """Records and prints one check; returns cond so callers can stop early."""
-    line = f"{'PASS' if cond else 'FAIL'} {name}"
-    if detail:
-        line += f": {detail}"
-    print(line, flush=True)
-    if cond:
-        RESULTS.passed += 1
-    else:
-        RESULTS.failed.append(name)
-    return cond
-
-
-def run_group(name: str, fn: Callable[[], None]) -> None:
-    """Runs one group of checks; an exception is one failure, not the end."""
-    print(f"--- {name}", flush=True)
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - any exception is a failed check
-        here = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == __file__]
-        where = f" (line {here[-1].lineno}: {here[-1].line})" if here else ""
-        check(f"{name}: no exception", False, f"{type(e).__name__}: {e}{where}")
 
 
 def short(value: Any, limit: int = 160) -> str:
@@ -606,14 +574,7 @@ def main(argv: list[str]) -> int:
     http.close()
     client.close()
 
-    failed = RESULTS.failed
-    total = RESULTS.passed + len(failed)
-    if failed:
-        print(f"openai_sdk_check: FAILED {len(failed)} of {total} checks: {', '.join(failed)}", flush=True)
-        return 1
-    print(f"openai_sdk_check: all {total} checks passed", flush=True)
-    return 0
-
+    return summary("openai_sdk_check")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

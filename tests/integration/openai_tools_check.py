@@ -22,11 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import traceback
-from typing import Any, Callable
+from typing import Any
 
 import openai
 from openai import OpenAI
+
+from check_report import check, run_group, summary
 
 WEATHER = {
     "type": "function",
@@ -57,30 +58,6 @@ TIME = {
 }
 TOOLS = [WEATHER, TIME]
 QUESTION = [{"role": "user", "content": "What is the weather like in Paris today?"}]
-
-failed: list[str] = []
-passed = 0
-
-
-def check(name: str, cond: bool, detail: str = "") -> bool:
-    global passed
-    print(f"{'PASS' if cond else 'FAIL'} {name}" + (f": {detail}" if detail else ""), flush=True)
-    if cond:
-        passed += 1
-    else:
-        failed.append(name)
-    return cond
-
-
-def run_group(name: str, fn: Callable[[], None]) -> None:
-    print(f"--- {name}", flush=True)
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - any exception is a failed check
-        here = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == __file__]
-        where = f" (line {here[-1].lineno})" if here else ""
-        check(f"{name}: no exception", False, f"{type(e).__name__}: {e}{where}")
-
 
 def check_weather_call(name: str, call: Any) -> None:
     """One call of get_weather whose arguments follow its parameters."""
@@ -217,13 +194,7 @@ def main(argv: list[str]) -> int:
     run_group("none", checks.none)
     run_group("errors", checks.errors)
     client.close()
-    total = passed + len(failed)
-    if failed:
-        print(f"openai_tools_check: FAILED {len(failed)} of {total}: {', '.join(failed)}", flush=True)
-        return 1
-    print(f"openai_tools_check: all {total} checks passed", flush=True)
-    return 0
-
+    return summary("openai_tools_check")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
