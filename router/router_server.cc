@@ -7,8 +7,8 @@
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
 #include "common/grammar/tokenizer_vocab.h"
-#include "common/http/http_tls.h"
 #include "common/rpc/port_file.h"
+#include "common/tls/reloading_tls_context.h"
 #include "glog/logging.h"
 
 namespace pdserve::router {
@@ -86,7 +86,7 @@ absl::Status RouterServer::StartHttp() {
   o.http.read_timeout = absl::Milliseconds(config_.http_read_timeout_ms);
   o.http.max_body_bytes = static_cast<size_t>(config_.http_max_body_bytes);
   if (!config_.tls.cert.empty()) {
-    ASSIGN_OR_RETURN(o.http.tls, HttpTls::Load({config_.tls.cert, config_.tls.key, config_.tls.ca,
+    ASSIGN_OR_RETURN(o.http.tls, ReloadingTlsContext::Load({config_.tls.cert, config_.tls.key, config_.tls.ca,
                                                 config_.tls.reload_interval}));
   }
   o.model_name = config_.ModelName();

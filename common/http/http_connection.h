@@ -37,7 +37,7 @@
 #include "common/http/http_handler.h"
 #include "common/http/http_request.h"
 #include "common/http/http_stream.h"
-#include "common/http/http_tls.h"
+#include "common/tls/reloading_tls_context.h"
 
 namespace pdserve {
 
@@ -53,7 +53,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     int stream_send_buffer_bytes = 0;           // 0: kernel default
     const HttpHandler* handler = nullptr;       // outlives the connection's I/O
     const HttpErrorBody* error_body = nullptr;  // the same; null = plain text
-    HttpTls* tls = nullptr;                     // the same; null = plaintext
+    ReloadingTlsContext* tls = nullptr;                     // the same; null = plaintext
     std::shared_ptr<HttpPostGate> gate;
     std::function<void(uint64_t id)> on_closed;  // the server forgets it
   };
@@ -100,7 +100,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void ResponseWritten();
   bool Current(uint64_t sequence) const;
 
-  // The TLS context this connection was made with (HttpTls may move on to
+  // The TLS context this connection was made with (ReloadingTlsContext may move on to
   // a renewed one); null for plaintext. Declared before the stream on it.
   std::shared_ptr<boost::asio::ssl::context> tls_context_;
   HttpStream stream_;

@@ -31,7 +31,7 @@
 #include "common/http/http_handler.h"
 #include "common/http/http_request.h"
 #include "common/http/http_responder.h"
-#include "common/http/http_tls.h"
+#include "common/tls/reloading_tls_context.h"
 
 namespace pdserve {
 
@@ -53,7 +53,7 @@ struct HttpServerOptions {
   HttpErrorBody error_body;
   // HTTPS when set (http_tls.h; reloaded as its files change); the
   // handshake counts against read_timeout.
-  std::shared_ptr<HttpTls> tls;
+  std::shared_ptr<ReloadingTlsContext> tls;
   // The I/O thread's name (at most 15 characters) in debuggers and top.
   std::string thread_name = "http";
 };

@@ -21,9 +21,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/engine/kv_cache.h"
-#include "common/http/http_tls.h"
 #include "common/kv/kv_auth.h"
 #include "common/kv/kv_transport.h"
+#include "common/tls/reloading_tls_context.h"
 
 namespace pdserve {
 
@@ -40,7 +40,7 @@ struct FramedKvReceiverOptions {
   std::shared_ptr<const KvAuthKey> auth;
   // Accept only mutual-TLS connections from peers whose certificate the
   // context's CA signed (kv_stream.h, --kv_tls). Null = plain TCP.
-  std::shared_ptr<HttpTls> tls;
+  std::shared_ptr<ReloadingTlsContext> tls;
 };
 
 class FramedKvReceiver : public KvReceiver {

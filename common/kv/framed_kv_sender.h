@@ -15,9 +15,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/http/http_tls.h"
 #include "common/kv/kv_auth.h"
 #include "common/kv/kv_transport.h"
+#include "common/tls/reloading_tls_context.h"
 
 namespace pdserve {
 
@@ -36,7 +36,7 @@ struct FramedKvSenderOptions {
   // it, before sending (kv_auth.h). Null = no authentication.
   std::shared_ptr<const KvAuthKey> auth;
   // Mutual TLS on every connection (kv_stream.h, --kv_tls); null = plain.
-  std::shared_ptr<HttpTls> tls;
+  std::shared_ptr<ReloadingTlsContext> tls;
   // The device KV pool that kCudaIpc and kNccl transfers read from. CUDA
   // IPC: it is exported once and attached on each such connection; layer
   // frames then carry block ids instead of bytes, and the receiver pulls.

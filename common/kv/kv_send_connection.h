@@ -47,7 +47,7 @@ struct KvSendConnectionOptions {
   // Shared-secret handshake before any frame (kv_auth.h); null = none.
   std::shared_ptr<const KvAuthKey> auth;
   // Mutual TLS on the connection (kv_stream.h); null = plain TCP.
-  std::shared_ptr<HttpTls> tls;
+  std::shared_ptr<ReloadingTlsContext> tls;
   // cuda_ipc connections: the encoded ATTACH frame written first on every
   // (re)connection, after the handshake. Empty = none (tcp).
   std::string attach_head;

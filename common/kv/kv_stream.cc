@@ -7,14 +7,14 @@ namespace pdserve {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
-KvStream::KvStream(const executor_type& executor, std::shared_ptr<HttpTls> tls)
+KvStream::KvStream(const executor_type& executor, std::shared_ptr<ReloadingTlsContext> tls)
     : source_(std::move(tls)), plain_(executor) {
   if (source_ == nullptr) return;
   context_ = source_->Current();
   tls_ = std::make_shared<Tls>(tcp::socket(executor), *context_);
 }
 
-KvStream::KvStream(tcp::socket socket, std::shared_ptr<HttpTls> tls)
+KvStream::KvStream(tcp::socket socket, std::shared_ptr<ReloadingTlsContext> tls)
     : source_(std::move(tls)), plain_(socket.get_executor()) {
   if (source_ == nullptr) {
     plain_ = std::move(socket);

@@ -7,7 +7,7 @@
 // TLS is mutual: each end presents its certificate (the worker's
 // --tls_cert) and requires the other's, signed by the CA the context
 // trusts (--tls_client_ca), as between the tiers' gRPC ports. The context
-// is the reloading one of the HTTPS API (common/http/http_tls.h): each new
+// is the reloading one of the HTTPS API (common/tls/reloading_tls_context.h): each new
 // session takes the current certificate, so rotation needs no restart. A
 // TLS session cannot be reused after a failure, so Reset() builds a fresh
 // one (the sender reconnects on the same object).
@@ -23,7 +23,7 @@
 #include <memory>
 #include <utility>
 
-#include "common/http/http_tls.h"
+#include "common/tls/reloading_tls_context.h"
 
 namespace pdserve {
 
@@ -33,9 +33,9 @@ class KvStream {
   using Tls = boost::asio::ssl::stream<boost::asio::ip::tcp::socket>;
 
   // A stream to connect (sender): TLS with `tls`, plain TCP with null.
-  KvStream(const executor_type& executor, std::shared_ptr<HttpTls> tls);
+  KvStream(const executor_type& executor, std::shared_ptr<ReloadingTlsContext> tls);
   // An accepted connection (receiver).
-  KvStream(boost::asio::ip::tcp::socket socket, std::shared_ptr<HttpTls> tls);
+  KvStream(boost::asio::ip::tcp::socket socket, std::shared_ptr<ReloadingTlsContext> tls);
 
   executor_type get_executor() { return socket().get_executor(); }
   // The TCP socket underneath (connect, options, close).
@@ -78,7 +78,7 @@ class KvStream {
   void Reset();
 
  private:
-  const std::shared_ptr<HttpTls> source_;
+  const std::shared_ptr<ReloadingTlsContext> source_;
   // The context of the current session, which must outlive it.
   std::shared_ptr<boost::asio::ssl::context> context_;
   boost::asio::ip::tcp::socket plain_;  // unused when encrypted

@@ -16,7 +16,7 @@
 // certificate they were made with. gRPC 1.51's watcher does not check that
 // a new key matches its certificate: a broken pair fails new handshakes
 // (logged by gRPC) until good files are back, which the kubelet's atomic
-// Secret updates never produce (the HTTPS side, http_tls.h, does check).
+// Secret updates never produce (the HTTPS and KV side, common/tls/reloading_tls_context.h, does check).
 //
 // Thread-safety: pure functions of their arguments and the files.
 #ifndef PDSERVE_COMMON_RPC_TLS_CREDENTIALS_H_

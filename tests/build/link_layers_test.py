@@ -22,19 +22,20 @@ ALLOWED = {
     'gguf': {'base'},
     'quant': {'gguf'},
     'request': set(),
-    'http': {'base'},
+    'tls': {'base'},
+    'http': {'base', 'tls'},
     'text': {'base', 'gguf', 'quant'},
     'grammar': {'base', 'gguf', 'quant', 'text', 'request'},
     'model': {'base', 'gguf', 'quant', 'text'},
     'engine': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar'},
     'cpu': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine'},
-    # http: the reloading TLS context of an encrypted KV plane (--kv_tls).
-    'kv': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine', 'http'},
+    # tls: the reloading TLS context of an encrypted KV plane (--kv_tls).
+    'kv': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine', 'tls'},
     'runtime': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine', 'cpu'},
     'rpc': {'base'},
     'metrics': {'base', 'http'},
     'worker': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine', 'cpu',
-               'kv', 'runtime', 'rpc', 'http', 'metrics'},
+               'kv', 'runtime', 'rpc', 'tls', 'http', 'metrics'},
     'gpu': {'base', 'gguf', 'quant', 'text', 'model', 'request', 'grammar', 'engine', 'kv', 'runtime'},
 }
 # Libraries of code the router must not carry.

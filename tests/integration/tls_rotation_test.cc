@@ -20,9 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/http/http_tls.h"
 #include "common/rpc/grpc_server.h"
 #include "common/rpc/tls_credentials.h"
+#include "common/tls/reloading_tls_context.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "router/pool/worker_registry.h"
@@ -221,7 +221,7 @@ TEST_F(TlsRotationTest, RouterChecksTheTierNameOfDnsTargets) {
 }
 
 // The issuer of the certificate an HTTPS context serves.
-std::string ServedCertificate(HttpTls& tls) {
+std::string ServedCertificate(ReloadingTlsContext& tls) {
   X509* cert = SSL_CTX_get0_certificate(tls.Current()->native_handle());
   if (cert == nullptr) return "";
   char* subject = X509_NAME_oneline(X509_get_issuer_name(cert), nullptr, 0);
@@ -231,11 +231,11 @@ std::string ServedCertificate(HttpTls& tls) {
 }
 
 TEST_F(TlsRotationTest, HttpsContextFollowsTheFiles) {
-  HttpTlsFiles files;
+  TlsContextFiles files;
   files.cert = Path("server.pem");
   files.key = Path("server.key");
   files.reload_interval = absl::ZeroDuration();  // look on every connection
-  auto tls = HttpTls::Load(files);
+  auto tls = ReloadingTlsContext::Load(files);
   ASSERT_TRUE(tls.ok()) << tls.status();
   const auto first = (*tls)->Current();
   EXPECT_EQ((*tls)->Current(), first) << "unchanged files keep the context";

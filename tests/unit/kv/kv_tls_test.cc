@@ -13,9 +13,9 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "common/http/http_tls.h"
 #include "common/kv/framed_kv_receiver.h"
 #include "common/kv/framed_kv_sender.h"
+#include "common/tls/reloading_tls_context.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/kv_test_util.h"
@@ -58,15 +58,15 @@ class KvTlsTest : public ::testing::Test {
     }
   }
 
-  std::shared_ptr<HttpTls> Tls(const std::string& name, const std::string& ca = "ca") {
-    auto tls = HttpTls::Load({absl::StrCat(dir_, "/", name, ".pem"),
+  std::shared_ptr<ReloadingTlsContext> Tls(const std::string& name, const std::string& ca = "ca") {
+    auto tls = ReloadingTlsContext::Load({absl::StrCat(dir_, "/", name, ".pem"),
                               absl::StrCat(dir_, "/", name, ".key"),
                               absl::StrCat(dir_, "/", ca, ".pem")});
     EXPECT_TRUE(tls.ok()) << tls.status();
     return tls.ok() ? *tls : nullptr;
   }
 
-  void StartReceiver(std::shared_ptr<HttpTls> tls,
+  void StartReceiver(std::shared_ptr<ReloadingTlsContext> tls,
                      absl::Duration idle_timeout = absl::Seconds(10)) {
     FramedKvReceiverOptions o;
     o.listen_address = "127.0.0.1:0";
@@ -77,7 +77,7 @@ class KvTlsTest : public ::testing::Test {
     receiver_ = std::move(*receiver);
   }
 
-  std::unique_ptr<FramedKvSender> Sender(std::shared_ptr<HttpTls> tls) {
+  std::unique_ptr<FramedKvSender> Sender(std::shared_ptr<ReloadingTlsContext> tls) {
     FramedKvSenderOptions o;
     o.tls = std::move(tls);
     o.connect_timeout = absl::Seconds(2);

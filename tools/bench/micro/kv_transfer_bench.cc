@@ -30,9 +30,9 @@
 #include "absl/synchronization/notification.h"
 #include "common/base/status_macros.h"
 #include "common/engine/kv_cache.h"
-#include "common/http/http_tls.h"
 #include "common/kv/framed_kv_receiver.h"
 #include "common/kv/framed_kv_sender.h"
+#include "common/tls/reloading_tls_context.h"
 #include "glog/logging.h"
 
 ABSL_FLAG(int, mb, 512, "MiB of KV to move per round, each way of measuring");
@@ -181,9 +181,9 @@ absl::Status Setup(Bench& b) {
   for (uint8_t& x : b.raw_src) x = static_cast<uint8_t>(rng());
 
   const int buffer_bytes = absl::GetFlag(FLAGS_socket_buffer_bytes);
-  std::shared_ptr<HttpTls> tls;
+  std::shared_ptr<ReloadingTlsContext> tls;
   if (!absl::GetFlag(FLAGS_tls_cert).empty()) {
-    ASSIGN_OR_RETURN(tls, HttpTls::Load({absl::GetFlag(FLAGS_tls_cert),
+    ASSIGN_OR_RETURN(tls, ReloadingTlsContext::Load({absl::GetFlag(FLAGS_tls_cert),
                                          absl::GetFlag(FLAGS_tls_key),
                                          absl::GetFlag(FLAGS_tls_ca)}));
   }

@@ -1,4 +1,4 @@
-#include "common/http/http_tls.h"
+#include "common/tls/reloading_tls_context.h"
 
 #include <fstream>
 #include <memory>
@@ -18,7 +18,7 @@ absl::Status Failed(const std::string& what, const boost::system::error_code& ec
   return absl::InvalidArgumentError(absl::StrCat(what, ": ", ec.message()));
 }
 
-absl::StatusOr<std::shared_ptr<ssl::context>> MakeContext(const HttpTlsFiles& files) {
+absl::StatusOr<std::shared_ptr<ssl::context>> MakeContext(const TlsContextFiles& files) {
   // Either role: the KV plane's senders make client handshakes with it
   // (common/kv/kv_stream.h).
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls);
@@ -42,7 +42,7 @@ absl::StatusOr<std::shared_ptr<ssl::context>> MakeContext(const HttpTlsFiles& fi
 // The bytes of every file, in order; "" when one cannot be read (then
 // nothing is reloaded: the kubelet's swap is atomic, a reader never sees a
 // missing file for long).
-std::string Contents(const HttpTlsFiles& files) {
+std::string Contents(const TlsContextFiles& files) {
   std::string out;
   for (const std::string* path : {&files.cert, &files.key, &files.client_ca}) {
     if (path->empty()) continue;
@@ -57,23 +57,23 @@ std::string Contents(const HttpTlsFiles& files) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<HttpTls>> HttpTls::Load(const HttpTlsFiles& files) {
+absl::StatusOr<std::shared_ptr<ReloadingTlsContext>> ReloadingTlsContext::Load(const TlsContextFiles& files) {
   if (files.cert.empty() || files.key.empty()) {
     return absl::InvalidArgumentError("TLS needs both a certificate and its private key");
   }
   std::string contents = Contents(files);
   absl::StatusOr<std::shared_ptr<ssl::context>> context = MakeContext(files);
   if (!context.ok()) return context.status();
-  return std::shared_ptr<HttpTls>(new HttpTls(files, std::move(*context), std::move(contents)));
+  return std::shared_ptr<ReloadingTlsContext>(new ReloadingTlsContext(files, std::move(*context), std::move(contents)));
 }
 
-HttpTls::HttpTls(HttpTlsFiles files, std::shared_ptr<ssl::context> context, std::string contents)
+ReloadingTlsContext::ReloadingTlsContext(TlsContextFiles files, std::shared_ptr<ssl::context> context, std::string contents)
     : files_(std::move(files)),
       context_(std::move(context)),
       loaded_(std::move(contents)),
       next_check_(absl::Now() + files_.reload_interval) {}
 
-std::shared_ptr<ssl::context> HttpTls::Current() {
+std::shared_ptr<ssl::context> ReloadingTlsContext::Current() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
   if (now < next_check_) return context_;

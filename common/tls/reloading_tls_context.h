@@ -1,8 +1,9 @@
-// HttpTls: the TLS context of an HttpServer, from the same PEM files the
-// gRPC servers take (--tls_cert, --tls_key, --tls_client_ca), so one set of
-// certificate flags secures both APIs of a process. With a client CA the
-// server requires and verifies client certificates (mutual TLS), as gRPC
-// does. TLS 1.2 or newer.
+// ReloadingTlsContext: a server's TLS context (the HTTP front's, and each
+// side of the encrypted KV plane's) from the same PEM files the gRPC servers
+// take (--tls_cert, --tls_key, --tls_client_ca), so one set of certificate
+// flags secures every port of a process. With a client CA the server
+// requires and verifies client certificates (mutual TLS), as gRPC does. TLS
+// 1.2 or newer.
 //
 // The files are re-read, at most every reload_interval, when a connection
 // arrives: a renewed certificate (cert-manager rewrites its Secret, the
@@ -14,8 +15,8 @@
 // ports (common/rpc/tls_credentials.h).
 //
 // Thread-safety: Current() may be called from any thread.
-#ifndef PDSERVE_COMMON_HTTP_HTTP_TLS_H_
-#define PDSERVE_COMMON_HTTP_HTTP_TLS_H_
+#ifndef PDSERVE_COMMON_TLS_RELOADING_TLS_CONTEXT_H_
+#define PDSERVE_COMMON_TLS_RELOADING_TLS_CONTEXT_H_
 
 #include <boost/asio/ssl/context.hpp>
 #include <memory>
@@ -28,27 +29,27 @@
 
 namespace pdserve {
 
-struct HttpTlsFiles {
+struct TlsContextFiles {
   std::string cert;       // PEM certificate chain
   std::string key;        // PEM private key of `cert`
   std::string client_ca;  // PEM CA of client certificates; "" = none asked
   absl::Duration reload_interval = absl::Seconds(10);
 };
 
-class HttpTls {
+class ReloadingTlsContext {
  public:
   // INVALID_ARGUMENT naming the file that is missing, unreadable or not PEM
   // of the right kind, or a key that does not match the certificate.
-  static absl::StatusOr<std::shared_ptr<HttpTls>> Load(const HttpTlsFiles& files);
+  static absl::StatusOr<std::shared_ptr<ReloadingTlsContext>> Load(const TlsContextFiles& files);
 
   // The context for a new connection (see the class comment).
   std::shared_ptr<boost::asio::ssl::context> Current();
 
  private:
-  HttpTls(HttpTlsFiles files, std::shared_ptr<boost::asio::ssl::context> context,
+  ReloadingTlsContext(TlsContextFiles files, std::shared_ptr<boost::asio::ssl::context> context,
           std::string contents);
 
-  const HttpTlsFiles files_;
+  const TlsContextFiles files_;
   absl::Mutex mu_;
   std::shared_ptr<boost::asio::ssl::context> context_ ABSL_GUARDED_BY(mu_);
   // The three files' bytes as last loaded, and as last refused: a change is
@@ -60,4 +61,4 @@ class HttpTls {
 
 }  // namespace pdserve
 
-#endif  // PDSERVE_COMMON_HTTP_HTTP_TLS_H_
+#endif  // PDSERVE_COMMON_TLS_RELOADING_TLS_CONTEXT_H_
