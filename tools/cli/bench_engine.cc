@@ -34,9 +34,10 @@ ABSL_FLAG(std::string, bench_kernels, "auto",
           "CPU kernels to measure: auto (the best this CPU runs), avx512, avx2 or scalar");
 ABSL_FLAG(std::string, bench_json, "", "Also write results as JSON to this file");
 ABSL_FLAG(bool, bench_peak, false,
-          "Instead of a model: measure this CPU's int8 dot-product and f32 FMA peaks, and "
-          "each weight type's matmul on model-shaped matrices as a share of the int8 peak, "
-          "on the largest --bench_threads count");
+          "Instead of a model: measure this CPU's int8 dot-product and f32 FMA peaks (and, "
+          "for the AVX2 kernels, the llama-order bound of their exact arithmetic), and each "
+          "weight type's matmul on model-shaped matrices as a share of them, on the largest "
+          "--bench_threads count");
 ABSL_FLAG(double, bench_peak_gbps, 4800,
           "Device memory bandwidth for the model-bandwidth utilisation column (GPU runs; "
           "H200: 4800 GB/s)");
