@@ -19,8 +19,7 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 // Operations per second of `loop` on one thread and on all of them (the
 // best of three runs each: a VM's neighbours only ever slow a run down).
-Peak Measure(const char* what, bool int8, Loop loop, ThreadPool* pool,
-             bool llama_order = false) {
+Peak Measure(const char* what, bool int8, Loop loop, ThreadPool* pool, bool llama_order = false) {
   Peak p{what, int8, llama_order, 0, 0};
   for (int rep = 0; rep < 3; ++rep) {
     auto t0 = std::chrono::steady_clock::now();

@@ -22,8 +22,8 @@ struct Peak {
 };
 
 // Every probe this CPU runs (the best int8 form first). The llama-order
-// probe bounds the exact kernels: what its per-slice convert and FMA leave
-// of the int8 peak on this CPU.
+// probe bounds the exact maddubs kernels: what a per-slice convert and FMA
+// leave of the int8 peak on this CPU.
 std::vector<Peak> MeasurePeaks(ThreadPool* pool);
 
 }  // namespace pdserve

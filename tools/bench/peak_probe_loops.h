@@ -12,8 +12,10 @@ int64_t DpbusdZmm();   // AVX512-VNNI vpdpbusd zmm
 int64_t DpbusdYmm();   // AVX-VNNI vpdpbusd ymm
 int64_t MaddubsYmm();  // AVX2 vpmaddubsw + vpmaddwd + vpaddd
 // AVX2 int8 MACs in llama.cpp's one-token order: each 4-element slice of
-// 8 rows gets its own int32 (maddubs + madd), convert and FMA. The most
-// the exact AVX2 kernels can reach, loads and spills aside.
+// 8 rows gets its own int32 (maddubs + madd), convert and FMA. The most an
+// exact maddubs kernel that keeps that per-slice order (Q4_0/Q4_1, Q5_0,
+// Q8_0, Q6_K) can reach, loads and spills aside; Q4_K's order sums in int16
+// first and is not held to it.
 int64_t LlamaOrderYmm();
 int64_t FmaZmm();      // AVX512F vfmadd231ps zmm
 int64_t FmaYmm();      // FMA vfmadd231ps ymm

@@ -17,6 +17,7 @@
 #include "common/engine/engine.h"
 #include "common/model/model.h"
 #include "common/quant/kernels.h"
+#include "common/quant/packed_gemm.h"
 #include "common/runtime/runtime_factory.h"
 #include "tools/bench/kernel_bench.h"
 #include "tools/bench/peak_probe.h"
@@ -194,17 +195,21 @@ absl::Status SelectKernels() {
 
 // --bench_peak: the peaks, then every matmul at a prompt's, a decode step's
 // and a speculative step's row count, as a share of the best int8 peak and
-// (AVX2 kernels) of the llama-order bound their exact arithmetic allows.
+// (maddubs kernels) of the llama-order bound of their per-slice arithmetic.
 void BenchPeak(int threads) {
   ThreadPool pool(threads);
   const std::vector<Peak> peaks = MeasurePeaks(&pool);
   absl::PrintF("%-36s %14s %14s\n", "peak", "1 thread G/s", absl::StrCat(threads, " threads G/s"));
   double int8_peak = 0;
-  double order_bound = 0;  // AVX2 kernels only: the probe is an AVX2 loop
+  // The llama-order probe is a maddubs loop: it bounds the AVX2 kernels
+  // only where they run maddubs (not AVX-VNNI's one-instruction slices).
+  const bool maddubs_kernels =
+      ActiveKernelIsa() == KernelIsa::kAvx2 && !CpuSupportsPackedVariant(PackedVariant::kAvxVnni);
+  double order_bound = 0;
   for (const Peak& p : peaks) {
     absl::PrintF("%-36s %14.1f %14.1f\n", p.what, p.per_s_1thread / 1e9, p.per_s_all / 1e9);
     if (p.llama_order) {
-      if (ActiveKernelIsa() == KernelIsa::kAvx2) order_bound = p.per_s_all;
+      if (maddubs_kernels) order_bound = p.per_s_all;
     } else if (p.int8) {
       int8_peak = std::max(int8_peak, p.per_s_all);
     }
