@@ -41,9 +41,6 @@ fi
 start=$(date +%s.%N)
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-# Clean results, outside the repository like ccache's (THREAD_SAFETY_CACHE=
-# empty: none).
-cache="${THREAD_SAFETY_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/pdserve/thread-safety}"
 "$CLANGXX" --version >"$work/clang-version"
 
 # One shell command line per translation unit: $work/cmd/N.
@@ -53,7 +50,7 @@ import json, os, re, shlex, sys
 
 db, root, build_dir, work, clangxx, only, check_all = sys.argv[1:]
 os.makedirs(os.path.join(work, "cmd"))
-os.makedirs(os.path.join(work, "pre"))
+os.makedirs(os.path.join(work, "unit"))
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # What the analysis can judge: absl's lock types and the annotations.
 LOCKS = re.compile(r'ABSL_[A-Z_]*(GUARDED_BY|LOCKS_REQUIRED|LOCKS_EXCLUDED|LOCK_FUNCTION|'
@@ -135,10 +132,8 @@ for entry in json.load(open(db)):
     n += 1
     with open(os.path.join(work, "cmd", str(n)), "w") as fh:
         fh.write("cd %s && exec %s\n" % (shlex.quote(d), shlex.join(out)))
-    # The same flags preprocessing only (no line markers): the cache key.
-    pre = [a for a in out if a not in ("-fsyntax-only",)] + ["-E", "-P"]
-    with open(os.path.join(work, "pre", str(n)), "w") as fh:
-        fh.write("cd %s && exec %s\n" % (shlex.quote(d), shlex.join(pre)))
+    with open(os.path.join(work, "unit", str(n)), "w") as fh:
+        json.dump({"dir": d, "argv": out}, fh)
     if n == 1:  # the canary, with the first file's flags
         with open(os.path.join(work, "canary.sh"), "w") as fh:
             fh.write("cd %s && exec %s\n" % (shlex.quote(d), shlex.join(
@@ -172,24 +167,80 @@ if sh "$work/canary.sh" >"$work/canary.out" 2>&1 \
 fi
 
 count=$(find "$work/cmd" -type f | wc -l)
-mkdir -p "$work/out" "$cache"
-# Each file: its clang output in out/N, its exit status in out/N.rc. A
-# file whose preprocessed text (checkout paths masked), flags and clang
-# were checked clean before is not checked again: preprocessing takes a
-# tenth of the analysis. Only clean results are kept, so a cached entry
-# can never hide a violation.
-find "$work/cmd" -type f -printf '%f\n' | sort -n \
-  | xargs -P "$jobs" -I{} sh -c '
-      w="$1"; n="$2"; cache="$3"; key=""
-      if [ -n "$cache" ]; then
-        key=$( { cat "$w/clang-version"; sed -e "s|$4|@ROOT@|g" -e "s|$5|@BUILD@|g" "$w/cmd/$n";
-                 sh "$w/pre/$n" 2>/dev/null | sed -e "s|$4|@ROOT@|g" -e "s|$5|@BUILD@|g"; } \
-               | sha256sum | cut -c1-64)
-        if [ -f "$cache/$key" ]; then : >"$w/out/$n"; echo 0 >"$w/out/$n.rc"; echo >"$w/out/$n.hit"; exit 0; fi
-      fi
-      sh "$w/cmd/$n" >"$w/out/$n" 2>&1; rc=$?; echo $rc >"$w/out/$n.rc"
-      if [ -n "$key" ] && [ $rc -eq 0 ] && [ ! -s "$w/out/$n" ]; then : >"$cache/$key"; fi' \
-      _ "$work" {} "$cache" "$root" "$build_dir"
+mkdir -p "$work/out"
+# Each file: its clang output in out/N, its exit status in out/N.rc.
+python3 - "$work" "$jobs" "$root" "$build_dir" <<'EOF'
+import concurrent.futures, hashlib, json, os, subprocess, sys, time
+
+work, jobs, root, build_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+# Clean results are kept outside the repository, as ccache keeps objects
+# (THREAD_SAFETY_CACHE set but empty: none): a file whose preprocessed
+# text (checkout and build paths masked, so another clone hits), flags and
+# clang were checked clean before is not checked again. Preprocessing
+# takes a tenth of the analysis, and the analysis then reads the very
+# bytes that were hashed. Only clean results are kept, and a key is made
+# only when preprocessing succeeded, so an entry cannot hide a violation.
+cache = os.environ.get("THREAD_SAFETY_CACHE")
+if cache is None:
+    base = os.environ.get("XDG_CACHE_HOME") or (
+        os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else "")
+    cache = os.path.join(base, "pdserve", "thread-safety") if base else ""
+if cache:
+    try:
+        os.makedirs(cache, exist_ok=True)
+        # Entries unused for 30 days (files since changed) go.
+        stale = time.time() - 30 * 86400
+        for e in os.scandir(cache):
+            if e.is_file() and e.stat().st_mtime < stale:
+                os.unlink(e.path)
+    except OSError as e:
+        print(f"check-thread-safety: no result cache ({e})", file=sys.stderr)
+        cache = ""
+with open(os.path.join(work, "clang-version"), "rb") as fh:
+    salt = b"check-thread-safety cache 1\n" + fh.read()
+
+
+def masked(data):
+    return data.replace(build_dir.encode(), b"@BUILD@").replace(root.encode(), b"@ROOT@")
+
+
+def run(n):
+    with open(os.path.join(work, "unit", n)) as fh:
+        unit = json.load(fh)
+    argv = unit["argv"]
+    out = os.path.join(work, "out", n)
+    key = None
+    if cache:
+        pre = subprocess.run([a for a in argv if a != "-fsyntax-only"] + ["-E"],
+                             cwd=unit["dir"], capture_output=True)
+        if pre.returncode == 0 and pre.stdout:
+            key = hashlib.sha256(salt + masked(json.dumps(argv).encode()) + b"\0" +
+                                 masked(pre.stdout)).hexdigest()
+            entry = os.path.join(cache, key)
+            if os.path.exists(entry):
+                os.utime(entry)
+                for suffix, text in (("", ""), (".rc", "0\n"), (".hit", "")):
+                    with open(out + suffix, "w") as fh:
+                        fh.write(text)
+                return
+            ii = os.path.join(work, "unit", n + ".ii")
+            with open(ii, "wb") as fh:
+                fh.write(pre.stdout)
+            argv = argv[:-1] + ["-x", "c++-cpp-output", ii]
+    check = subprocess.run(argv, cwd=unit["dir"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+    with open(out, "wb") as fh:
+        fh.write(check.stdout)
+    with open(out + ".rc", "w") as fh:
+        fh.write(f"{check.returncode}\n")
+    if key and check.returncode == 0 and not check.stdout:
+        open(os.path.join(cache, key), "w").close()
+
+
+units = sorted((u for u in os.listdir(os.path.join(work, "unit")) if u.isdigit()), key=int)
+with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+    list(pool.map(run, units))
+EOF
 hits=$(find "$work/out" -name '*.hit' | wc -l)
 
 violations="$work/violations"
@@ -226,5 +277,5 @@ if [ "$nviol" -gt 0 ] || [ "$broken" -gt 0 ]; then
        "$count file(s) checked in ${elapsed}s" >&2
   exit 1
 fi
-echo "check-thread-safety: $count file(s) checked, no violations (${elapsed}s, $jobs jobs;" \
-     "$hits clean before, unchanged; $(cat "$work/skipped") without locks skipped)"
+echo "check-thread-safety: $count file(s), no violations (${elapsed}s, $jobs jobs; $hits of them" \
+     "clean before and unchanged; $(cat "$work/skipped") without locks skipped)"
