@@ -86,7 +86,8 @@ absl::Status RouterServer::StartHttp() {
   o.http.read_timeout = absl::Milliseconds(config_.http_read_timeout_ms);
   o.http.max_body_bytes = static_cast<size_t>(config_.http_max_body_bytes);
   if (!config_.tls.cert.empty()) {
-    ASSIGN_OR_RETURN(o.http.tls, ReloadingTlsContext::Load({config_.tls.cert, config_.tls.key, config_.tls.ca,
+    ASSIGN_OR_RETURN(o.http.tls,
+                     ReloadingTlsContext::Load({config_.tls.cert, config_.tls.key, config_.tls.ca,
                                                 config_.tls.reload_interval}));
   }
   o.model_name = config_.ModelName();

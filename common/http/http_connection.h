@@ -53,7 +53,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     int stream_send_buffer_bytes = 0;           // 0: kernel default
     const HttpHandler* handler = nullptr;       // outlives the connection's I/O
     const HttpErrorBody* error_body = nullptr;  // the same; null = plain text
-    ReloadingTlsContext* tls = nullptr;                     // the same; null = plaintext
+    ReloadingTlsContext* tls = nullptr;         // the same; null = plaintext
     std::shared_ptr<HttpPostGate> gate;
     std::function<void(uint64_t id)> on_closed;  // the server forgets it
   };
@@ -100,8 +100,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void ResponseWritten();
   bool Current(uint64_t sequence) const;
 
-  // The TLS context this connection was made with (ReloadingTlsContext may move on to
-  // a renewed one); null for plaintext. Declared before the stream on it.
+  // The TLS context this connection was made with (ReloadingTlsContext may
+  // move on to a renewed one); null for plaintext. Declared before the
+  // stream on it.
   std::shared_ptr<boost::asio::ssl::context> tls_context_;
   HttpStream stream_;
   boost::asio::steady_timer timer_;

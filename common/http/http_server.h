@@ -51,8 +51,8 @@ struct HttpServerOptions {
   int stream_send_buffer_bytes = 32 * 1024;
   // Unset: "<status> <reason>" as plain text.
   HttpErrorBody error_body;
-  // HTTPS when set (common/tls/reloading_tls_context.h; reloaded as its files change); the
-  // handshake counts against read_timeout.
+  // HTTPS when set (common/tls/reloading_tls_context.h: reloaded as its
+  // files change); the handshake counts against read_timeout.
   std::shared_ptr<ReloadingTlsContext> tls;
   // The I/O thread's name (at most 15 characters) in debuggers and top.
   std::string thread_name = "http";

@@ -7,8 +7,9 @@
 // TLS is mutual: each end presents its certificate (the worker's
 // --tls_cert) and requires the other's, signed by the CA the context
 // trusts (--tls_client_ca), as between the tiers' gRPC ports. The context
-// is the reloading one of the HTTPS API (common/tls/reloading_tls_context.h): each new
-// session takes the current certificate, so rotation needs no restart. A
+// is a ReloadingTlsContext (common/tls/reloading_tls_context.h), as the
+// HTTPS API's: each new session takes the current certificate, so
+// rotation needs no restart. A
 // TLS session cannot be reused after a failure, so Reset() builds a fresh
 // one (the sender reconnects on the same object).
 //

@@ -9,14 +9,16 @@
 //                ca + cert + key   -> also present a client certificate
 //
 // The files are read at start-up (a missing or malformed one, or a key
-// that is not the certificate's, fails it, named) and then re-read every TlsFiles::reload_interval by gRPC's file
-// watcher: a renewed certificate or CA (cert-manager rewrites its Secret,
-// the kubelet swaps the mounted files atomically) is presented and trusted
-// on new connections without a restart; connections already up keep the
-// certificate they were made with. gRPC 1.51's watcher does not check that
-// a new key matches its certificate: a broken pair fails new handshakes
-// (logged by gRPC) until good files are back, which the kubelet's atomic
-// Secret updates never produce (the HTTPS and KV side, common/tls/reloading_tls_context.h, does check).
+// that is not the certificate's, fails it, named) and then re-read every
+// TlsFiles::reload_interval by gRPC's file watcher: a renewed certificate
+// or CA (cert-manager rewrites its Secret, the kubelet swaps the mounted
+// files atomically) is presented and trusted on new connections without a
+// restart; connections already up keep the certificate they were made
+// with. gRPC 1.51's watcher does not check that a new key matches its
+// certificate: a broken pair fails new handshakes (logged by gRPC) until
+// good files are back, which the kubelet's atomic Secret updates never
+// produce (the HTTPS and KV side, common/tls/reloading_tls_context.h, does
+// check).
 //
 // Thread-safety: pure functions of their arguments and the files.
 #ifndef PDSERVE_COMMON_RPC_TLS_CREDENTIALS_H_

@@ -57,17 +57,21 @@ std::string Contents(const TlsContextFiles& files) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<ReloadingTlsContext>> ReloadingTlsContext::Load(const TlsContextFiles& files) {
+absl::StatusOr<std::shared_ptr<ReloadingTlsContext>> ReloadingTlsContext::Load(
+    const TlsContextFiles& files) {
   if (files.cert.empty() || files.key.empty()) {
     return absl::InvalidArgumentError("TLS needs both a certificate and its private key");
   }
   std::string contents = Contents(files);
   absl::StatusOr<std::shared_ptr<ssl::context>> context = MakeContext(files);
   if (!context.ok()) return context.status();
-  return std::shared_ptr<ReloadingTlsContext>(new ReloadingTlsContext(files, std::move(*context), std::move(contents)));
+  return std::shared_ptr<ReloadingTlsContext>(
+      new ReloadingTlsContext(files, std::move(*context), std::move(contents)));
 }
 
-ReloadingTlsContext::ReloadingTlsContext(TlsContextFiles files, std::shared_ptr<ssl::context> context, std::string contents)
+ReloadingTlsContext::ReloadingTlsContext(TlsContextFiles files,
+                                         std::shared_ptr<ssl::context> context,
+                                         std::string contents)
     : files_(std::move(files)),
       context_(std::move(context)),
       loaded_(std::move(contents)),
@@ -82,13 +86,12 @@ std::shared_ptr<ssl::context> ReloadingTlsContext::Current() {
   if (contents.empty() || contents == loaded_ || contents == refused_) return context_;
   absl::StatusOr<std::shared_ptr<ssl::context>> fresh = MakeContext(files_);
   if (!fresh.ok()) {
-    LOG(WARNING) << "HTTPS: the changed TLS files do not load, keeping the previous ones: "
+    LOG(WARNING) << "The changed TLS files do not load, keeping the previous ones: "
                  << fresh.status();
     refused_ = std::move(contents);
     return context_;
   }
-  LOG(INFO) << "HTTPS: TLS files changed, new connections use the new certificate "
-            << files_.cert;
+  LOG(INFO) << "TLS files changed, new connections use the new certificate " << files_.cert;
   context_ = std::move(*fresh);
   loaded_ = std::move(contents);
   refused_.clear();

@@ -1,9 +1,9 @@
-// ReloadingTlsContext: a server's TLS context (the HTTP front's, and each
-// side of the encrypted KV plane's) from the same PEM files the gRPC servers
-// take (--tls_cert, --tls_key, --tls_client_ca), so one set of certificate
-// flags secures every port of a process. With a client CA the server
-// requires and verifies client certificates (mutual TLS), as gRPC does. TLS
-// 1.2 or newer.
+// ReloadingTlsContext: the TLS context of the HTTP front (a server) and of
+// both ends of the encrypted KV plane (its senders make client handshakes
+// with it), from the same PEM files the gRPC servers take (--tls_cert,
+// --tls_key, --tls_client_ca), so one set of certificate flags secures
+// every port of a process. With a client CA the peer's certificate is
+// required and verified (mutual TLS), as gRPC does. TLS 1.2 or newer.
 //
 // The files are re-read, at most every reload_interval, when a connection
 // arrives: a renewed certificate (cert-manager rewrites its Secret, the
@@ -47,7 +47,7 @@ class ReloadingTlsContext {
 
  private:
   ReloadingTlsContext(TlsContextFiles files, std::shared_ptr<boost::asio::ssl::context> context,
-          std::string contents);
+                      std::string contents);
 
   const TlsContextFiles files_;
   absl::Mutex mu_;

@@ -6,11 +6,10 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <boost/asio/ip/tcp.hpp>
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include <boost/asio/ip/tcp.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "common/kv/framed_kv_receiver.h"
@@ -60,8 +59,8 @@ class KvTlsTest : public ::testing::Test {
 
   std::shared_ptr<ReloadingTlsContext> Tls(const std::string& name, const std::string& ca = "ca") {
     auto tls = ReloadingTlsContext::Load({absl::StrCat(dir_, "/", name, ".pem"),
-                              absl::StrCat(dir_, "/", name, ".key"),
-                              absl::StrCat(dir_, "/", ca, ".pem")});
+                                          absl::StrCat(dir_, "/", name, ".key"),
+                                          absl::StrCat(dir_, "/", ca, ".pem")});
     EXPECT_TRUE(tls.ok()) << tls.status();
     return tls.ok() ? *tls : nullptr;
   }

@@ -183,9 +183,9 @@ absl::Status Setup(Bench& b) {
   const int buffer_bytes = absl::GetFlag(FLAGS_socket_buffer_bytes);
   std::shared_ptr<ReloadingTlsContext> tls;
   if (!absl::GetFlag(FLAGS_tls_cert).empty()) {
-    ASSIGN_OR_RETURN(tls, ReloadingTlsContext::Load({absl::GetFlag(FLAGS_tls_cert),
-                                         absl::GetFlag(FLAGS_tls_key),
-                                         absl::GetFlag(FLAGS_tls_ca)}));
+    ASSIGN_OR_RETURN(
+        tls, ReloadingTlsContext::Load({absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                                        absl::GetFlag(FLAGS_tls_ca)}));
   }
   FramedKvReceiverOptions options;
   options.listen_address = "127.0.0.1:0";
