@@ -8,8 +8,6 @@
 // Skips without a CUDA device; PDSERVE_GPU_TEST_DEVICE=cpu runs the same
 // steps on the CPU (a dry run of the test itself, KV then over TCP).
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -18,10 +16,11 @@
 #include "common/model/model.h"
 #include "common/model/random_model.h"
 #include "common/runtime/runtime_factory.h"
-#include "tests/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_test_env.h"
 #include "tests/testing/cluster_test_util.h"
+#include "tests/testing/file_contents.h"
+#include "tests/testing/temp_dir.h"
 
 namespace pdserve {
 namespace {
@@ -118,9 +117,7 @@ class GpuServingTest : public ::testing::Test {
   }
 
   static bool LogMentions(const std::string& path, const std::string& needle) {
-    std::ifstream f(path);
-    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    return text.find(needle) != std::string::npos;
+    return testing::FileContents(path).find(needle) != std::string::npos;
   }
 
   static std::string* model_path_;

@@ -22,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "router/router_server.h"
 #include "tests/testing/cluster_test_util.h"
+#include "tests/testing/file_contents.h"
 #include "tests/testing/http_test_client.h"
 
 namespace pdserve::testing {
@@ -353,8 +354,7 @@ TEST_F(OpenAiApiTest, OfficialPythonSdk) {
       " --expect-greedy-text-file ", dir, "/greedy.txt --expect-greedy-prompt '", kPrompt,
       "' --greedy-max-tokens ", kGreedyTokens, " > ", dir, "/sdk.log 2>&1");
   const int rc = std::system(cmd.c_str());
-  std::ifstream log(dir + "/sdk.log");
-  const std::string out((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const std::string out = testing::FileContents(dir + "/sdk.log");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(PoolsIdle(*cluster_, absl::Seconds(20)));
 }

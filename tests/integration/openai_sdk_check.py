@@ -54,7 +54,7 @@ from openai.types.chat import (
 from check_report import check, run_group, summary
 
 # ---------------------------------------------------------------------------
-# Reporting
+# Formatting
 
 
 def short(value: Any, limit: int = 160) -> str:
@@ -575,6 +575,7 @@ def main(argv: list[str]) -> int:
     client.close()
 
     return summary("openai_sdk_check")
+
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

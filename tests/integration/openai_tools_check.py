@@ -196,5 +196,6 @@ def main(argv: list[str]) -> int:
     client.close()
     return summary("openai_tools_check")
 
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/cluster_test_util.h"
 #include "tests/testing/engine_run.h"
+#include "tests/testing/file_contents.h"
 #include "tests/testing/temp_dir.h"
 
 namespace pdserve {
@@ -390,8 +390,7 @@ TEST_F(ServingTest, AStalledRouterDoesNotAbandonHealthyWorkers) {
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_EQ(out.finished.usage().completion_tokens(), 800);
   // StartCluster logs to TestTempDir(tag).
-  std::ifstream log(TestTempDir("stalled-router") + "/router.log");
-  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  const std::string text = testing::FileContents(TestTempDir("stalled-router") + "/router.log");
   EXPECT_THAT(text, ::testing::HasSubstr("the router was stalled"));
   EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("went silent")));
   EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));

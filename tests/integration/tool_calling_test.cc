@@ -6,7 +6,6 @@
 // (openai_tools_check.py) passes against the router's HTTP front, leaving
 // every KV block free.
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "tests/golden/test_model.h"
 #include "tests/testing/cluster_test_util.h"
 #include "tests/testing/engine_run.h"
+#include "tests/testing/file_contents.h"
 
 namespace pdserve {
 namespace {
@@ -148,8 +148,7 @@ TEST_F(ToolCallingTest, ServedForcedCallsEqualTheEngineAndTheSdkRoundTrips) {
                    "/tests/integration/openai_tools_check.py --base-url http://",
                    cluster->http_address(), "/v1 --model ", kQwenName, " > ", log, " 2>&1");
   const int rc = std::system(cmd.c_str());
-  std::ifstream in(log);
-  const std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string out = testing::FileContents(log);
   EXPECT_EQ(rc, 0) << out;
   // The SDK's bad tool requests were refused for their tools.
   EXPECT_GE(testing::ScrapeMetric(router_metrics,

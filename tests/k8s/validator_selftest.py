@@ -15,6 +15,7 @@ import tempfile
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # validate_manifests and k8s_render
 
 # (description, file under deploy/k8s, old text, new text, expected message)
 MUTATIONS = [
@@ -272,7 +273,6 @@ def renders_for(k8s, rel):
     an overlay's and those on it; for params/ (what follows the namespace and
     base/params.yaml): cpu, the renders of the components it writes into and
     those in another namespace."""
-    sys.path.insert(0, HERE)
     from k8s_render import target_names
     targets = target_names(k8s)
     namespaced = [n for n, (_, _, ns) in targets.items() if ns is not None]
@@ -294,7 +294,6 @@ def run_validator(k8s_dir, only=None):
     per mutation spent half the run importing the Kubernetes client again.
     Its caches are dropped first, since the files they read change between
     runs."""
-    sys.path.insert(0, HERE)
     import validate_manifests
     for value in vars(validate_manifests).values():
         if callable(getattr(value, "cache_clear", None)):
@@ -304,6 +303,8 @@ def run_validator(k8s_dir, only=None):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         try:
             rc = validate_manifests.main(argv)
+        except SystemExit as e:  # as a child's exit status
+            rc = e.code if isinstance(e.code, int) else 1
         except Exception:  # noqa: BLE001 - a crash is a failed run, as it was in a child
             traceback.print_exc()
             rc = 1
