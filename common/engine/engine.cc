@@ -290,7 +290,11 @@ void Engine::PlanDrafts() {
     int32_t len = std::min(seq->draft_len, room);
     if (threshold > 0) len = WorthwhileDraftLength(seq->keep_rate, threshold, len);
     if (!seq->speculate || len <= 0) continue;
-    seq->draft = PromptLookupDraft(seq->tokens, spec.min_ngram, spec.max_ngram, len);
+    seq->copy_edits.Confirm(seq->tokens);
+    LookupDraft found =
+        PromptLookupDraft(seq->tokens, spec.min_ngram, spec.max_match, len, &seq->copy_edits);
+    seq->draft = std::move(found.tokens);
+    seq->draft_from = found.from;
     seq->draft_source = DraftSource::kPromptLookup;
     if (seq->draft.empty() && suffix_cache_ != nullptr) {
       seq->draft = suffix_cache_->Draft(seq->tokens, len);
@@ -332,6 +336,7 @@ void Engine::BuildBatch(ForwardBatch* batch, std::vector<Sequence*>* owners) {
 int32_t Engine::VerifyDraft(Sequence& seq, float* logits) {
   const int32_t vocab = runner_->config().n_vocab;
   const auto k = static_cast<int32_t>(seq.draft.size());
+  const auto at = static_cast<int64_t>(seq.tokens.size());  // where the draft's first token lands
   int32_t kept = 0;
   int32_t rows = 0;
   while (rows <= k) {
@@ -348,6 +353,9 @@ int32_t Engine::VerifyDraft(Sequence& seq, float* logits) {
   source.accepted += kept;
   ++speculation_stats_.steps;
   speculation_stats_.tokens += rows;
+  if (seq.draft_source == DraftSource::kPromptLookup) {
+    seq.copy_edits.OnVerified(seq.tokens, at, seq.draft_from, seq.draft, kept);
+  }
   // A fully kept draft earns a longer one; a rejected one shrinks to what
   // was kept plus one, so a sequence whose drafts keep failing spends one
   // extra row per step at most.

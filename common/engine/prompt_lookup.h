@@ -2,9 +2,11 @@
 //
 // Code edits, summaries with quotes, retrieval answers and agent loops
 // repeat long spans of their prompt or of what they already wrote. If the
-// last n tokens occurred before, what followed them then is a good guess of
-// what follows now, and it costs a search of the history instead of a
-// draft model.
+// tail of the history occurred before, what followed it then is a good
+// guess of what follows now, and it costs a search of the history instead
+// of a draft model. The longer the tail that matched, the likelier the
+// place is the one being copied: a function's body follows its own
+// signature, not the last line that looked like its first one.
 #ifndef PDSERVE_COMMON_ENGINE_PROMPT_LOOKUP_H_
 #define PDSERVE_COMMON_ENGINE_PROMPT_LOOKUP_H_
 
@@ -12,16 +14,26 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "common/engine/copy_edits.h"
 
 namespace pdserve {
 
-// `max_len` tokens that followed the most recent earlier occurrence of the
-// longest tail of `history` between `min_ngram` and `max_ngram` tokens long
-// (where they reach the end of the history, the copy goes on from its own
-// start, repeating the period); empty if no such tail occurred before.
-// O(history * max_ngram).
-std::vector<int32_t> PromptLookupDraft(absl::Span<const int32_t> history, int32_t min_ngram,
-                                       int32_t max_ngram, int32_t max_len);
+struct LookupDraft {
+  std::vector<int32_t> tokens;
+  CopySource from;
+};
+
+// Up to `max_len` tokens that followed the earlier position of `history`
+// whose preceding tokens match its tail longest (compared up to
+// `max_match` tokens, at least `min_match`; the most recent among equals).
+// Where the copy reaches the end of the history it goes on from its own
+// start, repeating the period. With `edits`, the history is also read
+// through the sequence's learned replacements (copy_edits.h), and that
+// reading wins where its match is longer; the draft then carries them.
+// Empty if no tail of `min_match` tokens occurred before.
+// O(history + the lengths compared).
+LookupDraft PromptLookupDraft(absl::Span<const int32_t> history, int32_t min_match,
+                              int32_t max_match, int32_t max_len, const CopyEdits* edits = nullptr);
 
 }  // namespace pdserve
 

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/engine/copy_edits.h"
 #include "common/engine/sampler.h"
 #include "common/engine/speculation.h"
 #include "common/grammar/grammar_matcher.h"
@@ -108,6 +109,10 @@ struct Sequence {
   double keep_rate = 0.8;
   std::vector<int32_t> draft;
   DraftSource draft_source = DraftSource::kNone;
+  // Where a prompt-lookup draft was copied from, and the replacements this
+  // sequence was seen to make while copying (copy_edits.h).
+  CopySource draft_from;
+  CopyEdits copy_edits;
   std::vector<int32_t> step_input;
   // Structured output: the grammar's state after every token the sequence
   // has produced (first_index of them came in the prompt and were replayed

@@ -31,11 +31,15 @@ struct SpeculationOptions {
   // (SamplingParams::speculative).
   bool enabled = false;
   // The longest draft of one sequence in one step.
-  int32_t max_draft = 8;
-  // Prompt lookup: the longest and shortest n-gram of the sequence's tail
-  // searched for in its earlier tokens.
+  int32_t max_draft = 16;
+  // The shortest tail of the sequence a draft is copied on, and the longest
+  // and shortest contexts the suffix cache indexes.
   int32_t max_ngram = 4;
   int32_t min_ngram = 2;
+  // Prompt lookup compares up to this many tokens of the tail to choose
+  // among the earlier places it occurred (the longest match wins): enough
+  // to tell apart functions or paragraphs that start alike.
+  int32_t max_match = 32;
   // Outputs of recent requests kept for drafting (suffix_cache.h), in
   // tokens; 0 = none. Asked only where prompt lookup finds nothing.
   int64_t suffix_cache_tokens = 32768;

@@ -6,7 +6,7 @@
 ABSL_FLAG(bool, speculative, true,
           "Speculative decoding for requests that do not choose: drafts copied from the "
           "request's own tokens, verified in the batch (same output, fewer steps)");
-ABSL_FLAG(int32_t, speculative_max_draft, 8, "Longest draft of one sequence in one step (1..64)");
+ABSL_FLAG(int32_t, speculative_max_draft, 16, "Longest draft of one sequence in one step (1..64)");
 ABSL_FLAG(int64_t, speculative_suffix_tokens, 32768,
           "Tokens of recent requests' outputs kept to draft from when a request's own text has "
           "nothing to copy (0 = none: drafts never depend on other requests)");

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/engine/copy_edits.h"
 #include "gtest/gtest.h"
 
 namespace pdserve {
@@ -10,40 +11,91 @@ namespace {
 
 using V = std::vector<int32_t>;
 
+V Draft(const V& history, int32_t min_match, int32_t max_match, int32_t max_len,
+        const CopyEdits* edits = nullptr) {
+  return PromptLookupDraft(history, min_match, max_match, max_len, edits).tokens;
+}
+
 TEST(PromptLookupTest, CopiesWhatFollowedTheTail) {
   // The tail "1 2" occurred at the start, followed by 3 4 5.
-  EXPECT_EQ(PromptLookupDraft(V{1, 2, 3, 4, 5, 9, 1, 2}, 2, 4, 3), (V{3, 4, 5}));
+  const LookupDraft d = PromptLookupDraft(V{1, 2, 3, 4, 5, 9, 1, 2}, 2, 4, 3);
+  EXPECT_EQ(d.tokens, (V{3, 4, 5}));
+  EXPECT_EQ(d.from.source, 2);
+  EXPECT_EQ(d.from.match, 2);
 }
 
 TEST(PromptLookupTest, NoEarlierOccurrenceNoDraft) {
-  EXPECT_TRUE(PromptLookupDraft(V{1, 2, 3, 4, 5, 6}, 2, 4, 8).empty());
-  EXPECT_TRUE(PromptLookupDraft(V{}, 1, 4, 8).empty());
-  EXPECT_TRUE(PromptLookupDraft(V{7}, 1, 4, 8).empty());
-  EXPECT_TRUE(PromptLookupDraft(V{1, 2, 1, 2}, 2, 4, 0).empty());
+  EXPECT_TRUE(Draft(V{1, 2, 3, 4, 5, 6}, 2, 4, 8).empty());
+  EXPECT_TRUE(Draft(V{}, 1, 4, 8).empty());
+  EXPECT_TRUE(Draft(V{7}, 1, 4, 8).empty());
+  EXPECT_TRUE(Draft(V{1, 2, 1, 2}, 2, 4, 0).empty());
+  EXPECT_EQ(PromptLookupDraft(V{1, 2, 3}, 1, 4, 8).from.source, -1);
 }
 
 TEST(PromptLookupTest, TheLongestTailWins) {
   // "2" alone last occurred before 8; "1 2" occurred before 3.
   const V h = {1, 2, 3, 6, 2, 8, 1, 2};
-  EXPECT_EQ(PromptLookupDraft(h, 1, 4, 1), (V{3}));
-  EXPECT_EQ(PromptLookupDraft(h, 1, 1, 1), (V{8}));
+  EXPECT_EQ(Draft(h, 1, 4, 1), (V{3}));
+  EXPECT_EQ(Draft(h, 1, 1, 1), (V{8}));
 }
 
-TEST(PromptLookupTest, TailsShorterThanMinNgramAreNotSearched) {
-  EXPECT_TRUE(PromptLookupDraft(V{5, 1, 7, 1}, 2, 4, 4).empty());
-  EXPECT_EQ(PromptLookupDraft(V{5, 1, 7, 1}, 1, 4, 1), (V{7}));
+TEST(PromptLookupTest, ALongMatchFarBackBeatsAShortOneNearby) {
+  // "5 6 1 2" occurred at the start (then 3); "1 2" alone just before (then 9).
+  const V h = {5, 6, 1, 2, 3, 0, 1, 2, 9, 0, 5, 6, 1, 2};
+  EXPECT_EQ(Draft(h, 2, 32, 1), (V{3}));
+  EXPECT_EQ(PromptLookupDraft(h, 2, 32, 1).from.match, 4);
+  // Compared over two tokens only, the two places tie and the nearer wins.
+  EXPECT_EQ(Draft(h, 2, 2, 1), (V{9}));
+}
+
+TEST(PromptLookupTest, TailsShorterThanMinMatchAreNotSearched) {
+  EXPECT_TRUE(Draft(V{5, 1, 7, 1}, 2, 4, 4).empty());
+  EXPECT_EQ(Draft(V{5, 1, 7, 1}, 1, 4, 1), (V{7}));
 }
 
 TEST(PromptLookupTest, TheMostRecentOccurrenceWins) {
   const V h = {1, 2, 3, 0, 1, 2, 4, 0, 1, 2};
-  EXPECT_EQ(PromptLookupDraft(h, 2, 2, 1), (V{4}));
+  EXPECT_EQ(Draft(h, 2, 2, 1), (V{4}));
+  EXPECT_EQ(Draft(h, 2, 32, 1), (V{4}));  // "0 1 2" occurred twice: again the later
 }
 
 TEST(PromptLookupTest, ACopyReachingTheEndRepeatsThePeriod) {
   // The tail "7 8" last occurred two tokens back: the copy is "7 8" and
   // then itself again.
-  EXPECT_EQ(PromptLookupDraft(V{4, 7, 8, 7, 8}, 2, 2, 5), (V{7, 8, 7, 8, 7}));
-  EXPECT_EQ(PromptLookupDraft(V{3, 3, 3}, 2, 4, 4), (V{3, 3, 3, 3}));
+  EXPECT_EQ(Draft(V{4, 7, 8, 7, 8}, 2, 2, 5), (V{7, 8, 7, 8, 7}));
+  EXPECT_EQ(Draft(V{3, 3, 3}, 2, 4, 4), (V{3, 3, 3, 3}));
+}
+
+// Learns 10 -> 20 from a refused draft: the source 1..8 10 11 12 13 was
+// copied as 1..8 20 11 12 13.
+CopyEdits RenameTenToTwenty() {
+  CopyEdits edits;
+  V h = {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 0, 1, 2, 3, 4, 5, 6, 7, 8, 20};
+  // The draft 10 11 was copied from index 8 after an 8-token match and
+  // placed at 21: its first token was refused (the model wrote 20).
+  edits.OnVerified(h, 21, {8, 8}, V{10, 11}, 0);
+  h.insert(h.end(), {11, 12, 13});
+  edits.Confirm(h);
+  return edits;
+}
+
+TEST(PromptLookupTest, LearnedEditsCarryIntoTheCopy) {
+  const CopyEdits edits = RenameTenToTwenty();
+  ASSERT_EQ(edits.Map(10), 20);
+  // "9 10" read through the edit is "9 20", the tail.
+  const V h = {9, 10, 11, 10, 3, 0, 9, 20};
+  const LookupDraft d = PromptLookupDraft(h, 2, 32, 3, &edits);
+  EXPECT_EQ(d.tokens, (V{11, 20, 3}));
+  EXPECT_EQ(d.from.source, 2);
+  EXPECT_EQ(Draft(h, 2, 32, 3), V{});  // unread, "9 20" never occurred
+}
+
+TEST(PromptLookupTest, EditsAreReadOnlyWhereTheyMatchLonger) {
+  const CopyEdits edits = RenameTenToTwenty();
+  // "4 20" occurred as such (then 5) and, later, as "4 10" (then 6): two
+  // tokens matched each way, and the plain reading wins ties.
+  const V h = {4, 20, 5, 0, 4, 10, 6, 9, 4, 20};
+  EXPECT_EQ(Draft(h, 2, 32, 1, &edits), (V{5}));
 }
 
 }  // namespace
