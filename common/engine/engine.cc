@@ -294,7 +294,7 @@ void Engine::PlanDrafts() {
     LookupDraft found =
         PromptLookupDraft(seq->tokens, spec.min_ngram, spec.max_match, len, &seq->copy_edits);
     seq->draft = std::move(found.tokens);
-    seq->draft_from = found.from;
+    seq->draft_from = std::move(found.from);
     seq->draft_source = DraftSource::kPromptLookup;
     if (seq->draft.empty() && suffix_cache_ != nullptr) {
       seq->draft = suffix_cache_->Draft(seq->tokens, len);

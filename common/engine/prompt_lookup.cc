@@ -5,25 +5,31 @@
 namespace pdserve {
 namespace {
 
-// The position just after the earlier match of history's tail that is
-// longest (at most max_match, at least min_match; the latest among equals),
-// reading earlier tokens through `read`; `from.source` is -1 if none.
-template <typename Read>
-CopySource LongestMatch(absl::Span<const int32_t> history, int32_t min_match, int32_t max_match,
-                        Read read) {
+struct Match {
+  int64_t next = -1;  // index in the view of the token after the match
+  int32_t length = 0;
+};
+
+// The earlier place of `view` whose tokens match the tail of `history`
+// longest (at most max_match, at least min_match; the latest among
+// equals). Places must end before `limit`, where the view reads the
+// tail's own last token.
+Match LongestMatch(absl::Span<const int32_t> view, int64_t limit, absl::Span<const int32_t> history,
+                   int32_t min_match, int32_t max_match) {
   const auto size = static_cast<int64_t>(history.size());
-  const int32_t last = history.empty() ? 0 : history[size - 1];
-  CopySource best;
-  // `end` is the candidate aligned with the tail's last token; the most
-  // recent first, so that nearby text wins ties (the function being
-  // rewritten, the turn being quoted).
-  for (int64_t end = size - 2; end >= 0 && best.match < max_match; --end) {
-    if (read(history[end]) != last) continue;
+  const int32_t last = history[size - 1];
+  Match best;
+  // The most recent first, so that nearby text wins ties (the function
+  // being rewritten, the turn being quoted).
+  for (int64_t end = limit - 1; end >= 0 && best.length < max_match; --end) {
+    if (view[end] != last) continue;
     int32_t m = 1;
-    while (m < max_match && end - m >= 0 && read(history[end - m]) == history[size - 1 - m]) ++m;
-    if (m > best.match) best = {end + 1, m};
+    while (m < max_match && end - m >= 0 && m < size && view[end - m] == history[size - 1 - m]) {
+      ++m;
+    }
+    if (m > best.length) best = {end + 1, m};
   }
-  if (best.match < min_match) return {};
+  if (best.length < min_match) return {};
   return best;
 }
 
@@ -33,28 +39,49 @@ LookupDraft PromptLookupDraft(absl::Span<const int32_t> history, int32_t min_mat
                               int32_t max_match, int32_t max_len, const CopyEdits* edits) {
   min_match = std::max(1, min_match);
   max_match = std::max(min_match, max_match);
-  if (max_len < 1 || history.size() < 2) return {};
-  const auto same = [](int32_t t) { return t; };
-  CopySource from = LongestMatch(history, min_match, max_match, same);
-  bool mapped = false;
+  const auto size = static_cast<int64_t>(history.size());
+  if (max_len < 1 || size < 2) return {};
+  Match found = LongestMatch(history, size - 1, history, min_match, max_match);
+  EditedView edited;
   if (edits != nullptr && !edits->empty()) {
-    const auto map = [edits](int32_t t) { return edits->Map(t); };
-    const CopySource through = LongestMatch(history, min_match, max_match, map);
-    mapped = through.match > from.match;
-    if (mapped) from = through;
+    edited = edits->Read(history);
+    // The view's last token is the tail's own (edits apply to earlier text
+    // alike): candidates end before the span that reads history's last token.
+    auto limit = static_cast<int64_t>(edited.tokens.size());
+    while (limit > 0 && edited.index[limit - 1] == size - 1) --limit;
+    const Match through = LongestMatch(edited.tokens, limit, history, min_match, max_match);
+    if (through.length > found.length) {
+      found = through;
+    } else {
+      edited = {};
+    }
   }
-  if (from.source < 0) return {};
+  if (found.next < 0) return {};
+  LookupDraft draft;
+  draft.from.match = found.length;
+  draft.tokens.reserve(static_cast<size_t>(max_len));
+  auto push = [&draft](int32_t token, int64_t index, int32_t offset) {
+    draft.tokens.push_back(token);
+    draft.from.index.push_back(index);
+    draft.from.edited.push_back(offset);
+  };
+  if (!edited.tokens.empty()) {
+    // Through the edits the copy stops at the history's end.
+    const auto end =
+        std::min<int64_t>(static_cast<int64_t>(edited.tokens.size()), found.next + max_len);
+    for (int64_t i = found.next; i < end; ++i) {
+      push(edited.tokens[i], edited.index[i], edited.edited[i]);
+    }
+    return draft;
+  }
   // Copied as LZ77 copies: past the end of the history the copy reads its
   // own output, so a match just behind the tail (a loop, a repeated line)
   // still drafts max_len tokens of the same period.
-  const auto size = static_cast<int64_t>(history.size());
-  LookupDraft draft{{}, from};
-  draft.tokens.reserve(static_cast<size_t>(max_len));
-  for (int64_t i = from.source; static_cast<int64_t>(draft.tokens.size()) < max_len; ++i) {
-    if (i >= size) {
-      draft.tokens.push_back(draft.tokens[i - size]);
+  for (int64_t i = found.next; static_cast<int64_t>(draft.tokens.size()) < max_len; ++i) {
+    if (i < size) {
+      push(history[i], i, -1);
     } else {
-      draft.tokens.push_back(mapped ? edits->Map(history[i]) : history[i]);
+      push(draft.tokens[i - size], -1, -1);
     }
   }
   return draft;

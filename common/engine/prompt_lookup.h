@@ -20,7 +20,7 @@ namespace pdserve {
 
 struct LookupDraft {
   std::vector<int32_t> tokens;
-  CopySource from;
+  CopySource from;  // where each token came from
 };
 
 // Up to `max_len` tokens that followed the earlier position of `history`
@@ -28,8 +28,9 @@ struct LookupDraft {
 // `max_match` tokens, at least `min_match`; the most recent among equals).
 // Where the copy reaches the end of the history it goes on from its own
 // start, repeating the period. With `edits`, the history is also read
-// through the sequence's learned replacements (copy_edits.h), and that
-// reading wins where its match is longer; the draft then carries them.
+// through the sequence's learned edits (copy_edits.h), and that reading
+// wins where its match is longer; the draft then carries them (and stops
+// at the history's end).
 // Empty if no tail of `min_match` tokens occurred before.
 // O(history + the lengths compared).
 LookupDraft PromptLookupDraft(absl::Span<const int32_t> history, int32_t min_match,

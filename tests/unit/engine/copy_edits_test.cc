@@ -10,9 +10,9 @@ namespace {
 
 using V = std::vector<int32_t>;
 
-// A source of 12 tokens, 100..111, then a copy of it so far with 104
-// replaced by 7: the draft copied from index 4 (104 105 106) was refused at
-// its first token.
+// A source of 12 tokens, 100..111, then a copy of it so far: 100..103 and
+// then 7 where the source has 104. The draft copied from index 4
+// (104 105 106) was refused at its first token.
 struct Copy {
   V history;
   int64_t at;
@@ -27,85 +27,123 @@ Copy RenamedCopy() {
   return c;
 }
 
-TEST(CopyEditsTest, LearnsAReplacementOnceTheCopyGoesOn) {
+// `n` tokens copied as is from `index` on, after a match of `match`.
+CopySource Plain(int64_t index, int n, int32_t match) {
+  CopySource s;
+  s.match = match;
+  for (int i = 0; i < n; ++i) {
+    s.index.push_back(index + i);
+    s.edited.push_back(-1);
+  }
+  return s;
+}
+
+// What `edits` make of the source's first 12 tokens.
+V ReadSource(const CopyEdits& edits, const Copy& c) {
+  return edits.Read(V(c.history.begin(), c.history.begin() + 12)).tokens;
+}
+
+TEST(CopyEditsTest, LearnsAOneForOneEditOnceTheCopyGoesOn) {
   Copy c = RenamedCopy();
   CopyEdits edits;
-  edits.OnVerified(c.history, c.at, {4, CopyEdits::kMinAnchor}, V{104, 105, 106}, 0);
+  edits.OnVerified(c.history, c.at, Plain(4, 3, CopyEdits::kMinAnchor), V{104, 105, 106}, 0);
+  c.history.insert(c.history.end(), {105, 106, 107, 108, 109});
   edits.Confirm(c.history);
-  EXPECT_TRUE(edits.empty()) << "decided before the confirming tokens were written";
-  c.history.insert(c.history.end(), {105, 106});
+  EXPECT_TRUE(edits.empty()) << "decided before every span could be checked";
+  c.history.push_back(110);
   edits.Confirm(c.history);
-  EXPECT_TRUE(edits.empty());
-  c.history.push_back(107);
+  ASSERT_EQ(edits.size(), 1u);
+  EXPECT_EQ(ReadSource(edits, c), (V{100, 101, 102, 103, 7, 105, 106, 107, 108, 109, 110, 111}));
+}
+
+TEST(CopyEditsTest, LearnsEditsOfDifferentLengths) {
+  // One source token written as three (`(vals` -> `(me` `asure` `ments`).
+  Copy c = RenamedCopy();
+  CopyEdits edits;
+  edits.OnVerified(c.history, c.at, Plain(4, 2, CopyEdits::kMinAnchor), V{104, 105}, 0);
+  c.history.insert(c.history.end(), {8, 9, 105, 106, 107, 108});
   edits.Confirm(c.history);
-  EXPECT_EQ(edits.Map(104), 7);
-  EXPECT_EQ(edits.Map(105), 105);
-  EXPECT_EQ(edits.size(), 1u);
+  ASSERT_EQ(edits.size(), 1u);
+  EXPECT_EQ(ReadSource(edits, c),
+            (V{100, 101, 102, 103, 7, 8, 9, 105, 106, 107, 108, 109, 110, 111}));
+  // Two source tokens written as one.
+  Copy d = RenamedCopy();
+  CopyEdits fewer;
+  fewer.OnVerified(d.history, d.at, Plain(4, 2, CopyEdits::kMinAnchor), V{104, 105}, 0);
+  d.history.insert(d.history.end(), {106, 107, 108, 109, 110, 111});
+  fewer.Confirm(d.history);
+  ASSERT_EQ(fewer.size(), 1u);
+  EXPECT_EQ(ReadSource(fewer, d), (V{100, 101, 102, 103, 7, 106, 107, 108, 109, 110, 111}));
 }
 
 TEST(CopyEditsTest, ACopyThatDepartsTeachesNothing) {
   Copy c = RenamedCopy();
   CopyEdits edits;
-  edits.OnVerified(c.history, c.at, {4, CopyEdits::kMinAnchor}, V{104, 105, 106}, 0);
-  c.history.insert(c.history.end(), {105, 9, 107});  // not the source's 105 106 107
+  edits.OnVerified(c.history, c.at, Plain(4, 3, CopyEdits::kMinAnchor), V{104, 105, 106}, 0);
+  c.history.insert(c.history.end(), {50, 51, 52, 53, 54, 55, 56, 57});  // never the source again
   edits.Confirm(c.history);
   EXPECT_TRUE(edits.empty());
-  c.history.insert(c.history.end(), {108, 109});
+  c.history.insert(c.history.end(), {105, 106, 107, 108});
   edits.Confirm(c.history);
-  EXPECT_TRUE(edits.empty()) << "a decided replacement must not be decided again";
+  EXPECT_TRUE(edits.empty()) << "a decided edit must not be decided again";
 }
 
 TEST(CopyEditsTest, AWeaklyAnchoredDraftTeachesNothing) {
   Copy c = RenamedCopy();
   CopyEdits edits;
   // Kept tokens count towards the anchor: one short of it in all.
-  edits.OnVerified(c.history, c.at - 1, {3, CopyEdits::kMinAnchor - 2}, V{103, 104}, 1);
-  c.history.insert(c.history.end(), {105, 106, 107});
+  edits.OnVerified(c.history, c.at - 1, Plain(3, 2, CopyEdits::kMinAnchor - 2), V{103, 104}, 1);
+  c.history.insert(c.history.end(), {105, 106, 107, 108, 109, 110});
   edits.Confirm(c.history);
   EXPECT_TRUE(edits.empty());
-  edits.OnVerified(c.history, c.at - 1, {3, CopyEdits::kMinAnchor - 1}, V{103, 104}, 1);
+  edits.OnVerified(c.history, c.at - 1, Plain(3, 2, CopyEdits::kMinAnchor - 1), V{103, 104}, 1);
   edits.Confirm(c.history);
-  EXPECT_EQ(edits.Map(104), 7);
+  EXPECT_EQ(edits.size(), 1u);
 }
 
-TEST(CopyEditsTest, ARefusedReplacementIsForgotten) {
+TEST(CopyEditsTest, ARefusedEditIsForgotten) {
   Copy c = RenamedCopy();
   CopyEdits edits;
-  edits.OnVerified(c.history, c.at, {4, CopyEdits::kMinAnchor}, V{104, 105}, 0);
-  c.history.insert(c.history.end(), {105, 106, 107});
+  edits.OnVerified(c.history, c.at, Plain(4, 2, CopyEdits::kMinAnchor), V{104, 105}, 0);
+  c.history.insert(c.history.end(), {105, 106, 107, 108, 109, 110});
   edits.Confirm(c.history);
-  ASSERT_EQ(edits.Map(104), 7);
-  // Later a draft carried the replacement (7 for 104) and the model wrote
-  // the source's own token.
+  ASSERT_EQ(edits.size(), 1u);
+  // Later a draft carried the edit (7 for 104) and the model wrote the
+  // source's own token.
   V h = c.history;
   const auto at = static_cast<int64_t>(h.size());
   h.push_back(104);
-  edits.OnVerified(h, at, {4, 1}, V{7}, 0);
-  EXPECT_EQ(edits.Map(104), 104);
+  CopySource carried;
+  carried.match = 1;
+  carried.index = {4};
+  carried.edited = {0};
+  edits.OnVerified(h, at, carried, V{7}, 0);
+  EXPECT_TRUE(edits.empty());
 }
 
 TEST(CopyEditsTest, KeptDraftsAndCopiesOfTheCopyTeachNothing) {
   Copy c = RenamedCopy();
   CopyEdits edits;
-  edits.OnVerified(c.history, c.at, {4, 20}, V{7}, 1);  // all kept
+  edits.OnVerified(c.history, c.at, Plain(4, 1, 20), V{7}, 1);  // all kept
   // A source at or past where the draft landed is the copy itself.
-  edits.OnVerified(c.history, c.at, {c.at, 20}, V{104}, 0);
-  edits.OnVerified(c.history, c.at, {-1, 20}, V{104}, 0);
-  c.history.insert(c.history.end(), {105, 106, 107});
+  edits.OnVerified(c.history, c.at, Plain(c.at, 1, 20), V{104}, 0);
+  edits.OnVerified(c.history, c.at, Plain(-1, 1, 20), V{104}, 0);
+  edits.OnVerified(c.history, c.at, CopySource{20, {}, {}}, V{104}, 0);  // no origins
+  c.history.insert(c.history.end(), {105, 106, 107, 108, 109, 110});
   edits.Confirm(c.history);
   EXPECT_TRUE(edits.empty());
 }
 
-TEST(CopyEditsTest, TheMapIsBounded) {
+TEST(CopyEditsTest, TheEditsAreBounded) {
   CopyEdits edits;
   V h;
-  // Each round: a source a 1 2 3, then its copy with a replaced.
+  // Each round: a source a 1 2 3 4 5 6 7, then its copy with a replaced.
   for (int32_t a = 1000; a < 1000 + static_cast<int32_t>(CopyEdits::kMaxEdits) + 5; ++a) {
     const auto source = static_cast<int64_t>(h.size());
-    h.insert(h.end(), {a, 1, 2, 3});
+    h.insert(h.end(), {a, 1, 2, 3, 4, 5, 6, 7});
     const auto at = static_cast<int64_t>(h.size());
-    h.insert(h.end(), {a + 5000, 1, 2, 3});
-    edits.OnVerified(h, at, {source, 20}, V{a}, 0);
+    h.insert(h.end(), {a + 5000, 1, 2, 3, 4, 5, 6, 7});
+    edits.OnVerified(h, at, Plain(source, 1, 20), V{a}, 0);
     edits.Confirm(h);
   }
   EXPECT_EQ(edits.size(), CopyEdits::kMaxEdits);

@@ -20,7 +20,8 @@ TEST(PromptLookupTest, CopiesWhatFollowedTheTail) {
   // The tail "1 2" occurred at the start, followed by 3 4 5.
   const LookupDraft d = PromptLookupDraft(V{1, 2, 3, 4, 5, 9, 1, 2}, 2, 4, 3);
   EXPECT_EQ(d.tokens, (V{3, 4, 5}));
-  EXPECT_EQ(d.from.source, 2);
+  EXPECT_EQ(d.from.index, (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(d.from.edited, (V{-1, -1, -1}));
   EXPECT_EQ(d.from.match, 2);
 }
 
@@ -29,7 +30,7 @@ TEST(PromptLookupTest, NoEarlierOccurrenceNoDraft) {
   EXPECT_TRUE(Draft(V{}, 1, 4, 8).empty());
   EXPECT_TRUE(Draft(V{7}, 1, 4, 8).empty());
   EXPECT_TRUE(Draft(V{1, 2, 1, 2}, 2, 4, 0).empty());
-  EXPECT_EQ(PromptLookupDraft(V{1, 2, 3}, 1, 4, 8).from.source, -1);
+  EXPECT_TRUE(PromptLookupDraft(V{1, 2, 3}, 1, 4, 8).from.index.empty());
 }
 
 TEST(PromptLookupTest, TheLongestTailWins) {
@@ -62,38 +63,44 @@ TEST(PromptLookupTest, TheMostRecentOccurrenceWins) {
 TEST(PromptLookupTest, ACopyReachingTheEndRepeatsThePeriod) {
   // The tail "7 8" last occurred two tokens back: the copy is "7 8" and
   // then itself again.
-  EXPECT_EQ(Draft(V{4, 7, 8, 7, 8}, 2, 2, 5), (V{7, 8, 7, 8, 7}));
+  const LookupDraft d = PromptLookupDraft(V{4, 7, 8, 7, 8}, 2, 2, 5);
+  EXPECT_EQ(d.tokens, (V{7, 8, 7, 8, 7}));
+  EXPECT_EQ(d.from.index, (std::vector<int64_t>{3, 4, -1, -1, -1}));
   EXPECT_EQ(Draft(V{3, 3, 3}, 2, 4, 4), (V{3, 3, 3, 3}));
 }
 
-// Learns 10 -> 20 from a refused draft: the source 1..8 10 11 12 13 was
-// copied as 1..8 20 11 12 13.
-CopyEdits RenameTenToTwenty() {
+// Learns the edit 10 -> 20 21: the source 1..8 10 11 12 13 was copied as
+// 1..8 20 21 11 12 13.
+CopyEdits RenameTen() {
   CopyEdits edits;
-  V h = {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 0, 1, 2, 3, 4, 5, 6, 7, 8, 20};
+  V h = {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7, 8, 20};
   // The draft 10 11 was copied from index 8 after an 8-token match and
-  // placed at 21: its first token was refused (the model wrote 20).
-  edits.OnVerified(h, 21, {8, 8}, V{10, 11}, 0);
-  h.insert(h.end(), {11, 12, 13});
+  // placed at 23: its first token was refused (the model wrote 20).
+  edits.OnVerified(h, 23, {8, {8, 9}, {-1, -1}}, V{10, 11}, 0);
+  h.insert(h.end(), {21, 11, 12, 13, 14, 15});
   edits.Confirm(h);
   return edits;
 }
 
 TEST(PromptLookupTest, LearnedEditsCarryIntoTheCopy) {
-  const CopyEdits edits = RenameTenToTwenty();
-  ASSERT_EQ(edits.Map(10), 20);
-  // "9 10" read through the edit is "9 20", the tail.
+  const CopyEdits edits = RenameTen();
+  ASSERT_EQ(edits.size(), 1u);
+  // "9 10" read through the edit is "9 20 21"; the tail is "9 20".
   const V h = {9, 10, 11, 10, 3, 0, 9, 20};
-  const LookupDraft d = PromptLookupDraft(h, 2, 32, 3, &edits);
-  EXPECT_EQ(d.tokens, (V{11, 20, 3}));
-  EXPECT_EQ(d.from.source, 2);
-  EXPECT_EQ(Draft(h, 2, 32, 3), V{});  // unread, "9 20" never occurred
+  const LookupDraft d = PromptLookupDraft(h, 2, 32, 4, &edits);
+  EXPECT_EQ(d.tokens, (V{21, 11, 20, 21}));
+  EXPECT_EQ(d.from.index, (std::vector<int64_t>{1, 2, 3, 3}));
+  EXPECT_EQ(d.from.edited, (V{1, -1, 0, 1}));
+  EXPECT_EQ(d.from.match, 2);
+  EXPECT_EQ(Draft(h, 2, 32, 3), V{});  // as is, "9 20" never occurred
+  // Through the edits the copy stops at the history's end.
+  EXPECT_EQ(Draft(h, 2, 32, 16, &edits), (V{21, 11, 20, 21, 3, 0, 9, 20}));
 }
 
 TEST(PromptLookupTest, EditsAreReadOnlyWhereTheyMatchLonger) {
-  const CopyEdits edits = RenameTenToTwenty();
-  // "4 20" occurred as such (then 5) and, later, as "4 10" (then 6): two
-  // tokens matched each way, and the plain reading wins ties.
+  const CopyEdits edits = RenameTen();
+  // "4 20" occurred as such (then 5) and, later, as "4 10" read "4 20 21"
+  // (then 21): two tokens matched each way, and the plain reading wins ties.
   const V h = {4, 20, 5, 0, 4, 10, 6, 9, 4, 20};
   EXPECT_EQ(Draft(h, 2, 32, 1, &edits), (V{5}));
 }
