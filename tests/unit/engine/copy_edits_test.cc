@@ -38,6 +38,16 @@ CopySource Plain(int64_t index, int n, int32_t match) {
   return s;
 }
 
+// The edits taught by RenamedCopy's refused draft (104 105, anchored) once
+// the model went on with `then`.
+CopyEdits Taught(Copy& c, const V& then) {
+  CopyEdits edits;
+  edits.OnVerified(c.history, c.at, Plain(4, 2, CopyEdits::kMinAnchor), V{104, 105}, 0);
+  c.history.insert(c.history.end(), then.begin(), then.end());
+  edits.Confirm(c.history);
+  return edits;
+}
+
 // What `edits` make of the source's first 12 tokens.
 V ReadSource(const CopyEdits& edits, const Copy& c) {
   return edits.Read(V(c.history.begin(), c.history.begin() + 12)).tokens;
@@ -59,19 +69,13 @@ TEST(CopyEditsTest, LearnsAOneForOneEditOnceTheCopyGoesOn) {
 TEST(CopyEditsTest, LearnsEditsOfDifferentLengths) {
   // One source token written as three (`(vals` -> `(me` `asure` `ments`).
   Copy c = RenamedCopy();
-  CopyEdits edits;
-  edits.OnVerified(c.history, c.at, Plain(4, 2, CopyEdits::kMinAnchor), V{104, 105}, 0);
-  c.history.insert(c.history.end(), {8, 9, 105, 106, 107, 108});
-  edits.Confirm(c.history);
+  const CopyEdits edits = Taught(c, {8, 9, 105, 106, 107, 108});
   ASSERT_EQ(edits.size(), 1u);
   EXPECT_EQ(ReadSource(edits, c),
             (V{100, 101, 102, 103, 7, 8, 9, 105, 106, 107, 108, 109, 110, 111}));
   // Two source tokens written as one.
   Copy d = RenamedCopy();
-  CopyEdits fewer;
-  fewer.OnVerified(d.history, d.at, Plain(4, 2, CopyEdits::kMinAnchor), V{104, 105}, 0);
-  d.history.insert(d.history.end(), {106, 107, 108, 109, 110, 111});
-  fewer.Confirm(d.history);
+  const CopyEdits fewer = Taught(d, {106, 107, 108, 109, 110, 111});
   ASSERT_EQ(fewer.size(), 1u);
   EXPECT_EQ(ReadSource(fewer, d), (V{100, 101, 102, 103, 7, 106, 107, 108, 109, 110, 111}));
 }
@@ -103,10 +107,7 @@ TEST(CopyEditsTest, AWeaklyAnchoredDraftTeachesNothing) {
 
 TEST(CopyEditsTest, ARefusedEditIsForgotten) {
   Copy c = RenamedCopy();
-  CopyEdits edits;
-  edits.OnVerified(c.history, c.at, Plain(4, 2, CopyEdits::kMinAnchor), V{104, 105}, 0);
-  c.history.insert(c.history.end(), {105, 106, 107, 108, 109, 110});
-  edits.Confirm(c.history);
+  CopyEdits edits = Taught(c, {105, 106, 107, 108, 109, 110});
   ASSERT_EQ(edits.size(), 1u);
   // Later a draft carried the edit (7 for 104) and the model wrote the
   // source's own token.

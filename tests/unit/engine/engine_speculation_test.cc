@@ -29,6 +29,18 @@ using test::RandomTokens;
 
 constexpr int32_t kBlockSize = 16;
 
+// Calls f(row, pos) for each logit row of `batch`: its index in the logits
+// and the position of the token it was computed at.
+template <typename F>
+void ForEachLogitRow(const ForwardBatch& batch, F f) {
+  size_t row = 0;
+  for (const SequenceChunk& ch : batch.chunks) {
+    if (!ch.want_logits) continue;
+    const int32_t end = ch.start_pos + static_cast<int32_t>(ch.tokens.size());
+    for (int32_t pos = end - ch.logit_rows; pos < end; ++pos, ++row) f(row, pos);
+  }
+}
+
 // Adds a large bias to one token at every fourth position, chosen by the
 // position alone: greedy text on a random model, which otherwise settles
 // into copying, then departs from what a draft copied at known places, so
@@ -43,16 +55,11 @@ class PositionBiasRunner : public ModelRunner {
     absl::Status s = inner_->Forward(batch, cache, logits);
     if (!s.ok()) return s;
     const int32_t vocab = config().n_vocab;
-    size_t row = 0;
     int32_t rows_in_step = 0;
-    for (const SequenceChunk& ch : batch.chunks) {
-      if (!ch.want_logits) continue;
-      rows_in_step += ch.logit_rows;
-      const int32_t end = ch.start_pos + static_cast<int32_t>(ch.tokens.size());
-      for (int32_t pos = end - ch.logit_rows; pos < end; ++pos, ++row) {
-        if (pos % 4 == 0) (*logits)[row * vocab + (pos * 31 + 7) % vocab] += 100.0f;
-      }
-    }
+    ForEachLogitRow(batch, [&](size_t row, int32_t pos) {
+      ++rows_in_step;
+      if (pos % 4 == 0) (*logits)[row * vocab + (pos * 31 + 7) % vocab] += 100.0f;
+    });
     max_rows_ = std::max(max_rows_, rows_in_step);
     return s;
   }
@@ -96,15 +103,10 @@ class ScriptRunner : public ModelRunner {
     absl::Status s = inner_->Forward(batch, cache, logits);
     if (!s.ok()) return s;
     const int32_t vocab = config().n_vocab;
-    size_t row = 0;
-    for (const SequenceChunk& ch : batch.chunks) {
-      if (!ch.want_logits) continue;
-      const int32_t end = ch.start_pos + static_cast<int32_t>(ch.tokens.size());
-      for (int32_t pos = end - ch.logit_rows; pos < end; ++pos, ++row) {
-        const auto next = static_cast<size_t>(pos + 1);
-        if (next < script_.size()) (*logits)[row * vocab + script_[next]] += 100.0f;
-      }
-    }
+    ForEachLogitRow(batch, [&](size_t row, int32_t pos) {
+      const auto next = static_cast<size_t>(pos + 1);
+      if (next < script_.size()) (*logits)[row * vocab + script_[next]] += 100.0f;
+    });
     return s;
   }
 
