@@ -43,7 +43,9 @@ LookupDraft PromptLookupDraft(absl::Span<const int32_t> history, int32_t min_mat
   if (max_len < 1 || size < 2) return {};
   Match found = LongestMatch(history, size - 1, history, min_match, max_match);
   EditedView edited;
-  if (edits != nullptr && !edits->empty()) {
+  // The edited reading wins only by matching longer, so a plain match of
+  // max_match tokens (a copy going well) skips building it.
+  if (edits != nullptr && !edits->empty() && found.length < max_match) {
     edited = edits->Read(history);
     // The view's last token is the tail's own (edits apply to earlier text
     // alike): candidates end before the span that reads history's last token.
