@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -333,6 +334,23 @@ void Engine::BuildBatch(ForwardBatch* batch, std::vector<Sequence*>* owners) {
   }
 }
 
+// For tuning drafting on real workloads: each verified draft at --v=2 and,
+// at --v=3, a refused one's text (the context copied on, the draft up to the
+// refused token, and what the model wrote there).
+void Engine::LogVerifiedDraft(const Sequence& seq, int32_t kept) const {
+  const auto k = static_cast<int32_t>(seq.draft.size());
+  VLOG(2) << "sequence " << seq.id << ": kept " << kept << " of " << k << " drafted ("
+          << DraftSourceName(seq.draft_source) << ", anchor " << seq.draft_from.match << ")";
+  if (!VLOG_IS_ON(3) || kept == k) return;
+  const auto refused = seq.tokens.end() - 1;  // the model's token where the draft's was refused
+  const auto context = refused - std::min<int64_t>(refused - seq.tokens.begin(), kept + 12);
+  const auto draft = absl::MakeConstSpan(seq.draft).first(static_cast<size_t>(kept) + 1);
+  VLOG(3) << "sequence " << seq.id << ": after \""
+          << absl::CEscape(tokenizer_->Decode(absl::MakeConstSpan(&*context, refused - context)))
+          << "\" drafted \"" << absl::CEscape(tokenizer_->Decode(draft)) << "\", model wrote \""
+          << absl::CEscape(tokenizer_->Decode(absl::MakeConstSpan(&*refused, 1))) << "\"";
+}
+
 int32_t Engine::VerifyDraft(Sequence& seq, float* logits) {
   const int32_t vocab = runner_->config().n_vocab;
   const auto k = static_cast<int32_t>(seq.draft.size());
@@ -351,6 +369,7 @@ int32_t Engine::VerifyDraft(Sequence& seq, float* logits) {
       speculation_stats_.source[static_cast<int>(seq.draft_source)];
   source.drafted += k;
   source.accepted += kept;
+  LogVerifiedDraft(seq, kept);
   ++speculation_stats_.steps;
   speculation_stats_.tokens += rows;
   if (seq.draft_source == DraftSource::kPromptLookup) {

@@ -179,6 +179,8 @@ class Engine {
   // they agree with the draft; returns the rows used, whose inputs are now
   // the sequence's tokens.
   int32_t VerifyDraft(Sequence& seq, float* logits);
+  // VerifyDraft's outcome at --v=2 (and a refused draft's text at --v=3).
+  void LogVerifiedDraft(const Sequence& seq, int32_t kept) const;
   absl::StatusOr<std::unique_ptr<Sequence>> Admit(SequenceOptions opts,
                                                   std::function<void(const TokenEvent&)> cb);
   // The longest run of cached blocks matching the prompt (never all of it),

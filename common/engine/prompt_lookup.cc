@@ -33,6 +33,23 @@ Match LongestMatch(absl::Span<const int32_t> view, int64_t limit, absl::Span<con
   return best;
 }
 
+// Whether the reading through the edits should supply the draft: where it
+// matches longer, or as long and its next max_len tokens carry an edit. A
+// tail both readings match equally (a copy between two renamed spans) is
+// followed by the text the sequence was seen to rewrite: drafting the old
+// text there would only be refused.
+bool PreferEdited(const Match& through, const Match& plain, const EditedView& view,
+                  int32_t max_len) {
+  if (through.next < 0 || through.length < plain.length) return false;
+  if (through.length > plain.length) return true;
+  const int64_t end =
+      std::min<int64_t>(static_cast<int64_t>(view.tokens.size()), through.next + max_len);
+  for (int64_t i = through.next; i < end; ++i) {
+    if (view.edited[i] >= 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 LookupDraft PromptLookupDraft(absl::Span<const int32_t> history, int32_t min_match,
@@ -43,16 +60,14 @@ LookupDraft PromptLookupDraft(absl::Span<const int32_t> history, int32_t min_mat
   if (max_len < 1 || size < 2) return {};
   Match found = LongestMatch(history, size - 1, history, min_match, max_match);
   EditedView edited;
-  // The edited reading wins only by matching longer, so a plain match of
-  // max_match tokens (a copy going well) skips building it.
-  if (edits != nullptr && !edits->empty() && found.length < max_match) {
+  if (edits != nullptr && !edits->empty()) {
     edited = edits->Read(history);
     // The view's last token is the tail's own (edits apply to earlier text
     // alike): candidates end before the span that reads history's last token.
     auto limit = static_cast<int64_t>(edited.tokens.size());
     while (limit > 0 && edited.index[limit - 1] == size - 1) --limit;
     const Match through = LongestMatch(edited.tokens, limit, history, min_match, max_match);
-    if (through.length > found.length) {
+    if (PreferEdited(through, found, edited, max_len)) {
       found = through;
     } else {
       edited = {};

@@ -29,8 +29,9 @@ struct LookupDraft {
 // Where the copy reaches the end of the history it goes on from its own
 // start, repeating the period. With `edits`, the history is also read
 // through the sequence's learned edits (copy_edits.h), and that reading
-// wins where its match is longer; the draft then carries them (and stops
-// at the history's end).
+// wins where its match is longer, or as long with an edit among the tokens
+// it would draft; the draft then carries them (and stops at the history's
+// end).
 // Empty if no tail of `min_match` tokens occurred before.
 // O(history + the lengths compared).
 LookupDraft PromptLookupDraft(absl::Span<const int32_t> history, int32_t min_match,

@@ -97,12 +97,30 @@ TEST(PromptLookupTest, LearnedEditsCarryIntoTheCopy) {
   EXPECT_EQ(Draft(h, 2, 32, 16, &edits), (V{21, 11, 20, 21, 3, 0, 9, 20}));
 }
 
-TEST(PromptLookupTest, EditsAreReadOnlyWhereTheyMatchLonger) {
+TEST(PromptLookupTest, ALongerPlainMatchBeatsTheEdits) {
+  const CopyEdits edits = RenameTen();
+  // "3 4 20" occurred as such (then 5); read through the edit, "4 10"
+  // matches only "4 20" (then 21).
+  const V h = {3, 4, 20, 5, 0, 4, 10, 6, 9, 3, 4, 20};
+  EXPECT_EQ(Draft(h, 2, 32, 1, &edits), (V{5}));
+}
+
+TEST(PromptLookupTest, OnATieTheReadingThatCarriesAnEditWins) {
   const CopyEdits edits = RenameTen();
   // "4 20" occurred as such (then 5) and, later, as "4 10" read "4 20 21"
-  // (then 21): two tokens matched each way, and the plain reading wins ties.
-  const V h = {4, 20, 5, 0, 4, 10, 6, 9, 4, 20};
-  EXPECT_EQ(Draft(h, 2, 32, 1, &edits), (V{5}));
+  // (then 21): two tokens matched each way, and what follows the edited
+  // place is the replacement the sequence was seen to write.
+  EXPECT_EQ(Draft(V{4, 20, 5, 0, 4, 10, 6, 9, 4, 20}, 2, 32, 1, &edits), (V{21}));
+  // "4 5" occurred before 8 10, read "8 20 21": a draft of one token is
+  // the same either way, a draft of two reaches the edit.
+  const V h = {4, 5, 6, 7, 0, 4, 5, 8, 10, 9, 4, 5};
+  const LookupDraft one = PromptLookupDraft(h, 2, 32, 1, &edits);
+  EXPECT_EQ(one.tokens, (V{8}));
+  EXPECT_EQ(one.from.edited, (V{-1}));
+  EXPECT_EQ(Draft(h, 2, 32, 2, &edits), (V{8, 20}));
+  // Without an edit ahead, a tie reads the history as is: a copy reaching
+  // its end still repeats the period (through the edits it would stop).
+  EXPECT_EQ(Draft(V{7, 8, 7, 8}, 2, 32, 5, &edits), (V{7, 8, 7, 8, 7}));
 }
 
 }  // namespace
