@@ -341,7 +341,8 @@ void Engine::LogVerifiedDraft(const Sequence& seq, int32_t kept) const {
   const auto k = static_cast<int32_t>(seq.draft.size());
   VLOG(2) << "sequence " << seq.id << ": kept " << kept << " of " << k << " drafted ("
           << DraftSourceName(seq.draft_source) << ", anchor " << seq.draft_from.match << ")";
-  if (!VLOG_IS_ON(3) || kept == k) return;
+  // kept < k also where the sequence finished on a kept token: not a refusal.
+  if (!VLOG_IS_ON(3) || kept == k || seq.tokens.back() == seq.draft[kept]) return;
   const auto refused = seq.tokens.end() - 1;  // the model's token where the draft's was refused
   const auto context = refused - std::min<int64_t>(refused - seq.tokens.begin(), kept + 12);
   const auto draft = absl::MakeConstSpan(seq.draft).first(static_cast<size_t>(kept) + 1);

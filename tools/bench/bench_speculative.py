@@ -135,13 +135,9 @@ def bench(args, server, workload, streams, tmp):
             "kept": kept / drafted if drafted else None}
 
 
-# Stands in for a run that failed: its cells print as "nan".
-class Failed(dict):
-    def __getitem__(self, key):
-        return float("nan")
-
-
-FAILED = Failed()
+# Stands in for a run that failed: its cells print as "nan" (kept as "–").
+FAILED = {"tokens": float("nan"), "decode": float("nan"), "tpot": float("nan"),
+          "throughput": float("nan"), "kept": None}
 
 
 def pct(x):

@@ -11,6 +11,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/cpu/cpu_model_runner.h"
@@ -18,6 +22,7 @@
 #include "common/engine/kv_cache.h"
 #include "common/engine/model_runner.h"
 #include "common/text/tokenizer.h"
+#include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "tests/testing/flattened_runner.h"
 #include "tests/testing/random_model_util.h"
@@ -462,6 +467,55 @@ TEST_F(EngineSpeculationTest, ACopyCarriesTheRenameItLearned) {
   std::cout << "steps: " << on.steps << "; draft tokens kept: " << Accepted(on.stats) << " of "
             << Drafted(on.stats) << "\n";
   EXPECT_LE(Drafted(on.stats) - Accepted(on.stats), 2 * 8);
+}
+
+// Collects the messages logged while it lives.
+class CapturedLog : public google::LogSink {
+ public:
+  CapturedLog() { google::AddLogSink(this); }
+  ~CapturedLog() override { google::RemoveLogSink(this); }
+  void send(google::LogSeverity, const char*, const char*, int, const google::LogMessageTime&,
+            const char* message, size_t length) override {
+    absl::MutexLock lock(&mu_);
+    messages_.emplace_back(message, length);
+  }
+  int Count(absl::string_view part) {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(std::count_if(messages_.begin(), messages_.end(),
+                                          [&](const std::string& m) {
+                                            return absl::StrContains(m, part);
+                                          }));
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> messages_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(EngineSpeculationTest, VerboseLogsShowEachDraftAndWhatRefusedIt) {
+  // A copy of the prompt with one token changed: the draft that reaches it
+  // is refused, and at --v=3 the log says what the model wrote instead.
+  std::vector<int32_t> prompt = RandomTokens(60, model_->config.n_vocab - 2, 77);
+  for (int32_t& t : prompt) t += 2;
+  std::vector<int32_t> answer = prompt;
+  answer[30] = 1;
+  std::vector<int32_t> script = prompt;
+  script.insert(script.end(), answer.begin(), answer.end());
+  ScriptRunner scripted(runner_.get(), script);
+  SequenceOptions o;
+  o.prompt = prompt;
+  o.max_tokens = static_cast<int32_t>(answer.size());
+  o.ignore_eos = true;
+  const int32_t v = FLAGS_v;
+  FLAGS_v = 3;
+  CapturedLog log;
+  Engine::Options opts;
+  opts.speculation.enabled = true;
+  const Outcome on = Run({o}, opts, &scripted);
+  FLAGS_v = v;
+  ASSERT_EQ(TokensOf(on.events[0]), answer);
+  EXPECT_EQ(log.Count(" drafted (prompt_lookup, anchor "), on.stats.steps);
+  EXPECT_GE(log.Count("model wrote \"" + absl::CEscape(tokenizer_->Decode({1})) + "\""), 1);
 }
 
 TEST_F(EngineSpeculationTest, RowsArePricedByWhatTheyCost) {
