@@ -1,7 +1,6 @@
 #include "common/kv/kv_send_connection.h"
 
 #include <algorithm>
-#include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
@@ -114,9 +113,8 @@ void KvSendConnection::Connect() {
                               const error_code& ec, const tcp::resolver::results_type& results) {
                             if (gen != self->generation_) return;
                             if (ec) return self->Fail(self->IoError("resolving", ec));
-                            asio::async_connect(
-                                self->stream_.socket(), results,
-                                [self, gen](const error_code& ec, const tcp::endpoint&) {
+                            self->stream_.async_connect(
+                                results, [self, gen](const error_code& ec, const tcp::endpoint&) {
                                   self->OnConnected(gen, ec);
                                 });
                           });

@@ -7,33 +7,33 @@ namespace pdserve {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
-KvStream::KvStream(const executor_type& executor, std::shared_ptr<ReloadingTlsContext> tls)
-    : source_(std::move(tls)), plain_(executor) {
-  if (source_ == nullptr) return;
-  context_ = source_->Current();
-  tls_ = std::make_shared<Tls>(tcp::socket(executor), *context_);
+KvStream::Session::Session(tcp::socket socket, std::shared_ptr<asio::ssl::context> ctx)
+    : context(std::move(ctx)), plain(socket.get_executor()) {
+  if (context == nullptr) {
+    plain = std::move(socket);
+  } else {
+    tls.emplace(std::move(socket), *context);
+  }
 }
 
+KvStream::KvStream(const executor_type& executor, std::shared_ptr<ReloadingTlsContext> tls)
+    : source_(std::move(tls)), session_(NewSession(tcp::socket(executor))) {}
+
 KvStream::KvStream(tcp::socket socket, std::shared_ptr<ReloadingTlsContext> tls)
-    : source_(std::move(tls)), plain_(socket.get_executor()) {
-  if (source_ == nullptr) {
-    plain_ = std::move(socket);
-    return;
-  }
-  context_ = source_->Current();
-  tls_ = std::make_shared<Tls>(std::move(socket), *context_);
+    : source_(std::move(tls)), session_(NewSession(std::move(socket))) {}
+
+std::shared_ptr<KvStream::Session> KvStream::NewSession(tcp::socket socket) const {
+  // Each session takes the context current now: a rotated certificate
+  // reaches the next connection.
+  return std::make_shared<Session>(std::move(socket),
+                                   source_ == nullptr ? nullptr : source_->Current());
 }
 
 void KvStream::Reset() {
   boost::system::error_code ignored;
   socket().close(ignored);
-  if (tls_ == nullptr) return;
-  const executor_type executor = tls_->get_executor();
-  // Closing queued the cancelled operations' completions, which still
-  // touch the old session: it goes after them, with its context.
-  asio::post(executor, [old = std::move(tls_), context = context_] {});
-  context_ = source_->Current();
-  tls_ = std::make_shared<Tls>(tcp::socket(executor), *context_);
+  const executor_type executor = socket().get_executor();
+  session_ = NewSession(tcp::socket(executor));
 }
 
 }  // namespace pdserve

@@ -7,6 +7,7 @@
 #include <sys/time.h>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/kv/framed_kv_receiver.h"
 #include "common/kv/framed_kv_sender.h"
+#include "common/kv/kv_stream.h"
 #include "common/tls/reloading_tls_context.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -186,6 +188,39 @@ TEST_F(KvTlsTest, AStalledHandshakeIsCutOnBothSides) {
   EXPECT_TRUE(ec == asio::error::eof || ec == asio::error::connection_reset) << ec.message();
   auto good = Sender(Tls("sender"));
   EXPECT_TRUE(Transfer(*good, 2, {4}, {7}).ok());
+}
+
+// A sender's Reset() may cut its TLS handshake between a read's completion
+// and the handshake taking that read in: the handshake then takes one more
+// step on the session Reset() replaced. Cut at each step in turn (under
+// ASan a session freed before its operations is a heap-use-after-free).
+TEST_F(KvTlsTest, AHandshakeCutAtAnyStepFinishesOnItsOwnSession) {
+  namespace asio = boost::asio;
+  const std::shared_ptr<ReloadingTlsContext> tls = Tls("sender");
+  for (int steps = 0; steps < 6; ++steps) {
+    asio::io_context io;
+    asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+    KvStream stream(io.get_executor(), tls);
+    stream.socket().connect(acceptor.local_endpoint());
+    asio::ip::tcp::socket peer = acceptor.accept();
+    // The header of a TLS record whose body never comes: the handshake
+    // reads it and asks for more.
+    const unsigned char header[] = {0x16, 0x03, 0x03, 0x00, 0x40};
+    asio::write(peer, asio::buffer(header));
+    int completions = 0;
+    boost::system::error_code result;
+    stream.async_handshake(/*client=*/true, [&](const boost::system::error_code& ec) {
+      ++completions;
+      result = ec;
+    });
+    for (int i = 0; i < steps && io.poll_one() > 0; ++i) {
+    }
+    stream.Reset();
+    io.restart();
+    io.run();
+    EXPECT_EQ(completions, 1) << "cut after " << steps << " steps";
+    EXPECT_TRUE(result.failed()) << "cut after " << steps << " steps";
+  }
 }
 
 }  // namespace
