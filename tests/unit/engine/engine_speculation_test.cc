@@ -120,6 +120,26 @@ class ScriptRunner : public ModelRunner {
   std::vector<int32_t> script_;
 };
 
+// A request that answers `prompt` with `answer` (ignoring EOS), and the
+// runner that makes the model write exactly that.
+struct ScriptedAnswer {
+  static std::vector<int32_t> Script(std::vector<int32_t> prompt,
+                                     const std::vector<int32_t>& answer) {
+    prompt.insert(prompt.end(), answer.begin(), answer.end());
+    return prompt;
+  }
+  ScriptedAnswer(ModelRunner* inner, const std::vector<int32_t>& prompt,
+                 const std::vector<int32_t>& answer)
+      : runner(inner, Script(prompt, answer)) {
+    options.prompt = prompt;
+    options.max_tokens = static_cast<int32_t>(answer.size());
+    options.ignore_eos = true;
+  }
+
+  ScriptRunner runner;
+  SequenceOptions options;
+};
+
 struct Outcome {
   std::vector<std::vector<TokenEvent>> events;  // per sequence, in order
   SpeculationStats stats;
@@ -454,14 +474,8 @@ TEST_F(EngineSpeculationTest, ACopyCarriesTheRenameItLearned) {
     for (int32_t& t : body) t = t == 0 ? 1 : t;
     answer.insert(answer.end(), body.begin(), body.end());
   }
-  std::vector<int32_t> script = prompt;
-  script.insert(script.end(), answer.begin(), answer.end());
-  ScriptRunner scripted(runner_.get(), script);
-  SequenceOptions o;
-  o.prompt = prompt;
-  o.max_tokens = static_cast<int32_t>(answer.size());
-  o.ignore_eos = true;
-  const auto [off, on] = RunBoth({o}, {}, &scripted);
+  ScriptedAnswer scripted(runner_.get(), prompt, answer);
+  const auto [off, on] = RunBoth({scripted.options}, {}, &scripted.runner);
   ExpectSameEvents(off, on);
   ASSERT_EQ(TokensOf(on.events[0]), answer);
   std::cout << "steps: " << on.steps << "; draft tokens kept: " << Accepted(on.stats) << " of "
@@ -499,19 +513,13 @@ TEST_F(EngineSpeculationTest, VerboseLogsShowEachDraftAndWhatRefusedIt) {
   for (int32_t& t : prompt) t += 2;
   std::vector<int32_t> answer = prompt;
   answer[30] = 1;
-  std::vector<int32_t> script = prompt;
-  script.insert(script.end(), answer.begin(), answer.end());
-  ScriptRunner scripted(runner_.get(), script);
-  SequenceOptions o;
-  o.prompt = prompt;
-  o.max_tokens = static_cast<int32_t>(answer.size());
-  o.ignore_eos = true;
+  ScriptedAnswer scripted(runner_.get(), prompt, answer);
   const int32_t v = FLAGS_v;
   FLAGS_v = 3;
   CapturedLog log;
   Engine::Options opts;
   opts.speculation.enabled = true;
-  const Outcome on = Run({o}, opts, &scripted);
+  const Outcome on = Run({scripted.options}, opts, &scripted.runner);
   FLAGS_v = v;
   ASSERT_EQ(TokensOf(on.events[0]), answer);
   EXPECT_EQ(log.Count(" drafted (prompt_lookup, anchor "), on.stats.steps);
