@@ -4,32 +4,63 @@
 
 namespace pdserve {
 
-EditedView CopyEdits::Read(absl::Span<const int32_t> history) const {
-  EditedView v;
-  v.tokens.reserve(history.size());
-  v.index.reserve(history.size());
-  v.edited.reserve(history.size());
+const EditedView& CopyEdits::Read(absl::Span<const int32_t> history) {
   const auto size = static_cast<int64_t>(history.size());
-  for (int64_t i = 0; i < size;) {
+  if (read_.size() > history.size() || !std::equal(read_.begin(), read_.end(), history.begin())) {
+    ForgetReading();
+  }
+  TruncateReading(view_entries_);
+  bool final = true;
+  for (auto i = static_cast<int64_t>(read_.size()); i < size;) {
     auto it = edits_.find(history[i]);
     const Edit* e = it == edits_.end() ? nullptr : &it->second;
     const auto n = e == nullptr ? 0 : static_cast<int64_t>(e->from.size());
+    if (i + n > size && final) {
+      // Whether the edit applies here waits on tokens not yet written:
+      // from here on the reading is provisional.
+      final = false;
+      read_.insert(read_.end(), history.begin() + static_cast<int64_t>(read_.size()),
+                   history.begin() + i);
+      view_entries_ = view_.tokens.size();
+    }
     if (e != nullptr && i + n <= size &&
         std::equal(e->from.begin(), e->from.end(), history.begin() + i)) {
       for (size_t k = 0; k < e->to.size(); ++k) {
-        v.tokens.push_back(e->to[k]);
-        v.index.push_back(i);
-        v.edited.push_back(static_cast<int32_t>(k));
+        view_.tokens.push_back(e->to[k]);
+        view_.index.push_back(i);
+        view_.edited.push_back(static_cast<int32_t>(k));
       }
       i += n;
       continue;
     }
-    v.tokens.push_back(history[i]);
-    v.index.push_back(i);
-    v.edited.push_back(-1);
+    view_.tokens.push_back(history[i]);
+    view_.index.push_back(i);
+    view_.edited.push_back(-1);
     ++i;
   }
-  return v;
+  if (final) {
+    read_.insert(read_.end(), history.begin() + static_cast<int64_t>(read_.size()), history.end());
+    view_entries_ = view_.tokens.size();
+  }
+  return view_;
+}
+
+void CopyEdits::ForgetReading() {
+  if (edits_.empty()) {
+    // Nothing to read through until an edit is learned: release the
+    // history-sized buffers.
+    view_ = {};
+    read_ = {};
+  }
+  read_.clear();
+  view_entries_ = 0;
+  TruncateReading(0);
+}
+
+void CopyEdits::TruncateReading(size_t entries) {
+  view_.tokens.resize(entries);
+  view_.index.resize(entries);
+  view_.edited.resize(entries);
 }
 
 void CopyEdits::OnVerified(absl::Span<const int32_t> history, int64_t at, const CopySource& from,
@@ -43,7 +74,8 @@ void CopyEdits::OnVerified(absl::Span<const int32_t> history, int64_t at, const 
   // the copy itself (a period repeated past the end) or of this step.
   if (source < 0 || source >= at || wrote >= static_cast<int64_t>(history.size())) return;
   if (from.edited[k] >= 0) {
-    edits_.erase(history[source]);  // a learned edit was refused
+    // A learned edit was refused.
+    if (edits_.erase(history[source]) > 0) ForgetReading();
     return;
   }
   if (history[wrote] == history[source] || from.match + kept < kMinAnchor) return;
@@ -66,7 +98,10 @@ bool CopyEdits::Learn(absl::Span<const int32_t> history, const Pending& p) {
       }
       Edit e{{history.begin() + p.source, history.begin() + p.source + j},
              {history.begin() + p.wrote, history.begin() + w}};
-      if (edits_.size() < kMaxEdits || edits_.contains(e.from[0])) edits_[e.from[0]] = std::move(e);
+      if (edits_.size() < kMaxEdits || edits_.contains(e.from[0])) {
+        edits_[e.from[0]] = std::move(e);
+        ForgetReading();
+      }
       return true;
     }
   }

@@ -59,8 +59,13 @@ class CopyEdits {
   bool empty() const { return edits_.empty(); }
   size_t size() const { return edits_.size(); }
   // The history with every learned edit applied where its source text
-  // occurs, left to right.
-  EditedView Read(absl::Span<const int32_t> history) const;
+  // occurs, left to right. The reading is kept until the next call: a
+  // history that extends the one read last (a sequence's tokens grow by
+  // appends) is read on from the first place whose reading could still
+  // change (an edit's source cut off by the end), so a step costs a compare
+  // of the history read before, not a lookup per token. A change of the
+  // edits, or of earlier history, reads it again from the start.
+  const EditedView& Read(absl::Span<const int32_t> history);
 
   // A draft copied from `from` and placed at history[at...] was verified:
   // its first `kept` tokens were kept and, if kept < draft.size(),
@@ -83,9 +88,21 @@ class CopyEdits {
 
   // The shortest confirmed edit at `p`, if any.
   bool Learn(absl::Span<const int32_t> history, const Pending& p);
+  // Forgets the kept reading (the edits changed).
+  void ForgetReading();
+  // Drops the reading's entries past its first `entries`.
+  void TruncateReading(size_t entries);
 
   absl::flat_hash_map<int32_t, Edit> edits_;  // by from[0]
   std::vector<Pending> pending_;
+
+  // The last reading: view_ is the reading of the history read_ then
+  // the provisional reading of the rest of that history; read_ holds
+  // the positions whose reading is final (the first view_entries_
+  // entries of view_).
+  EditedView view_;
+  std::vector<int32_t> read_;
+  size_t view_entries_ = 0;
 };
 
 }  // namespace pdserve

@@ -53,24 +53,23 @@ bool PreferEdited(const Match& through, const Match& plain, const EditedView& vi
 }  // namespace
 
 LookupDraft PromptLookupDraft(absl::Span<const int32_t> history, int32_t min_match,
-                              int32_t max_match, int32_t max_len, const CopyEdits* edits) {
+                              int32_t max_match, int32_t max_len, CopyEdits* edits) {
   min_match = std::max(1, min_match);
   max_match = std::max(min_match, max_match);
   const auto size = static_cast<int64_t>(history.size());
   if (max_len < 1 || size < 2) return {};
   Match found = LongestMatch(history, size - 1, history, min_match, max_match);
-  EditedView edited;
+  const EditedView* edited = nullptr;  // the reading the draft is copied from, if not as is
   if (edits != nullptr && !edits->empty()) {
-    edited = edits->Read(history);
+    const EditedView& view = edits->Read(history);
     // The view's last token is the tail's own (edits apply to earlier text
     // alike): candidates end before the span that reads history's last token.
-    auto limit = static_cast<int64_t>(edited.tokens.size());
-    while (limit > 0 && edited.index[limit - 1] == size - 1) --limit;
-    const Match through = LongestMatch(edited.tokens, limit, history, min_match, max_match);
-    if (PreferEdited(through, found, edited, max_len)) {
+    auto limit = static_cast<int64_t>(view.tokens.size());
+    while (limit > 0 && view.index[limit - 1] == size - 1) --limit;
+    const Match through = LongestMatch(view.tokens, limit, history, min_match, max_match);
+    if (PreferEdited(through, found, view, max_len)) {
       found = through;
-    } else {
-      edited = {};
+      edited = &view;
     }
   }
   if (found.next < 0) return {};
@@ -82,12 +81,12 @@ LookupDraft PromptLookupDraft(absl::Span<const int32_t> history, int32_t min_mat
     draft.from.index.push_back(index);
     draft.from.edited.push_back(offset);
   };
-  if (!edited.tokens.empty()) {
+  if (edited != nullptr) {
     // Through the edits the copy stops at the history's end.
     const auto end =
-        std::min<int64_t>(static_cast<int64_t>(edited.tokens.size()), found.next + max_len);
+        std::min<int64_t>(static_cast<int64_t>(edited->tokens.size()), found.next + max_len);
     for (int64_t i = found.next; i < end; ++i) {
-      push(edited.tokens[i], edited.index[i], edited.edited[i]);
+      push(edited->tokens[i], edited->index[i], edited->edited[i]);
     }
     return draft;
   }

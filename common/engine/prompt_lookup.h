@@ -31,11 +31,11 @@ struct LookupDraft {
 // through the sequence's learned edits (copy_edits.h), and that reading
 // wins where its match is longer, or as long with an edit among the tokens
 // it would draft; the draft then carries them (and stops at the history's
-// end).
+// end); `edits` keeps its reading for the next call (CopyEdits::Read).
 // Empty if no tail of `min_match` tokens occurred before.
 // O(history + the lengths compared).
 LookupDraft PromptLookupDraft(absl::Span<const int32_t> history, int32_t min_match,
-                              int32_t max_match, int32_t max_len, const CopyEdits* edits = nullptr);
+                              int32_t max_match, int32_t max_len, CopyEdits* edits = nullptr);
 
 }  // namespace pdserve
 

@@ -49,7 +49,7 @@ CopyEdits Taught(Copy& c, const V& then) {
 }
 
 // What `edits` make of the source's first 12 tokens.
-V ReadSource(const CopyEdits& edits, const Copy& c) {
+V ReadSource(CopyEdits& edits, const Copy& c) {
   return edits.Read(V(c.history.begin(), c.history.begin() + 12)).tokens;
 }
 
@@ -69,13 +69,13 @@ TEST(CopyEditsTest, LearnsAOneForOneEditOnceTheCopyGoesOn) {
 TEST(CopyEditsTest, LearnsEditsOfDifferentLengths) {
   // One source token written as three (`(vals` -> `(me` `asure` `ments`).
   Copy c = RenamedCopy();
-  const CopyEdits edits = Taught(c, {8, 9, 105, 106, 107, 108});
+  CopyEdits edits = Taught(c, {8, 9, 105, 106, 107, 108});
   ASSERT_EQ(edits.size(), 1u);
   EXPECT_EQ(ReadSource(edits, c),
             (V{100, 101, 102, 103, 7, 8, 9, 105, 106, 107, 108, 109, 110, 111}));
   // Two source tokens written as one.
   Copy d = RenamedCopy();
-  const CopyEdits fewer = Taught(d, {106, 107, 108, 109, 110, 111});
+  CopyEdits fewer = Taught(d, {106, 107, 108, 109, 110, 111});
   ASSERT_EQ(fewer.size(), 1u);
   EXPECT_EQ(ReadSource(fewer, d), (V{100, 101, 102, 103, 7, 106, 107, 108, 109, 110, 111}));
 }
@@ -148,6 +148,50 @@ TEST(CopyEditsTest, TheEditsAreBounded) {
     edits.Confirm(h);
   }
   EXPECT_EQ(edits.size(), CopyEdits::kMaxEdits);
+}
+
+// Read keeps its reading and goes on from where it could still change. As
+// the history grows one token at a time, past edits whose sources the end
+// cuts off (104 105 is one), and when earlier history or the edits change,
+// the reading must equal one made afresh by a copy that never read.
+TEST(CopyEditsTest, ReadingOnEqualsReadingAfresh) {
+  Copy c = RenamedCopy();
+  CopyEdits edits = Taught(c, {106, 107, 108, 109, 110, 111});  // 104 105 -> 7
+  ASSERT_EQ(edits.size(), 1u);
+  const CopyEdits pristine = edits;
+  auto expect_afresh = [&](const V& h, const CopyEdits& like, const char* when) {
+    CopyEdits fresh = like;
+    const EditedView want = fresh.Read(h);
+    const EditedView& got = edits.Read(h);
+    EXPECT_EQ(got.tokens, want.tokens) << when << ", " << h.size() << " tokens";
+    EXPECT_EQ(got.index, want.index) << when << ", " << h.size() << " tokens";
+    EXPECT_EQ(got.edited, want.edited) << when << ", " << h.size() << " tokens";
+  };
+  // A stream rich in the edit's source, cut at every length.
+  const V stream = {104, 105, 1, 104, 104, 105, 105, 104, 2, 104, 105, 104, 3, 104};
+  V h;
+  for (int round = 0; round < 3; ++round) {
+    for (int32_t t : stream) {
+      h.push_back(t);
+      expect_afresh(h, pristine, "growing");
+    }
+  }
+  // Earlier history rewritten, then cut back: read again from the start.
+  h[2] = 104;
+  h[3] = 105;
+  expect_afresh(h, pristine, "rewritten");
+  h.resize(5);
+  expect_afresh(h, pristine, "shortened");
+  // The edit refused: nothing is read through it any more.
+  const auto at = static_cast<int64_t>(h.size());
+  h.push_back(104);
+  CopySource carried;
+  carried.match = 1;
+  carried.index = {0};
+  carried.edited = {0};
+  edits.OnVerified(h, at, carried, V{7}, 0);
+  ASSERT_TRUE(edits.empty());
+  EXPECT_EQ(edits.Read(h).tokens, h);
 }
 
 }  // namespace

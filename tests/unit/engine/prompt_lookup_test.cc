@@ -12,7 +12,7 @@ namespace {
 using V = std::vector<int32_t>;
 
 V Draft(const V& history, int32_t min_match, int32_t max_match, int32_t max_len,
-        const CopyEdits* edits = nullptr) {
+        CopyEdits* edits = nullptr) {
   return PromptLookupDraft(history, min_match, max_match, max_len, edits).tokens;
 }
 
@@ -83,7 +83,7 @@ CopyEdits RenameTen() {
 }
 
 TEST(PromptLookupTest, LearnedEditsCarryIntoTheCopy) {
-  const CopyEdits edits = RenameTen();
+  CopyEdits edits = RenameTen();
   ASSERT_EQ(edits.size(), 1u);
   // "9 10" read through the edit is "9 20 21"; the tail is "9 20".
   const V h = {9, 10, 11, 10, 3, 0, 9, 20};
@@ -98,7 +98,7 @@ TEST(PromptLookupTest, LearnedEditsCarryIntoTheCopy) {
 }
 
 TEST(PromptLookupTest, ALongerPlainMatchBeatsTheEdits) {
-  const CopyEdits edits = RenameTen();
+  CopyEdits edits = RenameTen();
   // "3 4 20" occurred as such (then 5); read through the edit, "4 10"
   // matches only "4 20" (then 21).
   const V h = {3, 4, 20, 5, 0, 4, 10, 6, 9, 3, 4, 20};
@@ -106,7 +106,7 @@ TEST(PromptLookupTest, ALongerPlainMatchBeatsTheEdits) {
 }
 
 TEST(PromptLookupTest, OnATieTheReadingThatCarriesAnEditWins) {
-  const CopyEdits edits = RenameTen();
+  CopyEdits edits = RenameTen();
   // "4 20" occurred as such (then 5) and, later, as "4 10" read "4 20 21"
   // (then 21): two tokens matched each way, and what follows the edited
   // place is the replacement the sequence was seen to write.
