@@ -110,16 +110,33 @@ TEST_P(ModelGoldenTest, PromptsTokenizeAndRenderAsLlamaCpp) {
   }
 }
 
+// llama.cpp's top 20 logits of a case's first step against `logits`.
+void ExpectFirstStepTop20(const nlohmann::json& c, const std::vector<float>& logits) {
+  ASSERT_FALSE(logits.empty()) << "case " << c["name"];
+  for (const auto& e : c["first_step_top20"]) {
+    const double err = std::abs(logits[e["id"].get<int>()] - e["logit"].get<double>());
+    EXPECT_LE(err, LogitTolerance()) << "case " << c["name"] << " first step, token " << e["id"];
+  }
+}
+
+// Through the serving engine (prompts in its 512-token chunks), each step's
+// logit of the token it chose is compared too, and the first step's top 20.
 TEST_P(ModelGoldenTest, GreedyTokensMatch) {
   int exact = 0;
   for (const auto& c : golden_["cases"]) {
     const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
     const auto want = c["output_tokens"].get<std::vector<int32_t>>();
-    const std::vector<int32_t> got =
-        testing::GreedyTokens(*model_, prompt, static_cast<int>(want.size()), /*kv_blocks=*/160);
-    ASSERT_EQ(got.size(), want.size());
+    const auto top1 = c["top1_logit"].get<std::vector<double>>();
+    const testing::GreedyRun run =
+        testing::RunGreedy(*model_, prompt, static_cast<int>(want.size()), /*kv_blocks=*/160);
+    ASSERT_EQ(run.tokens.size(), want.size());
+    ASSERT_EQ(run.max_logits.size(), want.size());
+    ExpectFirstStepTop20(c, run.first_logits);
     size_t i = 0;
-    while (i < want.size() && got[i] == want[i]) ++i;
+    for (; i < want.size() && run.tokens[i] == want[i]; ++i) {
+      EXPECT_LE(std::abs(run.max_logits[i] - top1[i]), LogitTolerance())
+          << "case " << c["name"] << " step " << i;
+    }
     if (i == want.size()) {
       ++exact;
       continue;
@@ -128,7 +145,7 @@ TEST_P(ModelGoldenTest, GreedyTokensMatch) {
     std::cout << "case " << c["name"] << " parts from llama.cpp at step " << i
               << " (llama.cpp's top-2 gap " << gap << ")\n";
     EXPECT_LT(gap, NearTie()) << "case " << c["name"] << " parts at step " << i
-                             << "\nours: " << absl::StrJoin(got, " ");
+                              << "\nours: " << absl::StrJoin(run.tokens, " ");
   }
   std::cout << exact << " of " << golden_["cases"].size() << " cases match all 64 tokens\n";
   EXPECT_GE(exact, Exact() ? static_cast<int>(golden_["cases"].size()) : kMinExactCases);
@@ -136,6 +153,9 @@ TEST_P(ModelGoldenTest, GreedyTokensMatch) {
 
 // Teacher forcing: llama.cpp's tokens are fed back, so every step of every
 // case is compared on llama.cpp's context. The prompt goes in as one chunk.
+// Where the kernels are exact, GreedyTokensMatch has already compared every
+// step's logit on that same context (its tokens must all match), so only
+// the one-chunk prompt's first step is this test's own there.
 TEST_P(ModelGoldenTest, TeacherForcedLogitsClose) {
   CpuModelRunner runner(model_->config(), &model_->weights(), 2);
   int steps = 0, agree = 0;
@@ -144,6 +164,7 @@ TEST_P(ModelGoldenTest, TeacherForcedLogitsClose) {
     const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
     const auto want = c["output_tokens"].get<std::vector<int32_t>>();
     const auto top1 = c["top1_logit"].get<std::vector<double>>();
+    const size_t forced = Exact() ? 1 : want.size();
     auto cache = KvCache::Create(KvLayout::ForModel(model_->config(), 16), 160);
     ASSERT_TRUE(cache.ok()) << cache.status();
     auto blocks = (*cache)->allocator().Allocate(BlocksForTokens(prompt.size() + want.size(), 16));
@@ -152,19 +173,15 @@ TEST_P(ModelGoldenTest, TeacherForcedLogitsClose) {
     ForwardBatch batch;
     batch.chunks.push_back({prompt, 0, *blocks, true});
     ASSERT_TRUE(runner.Forward(batch, **cache, &logits).ok());
-    // The first step's top 20, not only llama.cpp's token.
-    for (const auto& e : c["first_step_top20"]) {
-      const double err = std::abs(logits[e["id"].get<int>()] - e["logit"].get<double>());
-      EXPECT_LE(err, LogitTolerance()) << "case " << c["name"] << " first step, token " << e["id"];
-    }
+    ExpectFirstStepTop20(c, logits);
     double max_err = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
+    for (size_t i = 0; i < forced; ++i) {
       const double err = std::abs(logits[want[i]] - top1[i]);
       max_err = std::max(max_err, err);
       sum_err += err;
       ++steps;
       agree += std::max_element(logits.begin(), logits.end()) - logits.begin() == want[i];
-      if (i + 1 == want.size()) break;
+      if (i + 1 == forced) break;
       ForwardBatch next;
       next.chunks.push_back({absl::MakeConstSpan(&want[i], 1),
                              static_cast<int32_t>(prompt.size() + i), *blocks, true});
@@ -172,8 +189,8 @@ TEST_P(ModelGoldenTest, TeacherForcedLogitsClose) {
     }
     worst = std::max(worst, max_err);
     std::cout << "case " << c["name"] << " (" << prompt.size()
-              << " prompt tokens): max |logit - llama.cpp| over 64 forced steps = " << max_err
-              << "\n";
+              << " prompt tokens): max |logit - llama.cpp| over " << forced
+              << " forced steps = " << max_err << "\n";
     EXPECT_LE(max_err, LogitTolerance()) << "case " << c["name"];
   }
   std::cout << agree << " of " << steps << " forced steps pick llama.cpp's token; max "
