@@ -21,6 +21,7 @@
 #include "tests/testing/fixed_token_runner.h"
 #include "tests/testing/flattened_runner.h"
 #include "tests/testing/random_model_util.h"
+#include "tests/testing/recording_runner.h"
 
 namespace pdserve {
 namespace {
@@ -28,6 +29,7 @@ namespace {
 using test::FixedTokenRunner;
 using test::FlattenedRunner;
 using test::RandomTokens;
+using test::RecordingRunner;
 
 constexpr int32_t kBlockSize = 16;
 
@@ -41,28 +43,6 @@ std::vector<int32_t> Tokens(const Events& ev) {
   }
   return out;
 }
-
-// Wraps a runner and keeps a copy of every logits row it returns, so a test
-// can recompute what the engine derived from them.
-class RecordingRunner : public ModelRunner {
- public:
-  explicit RecordingRunner(ModelRunner* inner) : inner_(inner) {}
-  const ModelConfig& config() const override { return inner_->config(); }
-  absl::Status Forward(const ForwardBatch& batch, KvCache& cache,
-                       std::vector<float>* logits) override {
-    absl::Status s = inner_->Forward(batch, cache, logits);
-    const size_t vocab = static_cast<size_t>(config().n_vocab);
-    for (size_t begin = 0; s.ok() && begin + vocab <= logits->size(); begin += vocab) {
-      rows_.emplace_back(logits->begin() + begin, logits->begin() + begin + vocab);
-    }
-    return s;
-  }
-  const std::vector<std::vector<float>>& rows() const { return rows_; }
-
- private:
-  ModelRunner* inner_;
-  std::vector<std::vector<float>> rows_;
-};
 
 // log-softmax of a row, computed apart from the engine's code.
 std::vector<double> LogSoftmax(const std::vector<float>& row) {
