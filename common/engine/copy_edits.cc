@@ -46,15 +46,11 @@ const EditedView& CopyEdits::Read(absl::Span<const int32_t> history) {
 }
 
 void CopyEdits::ForgetReading() {
-  if (edits_.empty()) {
-    // Nothing to read through until an edit is learned: release the
-    // history-sized buffers.
-    view_ = {};
-    read_ = {};
-  }
-  read_.clear();
+  // Released, not only emptied: the edits change rarely, and with none
+  // left nothing is read through them until one is learned.
+  view_ = {};
+  read_ = {};
   view_entries_ = 0;
-  TruncateReading(0);
 }
 
 void CopyEdits::TruncateReading(size_t entries) {

@@ -88,7 +88,7 @@ class CopyEdits {
 
   // The shortest confirmed edit at `p`, if any.
   bool Learn(absl::Span<const int32_t> history, const Pending& p);
-  // Forgets the kept reading (the edits changed).
+  // Forgets the kept reading and frees its buffers (the edits changed).
   void ForgetReading();
   // Drops the reading's entries past its first `entries`.
   void TruncateReading(size_t entries);

@@ -38,6 +38,16 @@ CopySource Plain(int64_t index, int n, int32_t match) {
   return s;
 }
 
+// A one-token draft that carried a learned edit (its first replacement
+// token), read from `index`.
+CopySource Carried(int64_t index) {
+  CopySource s;
+  s.match = 1;
+  s.index = {index};
+  s.edited = {0};
+  return s;
+}
+
 // The edits taught by RenamedCopy's refused draft (104 105, anchored) once
 // the model went on with `then`.
 CopyEdits Taught(Copy& c, const V& then) {
@@ -114,11 +124,7 @@ TEST(CopyEditsTest, ARefusedEditIsForgotten) {
   V h = c.history;
   const auto at = static_cast<int64_t>(h.size());
   h.push_back(104);
-  CopySource carried;
-  carried.match = 1;
-  carried.index = {4};
-  carried.edited = {0};
-  edits.OnVerified(h, at, carried, V{7}, 0);
+  edits.OnVerified(h, at, Carried(4), V{7}, 0);
   EXPECT_TRUE(edits.empty());
 }
 
@@ -185,11 +191,7 @@ TEST(CopyEditsTest, ReadingOnEqualsReadingAfresh) {
   // The edit refused: nothing is read through it any more.
   const auto at = static_cast<int64_t>(h.size());
   h.push_back(104);
-  CopySource carried;
-  carried.match = 1;
-  carried.index = {0};
-  carried.edited = {0};
-  edits.OnVerified(h, at, carried, V{7}, 0);
+  edits.OnVerified(h, at, Carried(0), V{7}, 0);
   ASSERT_TRUE(edits.empty());
   EXPECT_EQ(edits.Read(h).tokens, h);
 }
