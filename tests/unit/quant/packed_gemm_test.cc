@@ -122,7 +122,7 @@ TEST_P(PackedGemmTest, EqualsVecDotBitwise) {
     ASSERT_NE(gemm, nullptr);
     // The one-token kernels have the same float order on AVX2 and AVX-512.
     const TypeKernels& k = *FindTypeKernels(Id(s.type));
-    for (int64_t n_tokens : {1, 2, 3, 4, 5, 6, 7, 11, 13, 130, 263}) {
+    for (int64_t n_tokens : {1, 2, 3, 4, 5, 6, 7, 8, 11, 13, 16, 17, 130, 263}) {
       const Activations act(k, s.in, n_tokens, rng);
       PackedGemmArgs args;
       args.w = packed.data();
