@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/quant/group_prefetch.h"
 #include "common/quant/packed_gemm.h"
 #include "common/quant/quant_blocks.h"
 
@@ -49,39 +50,6 @@ inline __m512 SumLanes(const __m512* l) {
   return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l[0], l[4]), _mm512_add_ps(l[2], l[6])),
                        _mm512_add_ps(_mm512_add_ps(l[1], l[5]), _mm512_add_ps(l[3], l[7])));
 }
-
-// The next row group's weight lines (the group after the one at `w`, of
-// n_blocks blocks), fetched into L2 in `parts` shares, a few lines a block,
-// while the passes over this group compute: spread out, the fetches keep
-// the memory busy without stalling the loads the kernel waits on. At a
-// matrix's end (or a thread's) they run past what is used: a prefetch never
-// faults, and the lines are only wasted.
-class GroupPrefetch {
- public:
-  GroupPrefetch(const uint8_t* w, int64_t n_blocks, int64_t block_bytes, int parts)
-      : next_(w + n_blocks * block_bytes),
-        n_blocks_(n_blocks),
-        lines_(n_blocks * block_bytes / 64),
-        per_block_((lines_ + parts * n_blocks - 1) / (parts * n_blocks)) {}
-
-  // Share `part`'s lines for this pass's block `b`.
-  void Fetch(int part, int64_t b) const {
-    const int64_t first = (part * n_blocks_ + b) * per_block_;
-    const int64_t end = std::min(lines_, first + per_block_);
-    for (int64_t line = first; line < end; ++line) {
-      _mm_prefetch(reinterpret_cast<const char*>(next_ + 64 * line), _MM_HINT_T1);
-    }
-  }
-
- private:
-  const uint8_t* next_;
-  int64_t n_blocks_;
-  int64_t lines_;
-  int64_t per_block_;
-};
-
-// Steps of up to this many tokens take SliceKernel's paired passes.
-constexpr int64_t kPairedTokens = 16;
 
 // ---- Q5_0 and Q8_0 x Q8_0: DotQ5_0Q8_0's and DotQ8_0Q8_0's order. Per
 // block, d = d_w * d_a; lane p (elements 4p..4p+3) += d * float(int sum),
@@ -198,7 +166,7 @@ struct SliceKernel {
     }
   }
 
-  // A decode-sized step (up to kPairedTokens): the tile's tokens two at a
+  // A decode-sized step (up to kDecodeTokens): the tile's tokens two at a
   // time, each pair one pass over the group (the first from memory, the
   // rest from L1), together fetching the next group. Such a step reads
   // every weight once, from DRAM, and the chunked passes below, which
@@ -223,7 +191,7 @@ struct SliceKernel {
       OnePass<NT>(w, a, tile, NT, 0, t0, y, valid, 0, 1);
       return;
     }
-    if (a.n_tokens <= kPairedTokens) {
+    if (a.n_tokens <= kDecodeTokens) {
       Pairs<NT>(w, a, tile, t0, y, valid);
       return;
     }
@@ -313,7 +281,10 @@ struct Q4_KKernel : Q8_KTile {
     __m512 acc[NT], accmin[NT];
     for (int t = 0; t < NT; ++t) acc[t] = accmin[t] = _mm512_setzero_ps();
     const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const GroupPrefetch next(w, a.n_blocks, kBlockBytes, 1);
+    const bool fetch = t0 == 0;  // the tile that streams the group from memory
     for (int64_t b = 0; b < a.n_blocks; ++b, w += kBlockBytes) {
+      if (fetch) next.Fetch(0, b);
       const BlockQ8_K* act = blocks + b * NT;
       __m512i isum[NT];
       for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
@@ -384,7 +355,10 @@ struct Q6_KKernel : Q8_KTile {
                                            0x0F0E0F0E0B0A0B0A, 0x0706070603020302,
                                            0x0F0E0F0E0B0A0B0A, 0x0706070603020302,
                                            0x0F0E0F0E0B0A0B0A, 0x0706070603020302);
+    const GroupPrefetch next(w, a.n_blocks, kBlockBytes, 1);
+    const bool fetch = t0 == 0;  // the tile that streams the group from memory
     for (int64_t b = 0; b < a.n_blocks; ++b, w += kBlockBytes) {
+      if (fetch) next.Fetch(0, b);
       const BlockQ8_K* act = blocks + b * NT;
       auto scale_pairs = [&](int l) {
         return _mm512_cvtepi8_epi16(

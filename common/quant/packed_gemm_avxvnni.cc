@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/quant/group_prefetch.h"
 #include "common/quant/packed_gemm.h"
 #include "common/quant/quant_blocks.h"
 
