@@ -129,8 +129,8 @@ struct SliceKernel {
   // One or two tokens of the tile (record `first` onwards, of `stride`
   // records a block): all eight lanes of each token in registers, one pass
   // over the group's blocks, the weights read in order. While it computes,
-  // it fetches share `part` of `parts` of the next row group (see
-  // PrefetchShare).
+  // it fetches share `part` of `parts` of the next row group
+  // (GroupPrefetch).
   template <int NT>
   static void OnePass(const uint8_t* w, const PackedGemmArgs& a, const uint8_t* tile, int stride,
                       int first, int64_t t0, float* y, int valid, int part, int parts) {
