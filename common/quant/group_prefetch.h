@@ -26,17 +26,19 @@ inline constexpr int64_t kDecodeTokens = 16;
 class GroupPrefetch {
  public:
   // The group after the one at `w` (n_blocks blocks of block_bytes), in
-  // `parts` shares, one per pass that fetches.
-  GroupPrefetch(const uint8_t* w, int64_t n_blocks, int64_t block_bytes, int parts)
+  // `parts` shares, one per pass that fetches. Only the pass that streams
+  // this group from memory is `active` (a kernel's first token tile; on
+  // AVX2 its first 8-row half): the others find both groups in cache.
+  GroupPrefetch(const uint8_t* w, int64_t n_blocks, int64_t block_bytes, bool active, int parts = 1)
       : next_(w + n_blocks * block_bytes),
         n_blocks_(n_blocks),
         lines_((n_blocks * block_bytes + 63) / 64),
-        per_block_((lines_ + parts * n_blocks - 1) / (parts * n_blocks)) {}
+        per_block_(active ? (lines_ + parts * n_blocks - 1) / (parts * n_blocks) : 0) {}
 
-  // Share `part`'s lines for block `b` of its pass. Past a matrix's end (or
-  // a thread's share of it) the lines are only wasted: a prefetch never
-  // faults.
-  void Fetch(int part, int64_t b) const {
+  // Share `part`'s lines for block `b` of its pass (none when inactive).
+  // Past a matrix's end (or a thread's share of it) the lines are only
+  // wasted: a prefetch never faults.
+  void Fetch(int64_t b, int part = 0) const {
     const int64_t first = (part * n_blocks_ + b) * per_block_;
     const int64_t end = std::min(lines_, first + per_block_);
     for (int64_t line = first; line < end; ++line) {

@@ -128,20 +128,20 @@ struct SliceKernel {
 
   // One or two tokens of the tile (record `first` onwards, of `stride`
   // records a block): all eight lanes of each token in registers, one pass
-  // over the group's blocks, the weights read in order. While it computes,
-  // it fetches share `part` of `parts` of the next row group
-  // (GroupPrefetch).
+  // over the group's blocks, the weights read in order. In the first token
+  // tile (the one that streams the group from memory) it fetches share
+  // `part` of `parts` of the next row group meanwhile (GroupPrefetch).
   template <int NT>
   static void OnePass(const uint8_t* w, const PackedGemmArgs& a, const uint8_t* tile, int stride,
                       int first, int64_t t0, float* y, int valid, int part, int parts) {
     const float* da = reinterpret_cast<const float*>(tile + a.n_blocks * stride * kRecord);
-    const GroupPrefetch next(w, a.n_blocks, kBlockBytes, parts);
+    const GroupPrefetch next(w, a.n_blocks, kBlockBytes, t0 == 0, parts);
     __m512 acc[NT][kSlices];
     for (int t = 0; t < NT; ++t) {
       for (int l = 0; l < kSlices; ++l) acc[t][l] = _mm512_setzero_ps();
     }
     for (int64_t b = 0; b < a.n_blocks; ++b, w += kBlockBytes) {
-      next.Fetch(part, b);
+      next.Fetch(b, part);
       const __m512 dw = LoadF16x16(w + W::kD);
       __m512 dd[NT];
       for (int t = 0; t < NT; ++t) {
@@ -281,10 +281,9 @@ struct Q4_KKernel : Q8_KTile {
     __m512 acc[NT], accmin[NT];
     for (int t = 0; t < NT; ++t) acc[t] = accmin[t] = _mm512_setzero_ps();
     const __m512i low4 = _mm512_set1_epi8(0x0F);
-    const GroupPrefetch next(w, a.n_blocks, kBlockBytes, 1);
-    const bool fetch = t0 == 0;  // the tile that streams the group from memory
+    const GroupPrefetch next(w, a.n_blocks, kBlockBytes, t0 == 0);
     for (int64_t b = 0; b < a.n_blocks; ++b, w += kBlockBytes) {
-      if (fetch) next.Fetch(0, b);
+      next.Fetch(b);
       const BlockQ8_K* act = blocks + b * NT;
       __m512i isum[NT];
       for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
@@ -355,10 +354,9 @@ struct Q6_KKernel : Q8_KTile {
                                            0x0F0E0F0E0B0A0B0A, 0x0706070603020302,
                                            0x0F0E0F0E0B0A0B0A, 0x0706070603020302,
                                            0x0F0E0F0E0B0A0B0A, 0x0706070603020302);
-    const GroupPrefetch next(w, a.n_blocks, kBlockBytes, 1);
-    const bool fetch = t0 == 0;  // the tile that streams the group from memory
+    const GroupPrefetch next(w, a.n_blocks, kBlockBytes, t0 == 0);
     for (int64_t b = 0; b < a.n_blocks; ++b, w += kBlockBytes) {
-      if (fetch) next.Fetch(0, b);
+      next.Fetch(b);
       const BlockQ8_K* act = blocks + b * NT;
       auto scale_pairs = [&](int l) {
         return _mm512_cvtepi8_epi16(
