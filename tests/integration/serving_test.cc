@@ -351,6 +351,35 @@ TEST_F(ServingTest, FallBackToLocalPrefillReusesItsOwnBlocks) {
   EXPECT_TRUE(PoolsIdle(*cluster, absl::Seconds(10)));
 }
 
+// How long the stalled-router test stops the router: more than two stale
+// periods of its watchdog (load reports every 100 ms).
+constexpr absl::Duration kRouterStop = absl::Seconds(3);
+
+// A greedy story of exactly `max_tokens`, one token per step: without
+// speculation its rate stays steady, where drafts copied from a story that
+// has started to repeat itself would make several tokens a step.
+v1::GenerateRequest StoryRequest(int max_tokens) {
+  v1::GenerateRequest r = TextRequest("Tell me a long story.", max_tokens);
+  r.set_ignore_eos(true);
+  r.mutable_sampling()->set_speculative(false);
+  return r;
+}
+
+// A StoryRequest length whose decode on `cluster` lasts at least `d`, from
+// the rate of a short one measured on the same cluster; 0 if that failed.
+// Capped by SmolLM2's 8,192-token context.
+int TokensOutlasting(LocalCluster& cluster, absl::Duration d) {
+  constexpr int kProbeTokens = 128;
+  const v1::GenerateRequest probe = StoryRequest(kProbeTokens);
+  auto stub = testing::RouterStub(cluster.router_address());
+  const GenerateOutcome out = Generate(*stub, probe, kTimeout);
+  if (!out.status.ok()) return 0;
+  const v1::Timings& t = out.finished.timings();
+  const double decode_s = std::max(t.e2e_ms() - t.ttft_ms(), 1.0) / 1000;
+  const double tokens_per_s = (kProbeTokens - 1) / decode_s;
+  return static_cast<int>(std::clamp(tokens_per_s * absl::ToDoubleSeconds(d), 800.0, 8000.0));
+}
+
 // A router that was itself stopped (SIGSTOP, a paused VM) finds every
 // stream and load report silent when it resumes; that is its own stall,
 // not the workers': the streams carry on, nothing fails over.
@@ -362,9 +391,12 @@ TEST_F(ServingTest, AStalledRouterDoesNotAbandonHealthyWorkers) {
   auto cluster = StartCluster(o, "stalled-router");
   ASSERT_NE(cluster, nullptr);
   // Long enough that the decode worker is still generating when the router
-  // resumes, so the router's watchdog, not the stream's end, comes first.
-  v1::GenerateRequest request = TextRequest("Tell me a long story.", 800);
-  request.set_ignore_eos(true);
+  // resumes, so the router's watchdog, not the stream's end, comes first:
+  // sized from this machine's decode rate, since a fixed length that once
+  // outlasted the stop does not once the kernels or the core are faster.
+  const int max_tokens = TokensOutlasting(*cluster, 2 * kRouterStop);
+  ASSERT_GT(max_tokens, 0);
+  const v1::GenerateRequest request = StoryRequest(max_tokens);
   GenerateOutcome out;
   std::atomic<bool> streaming{false};
   std::thread client([&] {
@@ -381,14 +413,14 @@ TEST_F(ServingTest, AStalledRouterDoesNotAbandonHealthyWorkers) {
     FAIL() << "no chunk within 60 s: " << out.status.error_message();
   }
   cluster->Signal("router", SIGSTOP);
-  absl::SleepFor(absl::Seconds(3));  // > 2 stale periods of the watchdog
+  absl::SleepFor(kRouterStop);
   absl::StatusOr<v1::LoadReport> load = testing::DecodeLoad(cluster->addresses("decode").front());
   const bool still_decoding = load.ok() && load->running() > 0;
   cluster->Signal("router", SIGCONT);
   client.join();
   ASSERT_TRUE(still_decoding) << "the stream ended while the router was stopped";
   ASSERT_TRUE(out.status.ok()) << out.status.error_message();
-  EXPECT_EQ(out.finished.usage().completion_tokens(), 800);
+  EXPECT_EQ(out.finished.usage().completion_tokens(), max_tokens);
   // StartCluster logs to TestTempDir(tag).
   const std::string text = testing::FileContents(TestTempDir("stalled-router") + "/router.log");
   EXPECT_THAT(text, ::testing::HasSubstr("the router was stalled"));
@@ -408,11 +440,9 @@ class DisaggClusterTest : public ServingTest {
     ASSERT_NE(cluster_, nullptr);
     stub_ = testing::RouterStub(cluster_->router_address());
   }
-  static v1::GenerateRequest LongRequest() {
-    v1::GenerateRequest r = TextRequest("Tell me a long story.", 400);
-    r.set_ignore_eos(true);
-    return r;
-  }
+  // Several seconds of decoding on any core this runs on, so a 700 ms
+  // deadline ends it, yet within the 64-block pools.
+  static v1::GenerateRequest LongRequest() { return StoryRequest(960); }
   std::unique_ptr<LocalCluster> cluster_;
   std::unique_ptr<v1::Generation::Stub> stub_;
 };
