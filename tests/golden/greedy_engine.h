@@ -4,7 +4,6 @@
 #ifndef PDSERVE_TESTS_GOLDEN_GREEDY_ENGINE_H_
 #define PDSERVE_TESTS_GOLDEN_GREEDY_ENGINE_H_
 
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -28,7 +27,7 @@ struct GreedyRun {
 inline GreedyRun RunGreedy(const Model& model, const std::vector<int32_t>& prompt, int n,
                            int kv_blocks = 256) {
   CpuModelRunner cpu(model.config(), &model.weights(), 2);
-  test::RecordingRunner runner(&cpu);
+  test::RecordingRunner runner(&cpu, test::RecordingRunner::Keep::kFirstRow);
   auto cache = KvCache::Create(KvLayout::ForModel(model.config(), 16), kv_blocks);
   EXPECT_TRUE(cache.ok());
   if (!cache.ok()) return {};
@@ -43,9 +42,7 @@ inline GreedyRun RunGreedy(const Model& model, const std::vector<int32_t>& promp
   });
   EXPECT_TRUE(id.ok()) << id.status();
   while (engine.HasWork()) EXPECT_TRUE(engine.Step().ok());
-  for (const std::vector<float>& row : runner.rows()) {
-    run.max_logits.push_back(*std::max_element(row.begin(), row.end()));
-  }
+  run.max_logits = runner.max_logits();
   if (!runner.rows().empty()) run.first_logits = runner.rows().front();
   return run;
 }
