@@ -6,11 +6,14 @@
 namespace pdserve {
 namespace {
 
-std::variant<boost::asio::ip::tcp::socket,
-             boost::asio::ssl::stream<boost::asio::ip::tcp::socket>>
-MakeStream(boost::asio::ip::tcp::socket socket, boost::asio::ssl::context* tls) {
-  if (tls == nullptr) return std::move(socket);
-  return boost::asio::ssl::stream<boost::asio::ip::tcp::socket>(std::move(socket), *tls);
+using Stream = std::variant<boost::asio::ip::tcp::socket,
+                            boost::asio::ssl::stream<boost::asio::ip::tcp::socket>>;
+
+// Each alternative built in place: no converting move (which GCC calls
+// redundant and older compilers need).
+Stream MakeStream(boost::asio::ip::tcp::socket socket, boost::asio::ssl::context* tls) {
+  if (tls == nullptr) return Stream(std::in_place_index<0>, std::move(socket));
+  return Stream(std::in_place_index<1>, std::move(socket), *tls);
 }
 
 }  // namespace
