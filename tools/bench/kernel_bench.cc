@@ -82,9 +82,9 @@ std::vector<KernelRate> MeasureKernels(ThreadPool* pool, const std::vector<int64
       std::vector<float> y(static_cast<size_t>(tokens * s.out));
       const MatmulJob job{&w, y.data(), &packed};
       const double seconds = BestSeconds(matmul, job, x, tokens);
-      rates.push_back({absl::StrCat(GgmlTypeName(w.type), " ", s.in, "x", s.out, " (", s.where,
-                                    ")"),
-                       tokens, static_cast<double>(s.in) * s.out * tokens / seconds});
+      rates.push_back(
+          {absl::StrCat(GgmlTypeName(w.type), " ", s.in, "x", s.out, " (", s.where, ")"), tokens,
+           static_cast<double>(s.in) * s.out * tokens / seconds, s.type != GgmlType::kQ4_K});
     }
   }
   return rates;

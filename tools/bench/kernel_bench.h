@@ -17,6 +17,9 @@ struct KernelRate {
   std::string matrix;  // e.g. "Q5_0 896x4864 (Qwen ffn_gate)"
   int64_t tokens;
   double macs_per_s;
+  // Whether the type's one-token order converts and FMAs every 4-element
+  // slice (all but Q4_K): what the llama-order probes bound.
+  bool slice_order;
 };
 
 // Every shape at each of `token_counts`, best of a few runs.

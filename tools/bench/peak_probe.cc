@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
 #include "common/quant/kernels.h"
 #include "common/quant/packed_gemm.h"
@@ -19,8 +20,9 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 // Operations per second of `loop` on one thread and on all of them (the
 // best of three runs each: a VM's neighbours only ever slow a run down).
-Peak Measure(const char* what, bool int8, Loop loop, ThreadPool* pool, bool llama_order = false) {
-  Peak p{what, int8, llama_order, 0, 0};
+Peak Measure(const char* what, bool int8, Loop loop, ThreadPool* pool,
+             std::optional<PackedVariant> order_of = std::nullopt) {
+  Peak p{what, int8, order_of, 0, 0};
   for (int rep = 0; rep < 3; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
     const int64_t ops = loop();
@@ -41,14 +43,18 @@ std::vector<Peak> MeasurePeaks(ThreadPool* pool) {
   std::vector<Peak> peaks;
   if (CpuSupportsAvx512Vnni()) {
     peaks.push_back(Measure("int8 MAC, vpdpbusd zmm", true, peak_loops::DpbusdZmm, pool));
+    peaks.push_back(Measure("int8 MAC, llama order zmm", true, peak_loops::LlamaOrderZmm, pool,
+                            PackedVariant::kAvx512));
   }
   if (CpuSupportsPackedVariant(PackedVariant::kAvxVnni)) {
     peaks.push_back(Measure("int8 MAC, vpdpbusd ymm (AVX-VNNI)", true, peak_loops::DpbusdYmm, pool));
+    peaks.push_back(Measure("int8 MAC, llama order ymm (AVX-VNNI)", true,
+                            peak_loops::LlamaOrderVnniYmm, pool, PackedVariant::kAvxVnni));
   }
   if (CpuSupportsAvx2()) {
     peaks.push_back(Measure("int8 MAC, maddubs+madd ymm", true, peak_loops::MaddubsYmm, pool));
     peaks.push_back(Measure("int8 MAC, llama order ymm", true, peak_loops::LlamaOrderYmm, pool,
-                            /*llama_order=*/true));
+                            PackedVariant::kAvx2));
   }
   if (CpuSupportsAvx512Vnni()) peaks.push_back(Measure("f32 FMA, zmm", false, peak_loops::FmaZmm, pool));
   if (CpuSupportsAvx2()) peaks.push_back(Measure("f32 FMA, ymm", false, peak_loops::FmaYmm, pool));

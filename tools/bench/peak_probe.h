@@ -6,24 +6,28 @@
 #ifndef PDSERVE_TOOLS_BENCH_PEAK_PROBE_H_
 #define PDSERVE_TOOLS_BENCH_PEAK_PROBE_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/base/thread_pool.h"
+#include "common/quant/packed_gemm.h"
 
 namespace pdserve {
 
 struct Peak {
   std::string what;         // e.g. "int8 MAC, vpdpbusd zmm"
   bool int8;                // MACs (else f32 FMAs)
-  bool llama_order;         // int8 MACs in llama.cpp's one-token order: a bound, not a peak
+  // Set on the int8 probes in llama.cpp's one-token order (a bound, not a
+  // peak): the kernels whose per-slice convert and FMA it prices.
+  std::optional<PackedVariant> order_of;
   double per_s_1thread;     // operations per second
   double per_s_all;         // on all pool threads at once
 };
 
 // Every probe this CPU runs (the best int8 form first). The llama-order
-// probe bounds the exact maddubs kernels: what a per-slice convert and FMA
-// leave of the int8 peak on this CPU.
+// probes bound the exact kernels of their variant: what a per-slice convert
+// and FMA leave of the int8 peak on this CPU.
 std::vector<Peak> MeasurePeaks(ThreadPool* pool);
 
 }  // namespace pdserve

@@ -45,6 +45,12 @@ inline void RunReading(V zero, const int32_t* words, Step step) {
   }
 }
 
+// The llama-order probes' activation words, one per accumulator: they
+// differ, so no two steps share a broadcast.
+alignas(64) constexpr int32_t kActs[kAccs] = {0x01020304, -0x01020304, 0x7f7f7f7f,  0x10203040,
+                                              0x05060708, 0x11223344,  -0x7f000001, 0x0f0f0f0f,
+                                              0x01010101, 0x40302010,  0x08070605,  -0x11223344};
+
 #undef PDS_STEP_READING
 #undef PDS_STEP
 #undef PDS_DECLARE
@@ -79,15 +85,35 @@ int64_t LlamaOrderYmm() {
   // One 4-element slice of eight rows per step, as the exact AVX2 kernels
   // do it: the activation's four bytes broadcast from memory, maddubs
   // against the weights, madd into int32, convert, FMA into the slice's own
-  // accumulator. The words differ, so no two steps share a broadcast.
-  alignas(64) static const int32_t kActs[kAccs] = {
-      0x01020304,  -0x01020304, 0x7f7f7f7f, 0x10203040, 0x05060708, 0x11223344,
-      -0x7f000001, 0x0f0f0f0f,  0x01010101, 0x40302010, 0x08070605, -0x11223344};
+  // accumulator.
   const __m256i w = _mm256_set1_epi8(13), one = _mm256_set1_epi16(1);
   const __m256 dd = _mm256_set1_ps(1e-9f);
   RunReading(_mm256_setzero_ps(), kActs, [&](__m256 acc, int32_t word) {
     const __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_set1_epi32(word)), one);
     return _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sum), acc);
+  });
+  return kIters * kAccs * 32;
+}
+
+int64_t LlamaOrderZmm() {
+  // As the AVX-512 kernels do a slice: the int32 sum starts from a
+  // broadcast word (their activation slice-sum offset), the activation's
+  // four bytes broadcast from memory too.
+  const __m512i w = _mm512_set1_epi8(13);
+  const __m512 dd = _mm512_set1_ps(1e-9f);
+  RunReading(_mm512_setzero_ps(), kActs, [&](__m512 acc, int32_t word) {
+    const __m512i a = _mm512_set1_epi32(word);
+    return _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(a, w, a)), acc);
+  });
+  return kIters * kAccs * 64;
+}
+
+int64_t LlamaOrderVnniYmm() {
+  const __m256i w = _mm256_set1_epi8(13);
+  const __m256 dd = _mm256_set1_ps(1e-9f);
+  RunReading(_mm256_setzero_ps(), kActs, [&](__m256 acc, int32_t word) {
+    const __m256i a = _mm256_set1_epi32(word);
+    return _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(a, w, a)), acc);
   });
   return kIters * kAccs * 32;
 }

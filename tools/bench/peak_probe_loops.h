@@ -17,6 +17,11 @@ int64_t MaddubsYmm();  // AVX2 vpmaddubsw + vpmaddwd + vpaddd
 // Q8_0, Q6_K) can reach, loads and spills aside; Q4_K's order sums in int16
 // first and is not held to it.
 int64_t LlamaOrderYmm();
+// The same order in the AVX-512 VNNI and AVX-VNNI kernels' form: each slice
+// of 16 (8) rows one vpdpbusd started from a broadcast word, then its own
+// convert and FMA.
+int64_t LlamaOrderZmm();
+int64_t LlamaOrderVnniYmm();
 int64_t FmaZmm();      // AVX512F vfmadd231ps zmm
 int64_t FmaYmm();      // FMA vfmadd231ps ymm
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -36,7 +37,7 @@ ABSL_FLAG(std::string, bench_kernels, "auto",
 ABSL_FLAG(std::string, bench_json, "", "Also write results as JSON to this file");
 ABSL_FLAG(bool, bench_peak, false,
           "Instead of a model: measure this CPU's int8 dot-product and f32 FMA peaks (and, "
-          "for the AVX2 kernels, the llama-order bound of their exact arithmetic), and each "
+          "for each kernel variant, the llama-order bound of its exact arithmetic), and each "
           "weight type's matmul on model-shaped matrices as a share of them, on the largest "
           "--bench_threads count");
 ABSL_FLAG(double, bench_peak_gbps, 4800,
@@ -193,23 +194,36 @@ absl::Status SelectKernels() {
   return absl::InvalidArgumentError("--bench_kernels must be auto, avx512, avx2 or scalar");
 }
 
+// The packed kernels the active ISA runs (kernel_dispatch.cc's choice).
+std::optional<PackedVariant> ActivePackedVariant() {
+  switch (ActiveKernelIsa()) {
+    case KernelIsa::kAvx512Vnni:
+      return PackedVariant::kAvx512;
+    case KernelIsa::kAvx2:
+      return CpuSupportsPackedVariant(PackedVariant::kAvxVnni) ? PackedVariant::kAvxVnni
+                                                               : PackedVariant::kAvx2;
+    case KernelIsa::kScalar:
+      break;
+  }
+  return std::nullopt;
+}
+
 // --bench_peak: the peaks, then every matmul at a prompt's, a decode step's
 // and a speculative step's row count, as a share of the best int8 peak and
-// (maddubs kernels) of the llama-order bound of their per-slice arithmetic.
+// of the llama-order bound of the active kernels' per-slice arithmetic
+// (not for Q4_K, whose order sums 32 products before its first float
+// operation).
 void BenchPeak(int threads) {
   ThreadPool pool(threads);
   const std::vector<Peak> peaks = MeasurePeaks(&pool);
-  absl::PrintF("%-36s %14s %14s\n", "peak", "1 thread G/s", absl::StrCat(threads, " threads G/s"));
+  absl::PrintF("%-40s %14s %14s\n", "peak", "1 thread G/s", absl::StrCat(threads, " threads G/s"));
   double int8_peak = 0;
-  // The llama-order probe is a maddubs loop: it bounds the AVX2 kernels
-  // only where they run maddubs (not AVX-VNNI's one-instruction slices).
-  const bool maddubs_kernels =
-      ActiveKernelIsa() == KernelIsa::kAvx2 && !CpuSupportsPackedVariant(PackedVariant::kAvxVnni);
   double order_bound = 0;
+  const std::optional<PackedVariant> active = ActivePackedVariant();
   for (const Peak& p : peaks) {
-    absl::PrintF("%-36s %14.1f %14.1f\n", p.what, p.per_s_1thread / 1e9, p.per_s_all / 1e9);
-    if (p.llama_order) {
-      if (maddubs_kernels) order_bound = p.per_s_all;
+    absl::PrintF("%-40s %14.1f %14.1f\n", p.what, p.per_s_1thread / 1e9, p.per_s_all / 1e9);
+    if (p.order_of.has_value()) {
+      if (p.order_of == active) order_bound = p.per_s_all;
     } else if (p.int8) {
       int8_peak = std::max(int8_peak, p.per_s_all);
     }
@@ -219,8 +233,9 @@ void BenchPeak(int threads) {
   for (const KernelRate& k : MeasureKernels(&pool, {512, 8, 1})) {
     absl::PrintF("%-44s %7d %12.1f %8.1f%% %s\n", k.matrix, k.tokens, k.macs_per_s / 1e9,
                  100.0 * k.macs_per_s / int8_peak,
-                 order_bound > 0 ? absl::StrFormat("%8.1f%%", 100.0 * k.macs_per_s / order_bound)
-                                 : std::string(9, '-'));
+                 order_bound > 0 && k.slice_order
+                     ? absl::StrFormat("%8.1f%%", 100.0 * k.macs_per_s / order_bound)
+                     : std::string(9, '-'));
   }
 }
 
