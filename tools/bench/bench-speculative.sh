@@ -9,7 +9,9 @@
 #
 # MODEL (default models/Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf; fetched by
 # scripts/fetch-model.sh) picks the GGUF, WORKLOADS (comma-separated row
-# names, default all) the rows; llama-server is built once by
+# names, default all) the rows, SYSTEMS (comma-separated, of pdserve-off,
+# pdserve-on, llama-server-none, llama-server-ngram-simple,
+# llama-server-ngram-map-k; default all) the columns; llama-server is built once by
 # tools/bench/build-llama-server.sh (~10 min). Build pdserve first (make build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,4 +26,4 @@ trap 'rm -rf "$OUT"' EXIT
 cc -O2 -shared -fPIC tests/data/no_amx_preload.c -o "$OUT/no_amx.so" -ldl
 LD_PRELOAD="$OUT/no_amx.so" python3 tools/bench/bench_speculative.py --model "$MODEL" \
   --llama_server "$LLAMA_SERVER" --max_tokens "$MAX_TOKENS" --threads "$THREADS" --batch "$BATCH" \
-  ${WORKLOADS:+--workloads "$WORKLOADS"}
+  ${WORKLOADS:+--workloads "$WORKLOADS"} ${SYSTEMS:+--systems "$SYSTEMS"}

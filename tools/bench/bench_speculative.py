@@ -109,6 +109,11 @@ class LlamaServer:
         return sum(int(g) for _, g in pairs), sum(int(a) for a, _ in pairs)
 
     def stop(self):
+        if self.proc.poll() is not None:
+            # It died during the run: its last words go with the results.
+            with open(self.log, errors="replace") as f:
+                print("".join(f.readlines()[-15:]), file=sys.stderr)
+            return
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=60)
 
@@ -117,12 +122,20 @@ def bench(args, server, workload, streams, tmp):
     row, name, extra = workload
     out = os.path.join(tmp, f"{server.name}-{server.mode}-{len(row)}-{name}-{streams}.json")
     before = server.drafts()
-    subprocess.run(
-        [args.pdserve, "bench", "--model", args.model, "--target", "openai", "--address",
-         f"127.0.0.1:{server.port}", "--workload", name, "--max_concurrency", str(streams),
-         "--num_requests", str(args.requests if streams == 1 else streams),
-         "--output_len", str(args.max_tokens), "--seed", str(args.seed), "--json_out", out] + extra,
-        check=True, stdout=subprocess.DEVNULL)
+    try:
+        subprocess.run(
+            [args.pdserve, "bench", "--model", args.model, "--target", "openai", "--address",
+             f"127.0.0.1:{server.port}", "--workload", name, "--max_concurrency", str(streams),
+             "--num_requests", str(args.requests if streams == 1 else streams),
+             "--output_len", str(args.max_tokens), "--seed", str(args.seed),
+             "--json_out", out] + extra,
+            check=True, stdout=subprocess.DEVNULL)
+    except subprocess.CalledProcessError as e:
+        # No request succeeded: say whether the server itself is gone.
+        code = server.proc.poll()
+        state = "still running" if code is None else f"exited with {code}"
+        raise RuntimeError(f"{server.name} {server.mode} {row}: bench exited with "
+                           f"{e.returncode}; the server {state}") from e
     after = server.drafts()
     with open(out) as f:
         s = json.load(f)["summary"]
@@ -156,16 +169,22 @@ def main():
     ap.add_argument("--ctx_per_stream", type=int, default=4096)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workloads", help="comma-separated row names to run (default: all)")
+    ap.add_argument("--systems", help="comma-separated system-mode names to run, e.g. "
+                    "llama-server-ngram-map-k (default: all; the others print as nan)")
     ap.add_argument("--json")
     args = ap.parse_args()
     workloads = [w for w in WORKLOADS
                  if not args.workloads or w[0] in args.workloads.split(",")]
 
-    systems = [(Pdserve, False), (Pdserve, True), (LlamaServer, "none"),
-               (LlamaServer, "ngram-simple"), (LlamaServer, "ngram-map-k")]
+    systems = [("pdserve-off", Pdserve, False), ("pdserve-on", Pdserve, True),
+               ("llama-server-none", LlamaServer, "none"),
+               ("llama-server-ngram-simple", LlamaServer, "ngram-simple"),
+               ("llama-server-ngram-map-k", LlamaServer, "ngram-map-k")]
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for make, mode in systems:
+        for system, make, mode in systems:
+            if args.systems and system not in args.systems.split(","):
+                continue
             server = make(args, mode, tmp)
             try:
                 # Batches compare plain decode with each system's best mode.
@@ -187,7 +206,7 @@ def main():
             finally:
                 server.stop()
 
-    r = lambda system, mode, w, n=1: results[(system, mode, w, n)] or FAILED
+    r = lambda system, mode, w, n=1: results.get((system, mode, w, n)) or FAILED
     print("Single stream: decode tokens/s (1000 / mean TPOT), kept share of drafted tokens\n")
     print("| workload | tokens | pdserve off | pdserve on | speed-up | kept | llama-server off "
           "| ngram-simple | speed-up | kept | ngram-map-k | speed-up | kept |")
