@@ -19,10 +19,6 @@
 
 namespace pdserve {
 
-// Steps of up to this many tokens are decode-sized: the kernels' first
-// pass over a group streams it from DRAM, and fetches the next.
-inline constexpr int64_t kDecodeTokens = 16;
-
 class GroupPrefetch {
  public:
   // The group after the one at `w` (n_blocks blocks of block_bytes), in
@@ -33,7 +29,8 @@ class GroupPrefetch {
       : next_(w + n_blocks * block_bytes),
         n_blocks_(n_blocks),
         lines_((n_blocks * block_bytes + 63) / 64),
-        per_block_(active ? (lines_ + parts * n_blocks - 1) / (parts * n_blocks) : 0) {}
+        per_block_(active && n_blocks > 0 ? (lines_ + parts * n_blocks - 1) / (parts * n_blocks)
+                                          : 0) {}
 
   // Share `part`'s lines for block `b` of its pass (none when inactive).
   // Past a matrix's end (or a thread's share of it) the lines are only

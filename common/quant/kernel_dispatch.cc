@@ -34,15 +34,12 @@ const Tables& GetTables() {
       // CPU runs it: an AVX2-only CPU would fault on the AVX-512 one.
       if (CpuSupportsAvx2()) {
         t->avx2[id] = kernels_avx2::Upgrade(*s);
-        // The many-token kernels: AVX2 with AVX-VNNI where the CPU has it.
-        const PackedVariant avx2 = CpuSupportsPackedVariant(PackedVariant::kAvxVnni)
-                                       ? PackedVariant::kAvxVnni
-                                       : PackedVariant::kAvx2;
-        AddPackedGemm(FindPackedGemm(avx2, id), id, &t->avx2[id]);
+        AddPackedGemm(FindPackedGemm(*PackedVariantOf(KernelIsa::kAvx2), id), id, &t->avx2[id]);
       }
       if (CpuSupportsAvx512Vnni()) {
         t->vnni[id] = kernels_avx512vnni::Upgrade(*s);
-        AddPackedGemm(FindPackedGemm(PackedVariant::kAvx512, id), id, &t->vnni[id]);
+        AddPackedGemm(FindPackedGemm(*PackedVariantOf(KernelIsa::kAvx512Vnni), id), id,
+                      &t->vnni[id]);
       }
     }
     return t;
@@ -62,6 +59,20 @@ std::atomic<KernelIsa>& IsaSlot() {
 }
 
 }  // namespace
+
+std::optional<PackedVariant> PackedVariantOf(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kAvx512Vnni:
+      return PackedVariant::kAvx512;
+    case KernelIsa::kAvx2:
+      // AVX2 with AVX-VNNI's one-instruction slices where the CPU has them.
+      return CpuSupportsPackedVariant(PackedVariant::kAvxVnni) ? PackedVariant::kAvxVnni
+                                                               : PackedVariant::kAvx2;
+    case KernelIsa::kScalar:
+      break;
+  }
+  return std::nullopt;
+}
 
 bool CpuSupportsAvx2() {
   __builtin_cpu_init();

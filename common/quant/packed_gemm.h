@@ -10,6 +10,7 @@
 #define PDSERVE_COMMON_QUANT_PACKED_GEMM_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "common/quant/kernels.h"
 
@@ -24,6 +25,9 @@ PackedGemmFn FindPackedGemm(PackedVariant variant, uint32_t type);
 // The slice bias those kernels read activations with (PackedGemmArgs).
 int32_t PackedSliceBias(uint32_t type);
 bool CpuSupportsPackedVariant(PackedVariant variant);
+// The many-token kernels an ISA's kernel table holds on this CPU (AVX2 with
+// AVX-VNNI where it has it); none for scalar.
+std::optional<PackedVariant> PackedVariantOf(KernelIsa isa);
 // Weight bytes per panel of row groups in the kernels' loops: half of this
 // core's L2 (read once), within [128 KiB, 768 KiB], so a panel stays in L2
 // while every token tile passes over it. Panels sized for a 2 MiB L2 thrash

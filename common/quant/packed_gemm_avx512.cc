@@ -25,6 +25,9 @@ namespace pdserve::packed_avx512 {
 namespace {
 
 constexpr int kSlices = 8;  // 4-element slices (int32 lanes) per 32 elements
+// Steps of up to this many tokens are decode-sized: SliceKernel takes them
+// two tokens a pass (Pairs), the weights streaming from DRAM.
+constexpr int64_t kDecodeTokens = 16;
 
 inline int32_t Load4(const void* p) {
   int32_t v;

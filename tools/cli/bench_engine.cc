@@ -194,20 +194,6 @@ absl::Status SelectKernels() {
   return absl::InvalidArgumentError("--bench_kernels must be auto, avx512, avx2 or scalar");
 }
 
-// The packed kernels the active ISA runs (kernel_dispatch.cc's choice).
-std::optional<PackedVariant> ActivePackedVariant() {
-  switch (ActiveKernelIsa()) {
-    case KernelIsa::kAvx512Vnni:
-      return PackedVariant::kAvx512;
-    case KernelIsa::kAvx2:
-      return CpuSupportsPackedVariant(PackedVariant::kAvxVnni) ? PackedVariant::kAvxVnni
-                                                               : PackedVariant::kAvx2;
-    case KernelIsa::kScalar:
-      break;
-  }
-  return std::nullopt;
-}
-
 // --bench_peak: the peaks, then every matmul at a prompt's, a decode step's
 // and a speculative step's row count, as a share of the best int8 peak and
 // of the llama-order bound of the active kernels' per-slice arithmetic
@@ -219,7 +205,7 @@ void BenchPeak(int threads) {
   absl::PrintF("%-40s %14s %14s\n", "peak", "1 thread G/s", absl::StrCat(threads, " threads G/s"));
   double int8_peak = 0;
   double order_bound = 0;
-  const std::optional<PackedVariant> active = ActivePackedVariant();
+  const std::optional<PackedVariant> active = PackedVariantOf(ActiveKernelIsa());
   for (const Peak& p : peaks) {
     absl::PrintF("%-40s %14.1f %14.1f\n", p.what, p.per_s_1thread / 1e9, p.per_s_all / 1e9);
     if (p.order_of.has_value()) {
